@@ -1,0 +1,71 @@
+import path from 'node:path';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { Command, CommanderError } from 'commander';
+import { demo } from './commands/demo';
+
+/** Exit codes of the `imagebatch` command. */
+export const ExitCode = {
+  Ok: 0,
+  Failure: 1,
+  Usage: 2,
+  Interrupted: 130,
+} as const;
+
+function stderr(line: string): void {
+  process.stderr.write(`${line}\n`);
+}
+
+function buildProgram(signal: AbortSignal): { program: Command; result: { code: number } } {
+  const result = { code: ExitCode.Ok as number };
+  const program = new Command('imagebatch')
+    .description('Bulk image generation from CSV prompts as durable Temporal workflows')
+    .exitOverride()
+    .showHelpAfterError();
+
+  program
+    .command('demo')
+    .description('Run the demo on the embedded Temporal dev server (nothing to configure)')
+    .option('--home <dir>', 'folder for the embedded server state', '.imagebatch')
+    .option('--json', 'print the result as JSON')
+    .action(async (opts: { home: string; json?: boolean }) => {
+      const res = await demo({ home: path.resolve(opts.home), log: stderr, signal });
+      if (opts.json) {
+        process.stdout.write(`${JSON.stringify(res, null, 2)}\n`);
+        return;
+      }
+      process.stdout.write(
+        [
+          `Workflow ${res.workflowId} completed: "${res.result.reply}"`,
+          `The server's history now holds ${res.runsInHistory} demo run(s) (kept in ${res.dbFile}).`,
+          '',
+        ].join('\n'),
+      );
+    });
+  return { program, result };
+}
+
+/** Runs the CLI and resolves to its exit code; only the entry point (bin/imagebatch.js) exits the process. */
+export async function main(argv: readonly string[]): Promise<number> {
+  // The SDK's own log lines (worker state, bundler output) only when something is wrong.
+  Runtime.install({ logger: new DefaultLogger(process.env.IMAGEBATCH_LOG_LEVEL === 'debug' ? 'DEBUG' : 'WARN') });
+  const controller = new AbortController();
+  const onSigint = () => controller.abort();
+  process.once('SIGINT', onSigint);
+  process.once('SIGTERM', onSigint);
+  const { program, result } = buildProgram(controller.signal);
+  try {
+    await program.parseAsync(argv);
+    return result.code;
+  } catch (err) {
+    if (err instanceof CommanderError) return err.exitCode === 0 ? ExitCode.Ok : ExitCode.Usage;
+    if (controller.signal.aborted) {
+      stderr('imagebatch: interrupted; everything started was stopped');
+      return ExitCode.Interrupted;
+    }
+    stderr(`imagebatch: ${err instanceof Error ? err.message : String(err)}`);
+    return ExitCode.Failure;
+  } finally {
+    process.off('SIGINT', onSigint);
+    process.off('SIGTERM', onSigint);
+  }
+}

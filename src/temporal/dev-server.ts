@@ -1,0 +1,168 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Connection } from '@temporalio/client';
+import { freePort } from '../util/net';
+import { requireTemporalCli } from './toolchain';
+
+/** Options of {@link DevServer.start}. */
+export interface DevServerOptions {
+  /**
+   * SQLite file that keeps the server's state across restarts. Without it, state lives in memory and is
+   * lost when the server stops.
+   * @default undefined (in memory)
+   */
+  dbFile?: string;
+  /**
+   * Front-end gRPC port.
+   * @default a free port
+   */
+  port?: number;
+  /**
+   * Web UI port; `false` runs the server headless.
+   * @default a free port
+   */
+  uiPort?: number | false;
+  /**
+   * Dynamic configuration values, such as `limit.historyCount.suggestContinueAsNew: 100`.
+   * @default {}
+   */
+  dynamicConfig?: Record<string, unknown>;
+  /**
+   * Custom search attributes to register at start, name to type (`Keyword`, `Int`, ...).
+   * @default {}
+   */
+  searchAttributes?: Record<string, string>;
+  /**
+   * Server log level.
+   * @default 'error'
+   */
+  logLevel?: 'debug' | 'info' | 'warn' | 'error';
+  /**
+   * How long to wait for the server to answer before giving up.
+   * @default 60_000
+   */
+  startTimeoutMs?: number;
+  /**
+   * Path of the `temporal` binary.
+   * @default the project's pinned CLI (see toolchain.ts)
+   */
+  executable?: string;
+}
+
+const STDERR_TAIL = 4096;
+
+/**
+ * The embedded Temporal development server (`temporal server start-dev`), run as a child process that
+ * this process owns. Unlike `@temporalio/testing`'s local environment it can keep its state in a SQLite
+ * file, be stopped and started again on that file, and show the Web UI: the demo and the crash tests need
+ * all three.
+ */
+export class DevServer {
+  private exited: Promise<number | null>;
+  private stderrTail = '';
+
+  private constructor(
+    private readonly child: ChildProcess,
+    /** `host:port` of the gRPC front end. */
+    readonly address: string,
+    /** URL of the Web UI, when it runs. */
+    readonly uiUrl: string | undefined,
+    readonly options: DevServerOptions,
+  ) {
+    this.exited = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+    child.stderr?.on('data', (chunk: Buffer) => {
+      this.stderrTail = (this.stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL);
+    });
+  }
+
+  /** Starts the server and resolves once it answers gRPC requests. */
+  static async start(options: DevServerOptions = {}): Promise<DevServer> {
+    const executable = options.executable ?? requireTemporalCli();
+    const host = '127.0.0.1';
+    const port = options.port ?? (await freePort(host));
+    const uiPort = options.uiPort === false ? undefined : (options.uiPort ?? (await freePort(host)));
+    const args = ['server', 'start-dev', '--ip', host, '--port', String(port)];
+    args.push('--log-level', options.logLevel ?? 'error');
+    if (uiPort === undefined) args.push('--headless');
+    else args.push('--ui-port', String(uiPort));
+    if (options.dbFile) {
+      mkdirSync(path.dirname(options.dbFile), { recursive: true });
+      args.push('--db-filename', options.dbFile);
+    }
+    for (const [key, value] of Object.entries(options.dynamicConfig ?? {})) {
+      args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
+    }
+    for (const [name, type] of Object.entries(options.searchAttributes ?? {})) {
+      args.push('--search-attribute', `${name}=${type}`);
+    }
+    const child = spawn(executable, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    const server = new DevServer(
+      child,
+      `${host}:${port}`,
+      uiPort === undefined ? undefined : `http://${host}:${uiPort}`,
+      options,
+    );
+    try {
+      await server.waitUntilReady(options.startTimeoutMs ?? 60_000);
+    } catch (err) {
+      await server.stop();
+      throw err;
+    }
+    return server;
+  }
+
+  private async waitUntilReady(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    let exitCode: number | null | undefined;
+    void this.exited.then((code) => (exitCode = code));
+    let lastError: unknown;
+    while (Date.now() < deadline) {
+      if (exitCode !== undefined) {
+        throw new Error(`Temporal dev server exited with code ${exitCode} during start-up: ${this.stderrTail.trim()}`);
+      }
+      try {
+        const connection = await Connection.connect({ address: this.address, connectTimeout: 1000 });
+        try {
+          await connection.workflowService.getSystemInfo({});
+          // The default namespace is registered a moment after the front end answers.
+          await connection.workflowService.describeNamespace({ namespace: 'default' });
+          return;
+        } finally {
+          await connection.close();
+        }
+      } catch (err) {
+        lastError = err;
+        await sleep(200);
+      }
+    }
+    throw new Error(
+      `Temporal dev server did not answer on ${this.address} within ${timeoutMs} ms: ${String(lastError)}`,
+    );
+  }
+
+  /** The process id of the server, for tests that kill it. */
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
+  /** Stops the server: SIGTERM, then SIGKILL if it has not exited within `graceMs`. */
+  async stop(graceMs = 10_000): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    this.child.kill('SIGTERM');
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
+    try {
+      await this.exited;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Kills the server at once, as a crash would (SIGKILL). */
+  async kill(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    this.child.kill('SIGKILL');
+    await this.exited;
+  }
+}

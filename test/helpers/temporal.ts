@@ -1,0 +1,54 @@
+import { TestWorkflowEnvironment, type LocalTestWorkflowEnvironmentOptions } from '@temporalio/testing';
+import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { afterAll, beforeAll } from 'vitest';
+import { executableFor, temporalCliPath, testServerPath } from '../../src/temporal/toolchain';
+import { workflowsPath } from '../../src/worker';
+
+/**
+ * Test environments on the project's pinned binaries (see scripts/setup.mjs). When a binary is missing the
+ * SDK's own download is tried, which fails loudly where there is no internet: a missing server is an
+ * error, never a skipped test.
+ */
+
+/** The time-skipping test server, on a free port. */
+export function createTimeSkippingEnv(): Promise<TestWorkflowEnvironment> {
+  return TestWorkflowEnvironment.createTimeSkipping({ server: { executable: executableFor(testServerPath()) } });
+}
+
+/** The dev server (`temporal server start-dev`), in memory, on a free loopback port. */
+export function createLocalEnv(
+  server: LocalTestWorkflowEnvironmentOptions['server'] = {},
+): Promise<TestWorkflowEnvironment> {
+  return TestWorkflowEnvironment.createLocal({
+    server: { executable: executableFor(temporalCliPath()), ip: '127.0.0.1', ...server },
+  });
+}
+
+/**
+ * Starts an environment before the file's tests and tears it down after them, whatever happens.
+ * Returns a getter, since the environment exists only once `beforeAll` has run.
+ */
+export function useTestEnv(create: () => Promise<TestWorkflowEnvironment>): () => TestWorkflowEnvironment {
+  let env: TestWorkflowEnvironment | undefined;
+  beforeAll(async () => {
+    env = await create();
+  });
+  afterAll(async () => {
+    await env?.teardown();
+  });
+  return () => {
+    if (!env) throw new Error('the Temporal test environment is not started (useTestEnv outside a test?)');
+    return env;
+  };
+}
+
+let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
+
+/** The workflow bundle, built once per test file (bundling takes seconds). */
+export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
+  bundle ??= bundleWorkflowCode({ workflowsPath, logger: quietBundlerLogger });
+  return bundle;
+}
+
+const noop = () => undefined;
+const quietBundlerLogger = { trace: noop, debug: noop, info: noop, warn: noop, error: console.error, log: noop };

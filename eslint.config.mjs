@@ -62,6 +62,7 @@ export default tseslint.config(
   {
     files: ['**/*.mjs', 'bin/*.js'],
     ...tseslint.configs.disableTypeChecked,
+    rules: { ...tseslint.configs.disableTypeChecked.rules, '@typescript-eslint/no-require-imports': 'off' },
     languageOptions: {
       globals: { process: 'readonly', console: 'readonly', require: 'readonly', __dirname: 'readonly' },
     },

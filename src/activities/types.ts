@@ -1,0 +1,71 @@
+/**
+ * The activity contract between workflows and the image-service activities. Workflow code imports these
+ * types only. One activity attempt sends at most one request to the service, so that Temporal's task-queue
+ * activity rate limit is the per-key request rate across every worker, and waits between attempts
+ * (Retry-After, poll interval, backoff) are activity retries with `nextRetryDelay`: durable, and adding no
+ * history events.
+ */
+
+/** The body fields a row may carry (gaps.md, "Submit request body"). */
+export interface CreationRequest {
+  prompt: string;
+  model: string;
+  negative_prompt?: string;
+  width?: number;
+  height?: number;
+  seed?: number;
+  num_images?: number;
+}
+
+export interface SubmitCreationInput {
+  /** Deterministic: the same batch, row and attempt always give the same key. */
+  idempotencyKey: string;
+  request: CreationRequest;
+}
+
+export interface SubmitCreationResult {
+  creationId: string;
+  status: string;
+  /** As far as the service reports it. */
+  costUsd?: number;
+  /** True when the service replayed an earlier acceptance (nothing charged again), if it can be told. */
+  replayed?: boolean;
+}
+
+export interface PollCreationInput {
+  creationId: string;
+}
+
+export interface ImageRef {
+  url: string;
+  width?: number;
+  height?: number;
+}
+
+/** A creation that has ended. In-flight creations never come back: the activity retries until they end. */
+export type PollCreationResult =
+  | { outcome: 'succeeded'; status: string; costUsd?: number; images: ImageRef[] }
+  | { outcome: 'failed'; status: string; costUsd?: number; error: string; retryable: boolean };
+
+export interface DownloadImagesInput {
+  batchId: string;
+  rowId: string;
+  creationId: string;
+  images: ImageRef[];
+  /** Output folder of the batch (the worker's own folder when relative). */
+  outDir: string;
+}
+
+export interface DownloadedImage {
+  url: string;
+  /** Path of the file, relative to the batch's output folder. */
+  path: string;
+  sha256: string;
+  bytes: number;
+}
+
+export interface ModelInfo {
+  id: string;
+  name?: string;
+  priceUsd?: number;
+}

@@ -1,0 +1,96 @@
+/**
+ * The `type` of every `ApplicationFailure` an image-service activity throws. Workflows branch on these
+ * strings (never on messages); `classify.ts` maps each response of the interface to exactly one of them.
+ * Workflow code imports this file, so it must stay free of I/O and Node built-ins.
+ */
+export const FailureType = {
+  /**
+   * 429 (rate limit, poll interval, quota) or a process-wide hold on the key: retry the same request with the
+   * same idempotency key after `nextRetryDelay`. Retryable; the activity's own retry does the waiting.
+   */
+  RateLimited: 'ImageApi.RateLimited',
+  /**
+   * No response, timeout, connection reset, 500: the request may have been charged. Retry with the same key,
+   * with backoff. Retryable, a bounded number of times; then {@link FailureType.Unknown}.
+   */
+  Ambiguous: 'ImageApi.Ambiguous',
+  /**
+   * The outcome of a submission stayed unknown after the bounded retries (e.g. a key that keeps answering 500).
+   * Non-retryable: the row ends as `unknown` with its key, for reconciliation; it may have been charged.
+   */
+  Unknown: 'ImageApi.Unknown',
+  /**
+   * A refunded failure of the submission: 502, or 503 (wait its Retry-After first, given in details). The
+   * attempt is over; the next one is a new attempt with a new key. Non-retryable for the activity.
+   */
+  Refunded: 'ImageApi.Refunded',
+  /**
+   * Final for this row: 400 with its field errors, 404 model not found. Non-retryable.
+   */
+  Rejected: 'ImageApi.Rejected',
+  /**
+   * Stop the whole batch until a person acts: 401/403 authentication failures, 402 insufficient balance or
+   * monthly budget. Details keep what the service said (required amount, top-up URL, cap). Non-retryable.
+   */
+  BatchStop: 'ImageApi.BatchStop',
+  /** The creation is still in flight: poll again after `nextRetryDelay`. Retryable. */
+  Pending: 'ImageApi.Pending',
+  /** GET /creations/{id} answered 404: the id is unknown to this account. Non-retryable. */
+  CreationNotFound: 'ImageApi.CreationNotFound',
+  /** A response that matches no documented shape (a bug or a proxy in the way). Retryable with backoff. */
+  Malformed: 'ImageApi.Malformed',
+  /** Local configuration is wrong (e.g. the API key's format): nothing can succeed until it is fixed. */
+  Config: 'ImageApi.Config',
+} as const;
+export type FailureType = (typeof FailureType)[keyof typeof FailureType];
+
+/** Why a batch must stop until a person acts (details of {@link FailureType.BatchStop}). */
+export const BatchStopReason = {
+  AuthenticationRequired: 'authentication_required',
+  ApiKeyInvalid: 'api_key_invalid',
+  AccountDisabled: 'account_disabled',
+  InsufficientBalance: 'insufficient_balance',
+  MonthlyBudgetExceeded: 'monthly_budget_exceeded',
+} as const;
+export type BatchStopReason = (typeof BatchStopReason)[keyof typeof BatchStopReason];
+
+/** The first element of `ApplicationFailure.details` for {@link FailureType.BatchStop}. */
+export interface BatchStopDetails {
+  reason: BatchStopReason;
+  httpStatus: number;
+  /** The service's message, verbatim (never contains the key). */
+  message: string;
+  /** 402: the USD amount the request needed. */
+  requiredUsd?: number;
+  /** 402: the wallet balance, when the service says it. */
+  balanceUsd?: number;
+  /** 402: where to top up. */
+  topUpUrl?: string;
+  /** 402 monthly budget: the cap. */
+  monthlyCapUsd?: number;
+}
+
+/** The first element of `ApplicationFailure.details` for {@link FailureType.Rejected}. */
+export interface RejectedDetails {
+  httpStatus: number;
+  code: string;
+  message: string;
+  /** 400: every field problem the service listed. */
+  fieldErrors: { field: string; message: string }[];
+}
+
+/** The first element of `ApplicationFailure.details` for {@link FailureType.Refunded}. */
+export interface RefundedDetails {
+  httpStatus: number;
+  code: string;
+  message: string;
+  /** 503: how long to wait before the next attempt (from Retry-After). */
+  retryAfterMs?: number;
+}
+
+/** The first element of `ApplicationFailure.details` for {@link FailureType.Unknown}. */
+export interface UnknownDetails {
+  idempotencyKey: string;
+  tries: number;
+  lastError: string;
+}

@@ -69,3 +69,64 @@ export interface ModelInfo {
   name?: string;
   priceUsd?: number;
 }
+
+/**
+ * Poll a creation until it ends and, on success, download its images, in one activity: every poll attempt is
+ * still one request to the service (in-flight answers retry the activity after the poll interval), and a row's
+ * happy path needs two activities rather than three (17 history events instead of 23).
+ */
+export interface CollectCreationInput {
+  creationId: string;
+  batchId: string;
+  rowId: string;
+  outDir: string;
+}
+
+export interface CollectCreationResult {
+  poll: PollCreationResult;
+  /** Empty unless the creation succeeded. */
+  images: DownloadedImage[];
+}
+
+/** Where the page reader stopped: the next page starts exactly here. Opaque to workflows. */
+export interface BatchCursor {
+  byteOffset: number;
+  line: number;
+  header: string[];
+}
+
+export interface ReadBatchPageInput {
+  /** Path of the batch file, as the worker sees it. */
+  file: string;
+  /** Undefined for the first page. */
+  cursor?: BatchCursor;
+  /** Rows per page at most. */
+  maxRows: number;
+  /** Model for rows without a `model` column value. */
+  defaultModel?: string;
+}
+
+export interface BatchRowInput {
+  rowId: string;
+  line: number;
+  request: CreationRequest;
+}
+
+export interface ReadBatchPageResult {
+  rows: BatchRowInput[];
+  /** Rows of this page that were invalid (never started; `imagebatch validate` lists them). */
+  invalidRows: number;
+  nextCursor: BatchCursor;
+  done: boolean;
+}
+
+/** What an existing row workflow says about itself (a batch started again over rows that already exist). */
+export type RowLookup = { status: 'running' } | { status: 'closed'; summary?: RowSummaryLike };
+
+export interface RowSummaryLike {
+  rowId: string;
+  state: string;
+  chargedUsd: number;
+  refundedUsd: number;
+  attempts: number;
+}

@@ -1,1 +1,5 @@
 export * from './ping';
+export * from './prompt-workflow';
+export * from './batch-workflow';
+export * from './definitions';
+export * from './model';

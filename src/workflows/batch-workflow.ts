@@ -1,0 +1,278 @@
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import {
+  ParentClosePolicy,
+  condition,
+  continueAsNew,
+  getExternalWorkflowHandle,
+  proxyActivities,
+  setHandler,
+  startChild,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import type { BatchRowInput } from '../activities/types';
+import { applyRowDone, newBatchState, progressOf, reservedUsd, type BatchState } from './batch-state';
+import {
+  cancelSignal,
+  pauseSignal,
+  progressQuery,
+  resumeSignal,
+  rowBlockedSignal,
+  rowDoneSignal,
+  rowResumeSignal,
+} from './definitions';
+import { batchWorkflowId, promptWorkflowId } from './keys';
+import { RowState, type BatchProgress, type RowSummary, type WaitReason } from './model';
+import { promptWorkflow } from './prompt-workflow';
+import { workflowNow } from './time';
+
+export interface BatchWorkflowInput {
+  batchId: string;
+  /** Path of the batch file, as the workers see it. */
+  file: string;
+  /** Output folder for images (as the workers see it). */
+  outDir: string;
+  /** Model of rows that name none. */
+  defaultModel?: string;
+  /**
+   * Rows in flight at most (the sliding window).
+   * @default 8
+   */
+  concurrency?: number;
+  /**
+   * Attempts per row at most.
+   * @default 3
+   */
+  maxAttempts?: number;
+  /**
+   * Rows per page read from the file.
+   * @default 100
+   */
+  pageSize?: number;
+  /**
+   * Net spend (charges less refunds, plus what rows in flight may cost) the batch may reach; it pauses when the
+   * next row would pass it.
+   * @default no cap
+   */
+  spendCapUsd?: number;
+  /**
+   * ISO time after which no row starts; rows not started end as `not_run`.
+   * @default no deadline
+   */
+  deadline?: string;
+  /**
+   * Longest wait for one creation to end.
+   * @default the row's default (30 minutes)
+   */
+  maxPollWaitMs?: number;
+  /**
+   * History length at which a run continues as new, besides the server's own suggestion.
+   * @default 10_000
+   */
+  maxHistoryEvents?: number;
+  /** @internal State carried across continue-as-new. */
+  state?: BatchState;
+}
+
+const { readBatchPage, fetchModels, lookupRow } = proxyActivities<Activities>({
+  startToCloseTimeout: '2 minutes',
+  retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
+});
+
+/**
+ * A batch: reads the file page by page and keeps at most `concurrency` rows in flight, each its own
+ * {@link promptWorkflow}.
+ *
+ * Why rows report by signal instead of the batch awaiting child results: rows are started with
+ * `ParentClosePolicy.ABANDON` and signal the batch's workflow id when they end, so the batch can continue as new
+ * at any page boundary without draining its window; the signal reaches whichever run is current. The state a
+ * run carries to the next is bounded by the window, so a batch of a million rows keeps every history small.
+ *
+ * A batch-level stop (authentication, balance, monthly budget) pauses the batch instead of failing rows: the
+ * rows that met it wait, nothing is charged for the pause, and `resumeSignal` carries on.
+ */
+export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchProgress> {
+  const concurrency = Math.max(1, input.concurrency ?? 8);
+  const pageSize = Math.max(1, input.pageSize ?? 100);
+  const maxHistory = input.maxHistoryEvents ?? 10_000;
+  const deadlineMs = input.deadline ? Date.parse(input.deadline) : undefined;
+  const state = input.state ?? newBatchState(workflowNow());
+  const selfId = workflowInfo().workflowId;
+  let waiting: WaitReason | undefined;
+  let resumeRequested = false;
+
+  setHandler(progressQuery, () => progressOf(input.batchId, state, workflowNow(), waiting, false));
+  setHandler(rowDoneSignal, (summary: RowSummary) => {
+    applyRowDone(state, summary);
+  });
+  setHandler(rowBlockedSignal, (rowId, details) => {
+    state.stop = details;
+    if (!state.blocked.includes(rowId)) state.blocked.push(rowId);
+  });
+  setHandler(pauseSignal, (reason) => {
+    state.pausedBy = reason ?? 'paused by request';
+  });
+  setHandler(resumeSignal, (options) => {
+    if (options?.spendCapUsd !== undefined) input.spendCapUsd = options.spendCapUsd;
+    resumeRequested = true;
+  });
+  setHandler(cancelSignal, () => {
+    state.cancelling = true;
+  });
+
+  if (state.runs === 0 && Object.keys(state.prices).length === 0 && input.spendCapUsd !== undefined) {
+    for (const m of await fetchModels()) if (m.priceUsd !== undefined) state.prices[m.id] = m.priceUsd;
+  }
+  state.runs += 1;
+
+  const deadlinePassed = () => deadlineMs !== undefined && workflowNow() >= deadlineMs;
+  const windowFull = () => Object.keys(state.inFlight).length >= concurrency;
+  const blockedReason = (): WaitReason | undefined =>
+    state.stop
+      ? { kind: 'batch_stop', details: state.stop }
+      : state.pausedBy
+        ? { kind: 'paused', reason: state.pausedBy }
+        : undefined;
+
+  /** Handles a resume request: clears the pause and the stop, and lets the rows that waited carry on. */
+  async function applyResume(): Promise<void> {
+    if (!resumeRequested) return;
+    resumeRequested = false;
+    delete state.pausedBy;
+    delete state.stop;
+    const blocked = state.blocked;
+    state.blocked = [];
+    for (const rowId of blocked) {
+      await getExternalWorkflowHandle(promptWorkflowId(input.batchId, rowId))
+        .signal(rowResumeSignal)
+        .catch(() => undefined);
+    }
+  }
+
+  function priceOf(row: BatchRowInput): number {
+    return (state.prices[row.request.model] ?? 0) * (row.request.num_images ?? 1);
+  }
+
+  async function startRow(row: BatchRowInput): Promise<void> {
+    const workflowId = promptWorkflowId(input.batchId, row.rowId);
+    state.inFlight[row.rowId] = priceOf(row);
+    state.started += 1;
+    try {
+      await startChild(promptWorkflow, {
+        workflowId,
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        memo: { batchId: input.batchId, rowId: row.rowId },
+        args: [
+          {
+            batchId: input.batchId,
+            rowId: row.rowId,
+            line: row.line,
+            request: row.request,
+            outDir: input.outDir,
+            parentWorkflowId: selfId,
+            ...(input.maxAttempts === undefined ? {} : { maxAttempts: input.maxAttempts }),
+            ...(input.maxPollWaitMs === undefined ? {} : { maxPollWaitMs: input.maxPollWaitMs }),
+          },
+        ],
+      });
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+      // The batch was started again over rows that exist already: a running row will report to us; a closed
+      // one is counted from its own result.
+      const found = await lookupRow({ workflowId });
+      if (found.status === 'closed') {
+        applyRowDone(state, {
+          rowId: row.rowId,
+          state: (found.summary?.state as RowState | undefined) ?? RowState.Failed,
+          chargedUsd: found.summary?.chargedUsd ?? 0,
+          refundedUsd: found.summary?.refundedUsd ?? 0,
+          attempts: found.summary?.attempts ?? 0,
+        });
+      }
+    }
+  }
+
+  const shouldContinueAsNew = () => workflowInfo().continueAsNewSuggested || workflowInfo().historyLength >= maxHistory;
+
+  // The main loop: one row at a time, waiting whenever the window is full or the batch is held.
+  for (;;) {
+    await applyResume();
+    if (state.cancelling || deadlinePassed()) break;
+
+    const held = blockedReason();
+    const capHold = !held && state.pending[0] ? spendCapHold(state.pending[0]) : undefined;
+    if (held || capHold) {
+      waiting = held ?? capHold;
+      if (capHold && !state.pausedBy) state.pausedBy = `spend cap of ${input.spendCapUsd} USD reached`;
+      await waitUntil(() => resumeRequested || state.cancelling);
+      continue;
+    }
+
+    if (state.pending.length === 0) {
+      if (state.fileDone) break;
+      if (shouldContinueAsNew()) return continueAsNewWith();
+      waiting = { kind: 'reading' };
+      const page = await readBatchPage({
+        file: input.file,
+        maxRows: pageSize,
+        ...(state.cursor ? { cursor: state.cursor } : {}),
+        ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
+      });
+      state.cursor = page.nextCursor;
+      state.fileDone = page.done;
+      state.rowsRead += page.rows.length;
+      state.invalidRows += page.invalidRows;
+      state.pending = page.rows;
+      continue;
+    }
+
+    if (windowFull()) {
+      waiting = { kind: 'window_full', concurrency };
+      await waitUntil(() => !windowFull() || resumeRequested || state.cancelling || blockedReason() !== undefined);
+      continue;
+    }
+
+    waiting = undefined;
+    const row = state.pending.shift()!;
+    await startRow(row);
+  }
+
+  // No more rows will start: cancel what is in flight if asked, and count what never started.
+  if (state.cancelling) {
+    for (const rowId of Object.keys(state.inFlight)) {
+      await getExternalWorkflowHandle(promptWorkflowId(input.batchId, rowId))
+        .cancel()
+        .catch(() => undefined);
+    }
+  }
+  if (state.cancelling || deadlinePassed()) {
+    state.counts.not_run += state.pending.length;
+    state.pending = [];
+  }
+  waiting = undefined;
+  while (Object.keys(state.inFlight).length > 0) {
+    // Rows still blocked by a batch-level stop wait for a resume even now that the file is read.
+    await applyResume();
+    await condition(() => Object.keys(state.inFlight).length === 0 || resumeRequested);
+  }
+  return progressOf(input.batchId, state, workflowNow(), undefined, true);
+
+  /** Waits for `fn`, or for the deadline if there is one. */
+  async function waitUntil(fn: () => boolean): Promise<void> {
+    if (deadlineMs === undefined) return condition(fn);
+    await condition(fn, Math.max(1, deadlineMs - workflowNow()));
+  }
+
+  function spendCapHold(next: BatchRowInput): WaitReason | undefined {
+    if (input.spendCapUsd === undefined) return undefined;
+    const projected = state.spentUsd + reservedUsd(state) + priceOf(next);
+    if (projected <= input.spendCapUsd + 1e-9) return undefined;
+    return { kind: 'spend_cap', capUsd: input.spendCapUsd, spentUsd: state.spentUsd };
+  }
+
+  function continueAsNewWith(): Promise<never> {
+    return continueAsNew<typeof batchWorkflow>({ ...input, state });
+  }
+}
+
+export { batchWorkflowId };

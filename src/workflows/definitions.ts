@@ -1,0 +1,19 @@
+import { defineQuery, defineSignal } from '@temporalio/workflow';
+import type { BatchStopDetails } from '../api/failure-types';
+import type { BatchProgress, RowSummary } from './model';
+
+/** A person pauses the batch: no new row starts; rows in flight finish. */
+export const pauseSignal = defineSignal<[reason?: string]>('pause');
+/** A person resumes the batch, also after a batch-level stop (authentication, balance, budget, spend cap). */
+export const resumeSignal = defineSignal<[options?: { spendCapUsd?: number }]>('resume');
+/** A person cancels the batch: no new row starts, rows in flight are cancelled cleanly. */
+export const cancelSignal = defineSignal<[reason?: string]>('cancel');
+/** Progress of a batch, at any time. */
+export const progressQuery = defineQuery<BatchProgress>('progress');
+
+/** Row to batch: this row has ended (sent by the row itself, so it reaches the batch's current run). */
+export const rowDoneSignal = defineSignal<[RowSummary]>('rowDone');
+/** Row to batch: the service said the whole batch must stop until a person acts; this row waits. */
+export const rowBlockedSignal = defineSignal<[rowId: string, details: BatchStopDetails]>('rowBlocked');
+/** Batch to row: carry on after a batch-level stop. */
+export const rowResumeSignal = defineSignal('rowResume');

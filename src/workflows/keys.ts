@@ -1,0 +1,42 @@
+/**
+ * Deterministic identifiers. Pure functions with no imports, used by workflows (replay-safe), the CLI and
+ * tests alike: the same batch, row and attempt always give the same idempotency key, across crashes, replays
+ * and re-runs of the same file, so a retry can never be charged as a new request.
+ */
+
+/** Characters allowed in batch and row ids; they become parts of workflow ids and idempotency keys. */
+export const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Workflow id of a batch. */
+export function batchWorkflowId(batchId: string): string {
+  return `batch/${batchId}`;
+}
+
+/** Workflow id of one row of a batch. */
+export function promptWorkflowId(batchId: string, rowId: string): string {
+  return `${batchId}/${rowId}`;
+}
+
+const MAX_KEY_LENGTH = 255;
+
+/**
+ * The idempotency key of one attempt of one row: `ib.<batch>.<row>.a<attempt>`. Printable ASCII, at most 255
+ * characters (gaps.md); a longer one is shortened with a digest of the whole, so it stays unique.
+ */
+export function idempotencyKeyFor(batchId: string, rowId: string, attempt: number): string {
+  const key = `ib.${batchId}.${rowId}.a${attempt}`;
+  if (key.length <= MAX_KEY_LENGTH) return key;
+  const digest = fnv1a64Hex(key);
+  return `${key.slice(0, MAX_KEY_LENGTH - digest.length - 1)}~${digest}`;
+}
+
+/** FNV-1a, 64 bits, as 16 hex digits: a stable digest with no dependency (workflow code has no crypto). */
+export function fnv1a64Hex(text: string): string {
+  let hash = 0xcbf29ce484222325n;
+  const prime = 0x100000001b3n;
+  for (let i = 0; i < text.length; i++) {
+    hash ^= BigInt(text.charCodeAt(i));
+    hash = (hash * prime) & 0xffffffffffffffffn;
+  }
+  return hash.toString(16).padStart(16, '0');
+}

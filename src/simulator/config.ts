@@ -1,0 +1,248 @@
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import { API_KEY_TAIL, SIMULATOR_KEY_PREFIX, type StatusNamingName } from '../api/contract';
+import { type Clock } from './clock';
+import { FaultKind, PROBABILISTIC_FAULTS, type Fault, type ScriptRule } from './faults';
+
+/**
+ * The simulator's configuration: every default is the one gaps.md fixes. Validated with zod so that a
+ * wrong config file says which field is wrong; plaintext keys are hashed at load and then dropped, so the
+ * running simulator, like the real service, only ever holds hashes.
+ */
+
+/** The well-known key of the default account, for the demo and for tests. Simulator format only. */
+export const DEMO_API_KEY = `${SIMULATOR_KEY_PREFIX}live_DemoKey0ImageBatch0Simulator000000000000`;
+export const DEMO_ACCOUNT_ID = 'acct_demo';
+export const DEMO_KEY_ID = 'key_demo';
+
+/** Idempotency storage variants of gaps.md: (a) only 202s are stored, (b) every judged response is. */
+export const IdempotencyVariant = {
+  AcceptedOnly: 'accepted-only',
+  AllJudged: 'all-judged',
+} as const;
+export type IdempotencyVariant = (typeof IdempotencyVariant)[keyof typeof IdempotencyVariant];
+
+/** sha256 hex of a key: the only form in which the simulator keeps keys. */
+export function hashApiKey(key: string): string {
+  return createHash('sha256').update(key).digest('hex');
+}
+
+const usd = z.number().finite().nonnegative();
+const positiveInt = z.number().int().positive();
+const probability = z.number().min(0).max(1);
+const KEY_FORMAT = new RegExp(`^[A-Za-z0-9]*_?${API_KEY_TAIL.source}`);
+
+const keySchema = z
+  .strictObject({
+    /** Key id: what the ledger and usage records show instead of the key. */
+    id: z.string().min(1),
+    /** Plaintext key: hashed at load, then dropped. */
+    key: z.string().regex(KEY_FORMAT, 'must look like <prefix>live_<40 characters [A-Za-z0-9]>').optional(),
+    /** sha256 hex of the key, for configs that should not hold the key itself. */
+    sha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex characters')
+      .optional(),
+    revoked: z.boolean().default(false),
+    /** Per-key monthly budget in USD (net of refunds, per calendar month in UTC); null = off. */
+    monthlyBudgetUsd: usd.nullable().default(null),
+  })
+  .refine((k) => (k.key === undefined) !== (k.sha256 === undefined), {
+    message: 'give exactly one of "key" and "sha256"',
+  });
+
+const accountSchema = z.strictObject({
+  id: z.string().min(1),
+  disabled: z.boolean().default(false),
+  walletUsd: usd.default(100),
+  /** Model ids of the catalog this account may use; all of them when absent. */
+  models: z.array(z.string().min(1)).optional(),
+  keys: z.array(keySchema).min(1),
+});
+
+const modelSchema = z.strictObject({
+  id: z.string().min(1),
+  name: z.string().min(1),
+  price_usd: usd,
+});
+
+const rangeSchema = z
+  .strictObject({ minMs: z.number().int().nonnegative(), maxMs: z.number().int().nonnegative() })
+  .refine((r) => r.minMs <= r.maxMs, { message: 'minMs must not exceed maxMs' });
+
+const faultKinds = Object.values(FaultKind) as [FaultKind, ...FaultKind[]];
+/** A fault in a script: its kind as a string, or `{ kind, delayMs }`. */
+export const faultSchema = z.union([
+  z.enum(faultKinds).transform((kind): Fault => ({ kind })),
+  z.strictObject({ kind: z.enum(faultKinds), delayMs: z.number().int().nonnegative().optional() }),
+]);
+export const scriptRuleSchema = z.strictObject({ match: z.string().min(1), faults: z.array(faultSchema) });
+
+const probabilitiesSchema = z
+  .strictObject(Object.fromEntries(PROBABILISTIC_FAULTS.map((k) => [k, probability.optional()])))
+  .refine((p) => Object.values(p).reduce<number>((sum, v) => sum + (v ?? 0), 0) <= 1, {
+    message: 'the probabilities must add up to at most 1',
+  });
+
+export const faultSettingsSchema = z.strictObject({
+  probabilities: probabilitiesSchema.prefault({}),
+  slow: z
+    .strictObject({ probability: probability.default(0), delayMs: z.number().int().nonnegative().default(1500) })
+    .prefault({}),
+  providerRetryAfterSeconds: positiveInt.default(2),
+});
+
+export const limitsSchema = z.strictObject({
+  /** Token bucket per key: refill rate. */
+  requestsPerSecond: z.number().positive().default(10),
+  /** Token bucket per key: capacity. */
+  burst: positiveInt.default(10),
+  /** Minimum interval between polls of one creation. */
+  minPollIntervalMs: z.number().int().nonnegative().default(2000),
+  /** Creations in flight per account; null = off. */
+  accountConcurrency: positiveInt.nullable().default(8),
+  /** Creations in flight per model, across accounts; null = off. */
+  modelCapacity: positiveInt.nullable().default(null),
+});
+
+const DEFAULT_MODELS = [
+  { id: 'flux-dev', name: 'Flux Dev', price_usd: 0.04 },
+  { id: 'flux-schnell', name: 'Flux Schnell', price_usd: 0.01 },
+  { id: 'sdxl', name: 'Stable Diffusion XL', price_usd: 0.02 },
+];
+
+export const simulatorConfigSchema = z
+  .strictObject({
+    host: z.string().default('127.0.0.1'),
+    /** API port; 0 lets the OS pick. */
+    port: z.number().int().min(0).max(65535).default(0),
+    /** Image file port; 0 lets the OS pick. */
+    filesPort: z.number().int().min(0).max(65535).default(0),
+    seed: z.number().int().default(1),
+    models: z.array(modelSchema).min(1).default(DEFAULT_MODELS),
+    accounts: z
+      .array(accountSchema)
+      .min(1)
+      .prefault([{ id: DEMO_ACCOUNT_ID, keys: [{ id: DEMO_KEY_ID, key: DEMO_API_KEY }] }]),
+    limits: limitsSchema.prefault({}),
+    statusNaming: z.enum(['default', 'alternate']).default('default'),
+    idempotency: z
+      .strictObject({
+        variant: z.enum([IdempotencyVariant.AcceptedOnly, IdempotencyVariant.AllJudged]).default('accepted-only'),
+        ttlMs: positiveInt.default(24 * 3600 * 1000),
+        maxEntries: positiveInt.default(100_000),
+      })
+      .prefault({}),
+    creations: z
+      .strictObject({ ttlMs: positiveInt.default(24 * 3600 * 1000), maxEntries: positiveInt.default(100_000) })
+      .prefault({}),
+    /** Time a creation waits queued, then runs; uniform in each range. */
+    generation: z
+      .strictObject({
+        queuedMs: rangeSchema.default({ minMs: 200, maxMs: 800 }),
+        runningMs: rangeSchema.default({ minMs: 1000, maxMs: 4000 }),
+      })
+      .prefault({}),
+    safety: z
+      .strictObject({
+        /** Case-insensitive words whose presence in the prompt makes the safety filter decline it. */
+        triggerWords: z.array(z.string().min(1)).default(['[unsafe]', 'nsfw']),
+        /** Chance that a generic prompt of one or two words is declined. */
+        genericDeclineProbability: probability.default(0.5),
+      })
+      .prefault({}),
+    faults: faultSettingsSchema.prefault({}),
+    scripts: z.array(scriptRuleSchema).default([]),
+    /** Request bodies above this many bytes get 400 ERR_INVALID_REQUEST. */
+    maxBodyBytes: positiveInt.default(64 * 1024),
+    topUpUrl: z.string().default('https://portal.imagegen.example/billing/top-up'),
+    ledger: z.strictObject({ maxEntries: positiveInt.default(1_000_000) }).prefault({}),
+    /** Real-time sweeper that settles finished creations and expires old state; 0 = off. */
+    sweepIntervalMs: z.number().int().nonnegative().default(250),
+  })
+  .superRefine((cfg, ctx) => {
+    const modelIds = new Set(cfg.models.map((m) => m.id));
+    const accountIds = new Set<string>();
+    const keyIds = new Set<string>();
+    cfg.accounts.forEach((account, a) => {
+      if (accountIds.has(account.id))
+        ctx.addIssue({ code: 'custom', path: ['accounts', a, 'id'], message: 'duplicate account id' });
+      accountIds.add(account.id);
+      account.models?.forEach((id, m) => {
+        if (!modelIds.has(id))
+          ctx.addIssue({ code: 'custom', path: ['accounts', a, 'models', m], message: `unknown model "${id}"` });
+      });
+      account.keys.forEach((key, k) => {
+        if (keyIds.has(key.id))
+          ctx.addIssue({ code: 'custom', path: ['accounts', a, 'keys', k, 'id'], message: 'duplicate key id' });
+        keyIds.add(key.id);
+      });
+    });
+  });
+
+/** What a caller may pass: the JSON-able config plus an injectable clock. */
+export type SimulatorConfigInput = z.input<typeof simulatorConfigSchema> & {
+  /** @default the system clock (Date.now) */
+  clock?: Clock;
+};
+
+type ParsedConfig = z.output<typeof simulatorConfigSchema>;
+
+export interface KeyConfig {
+  id: string;
+  sha256: string;
+  revoked: boolean;
+  monthlyBudgetUsd: number | null;
+}
+export interface AccountConfig {
+  id: string;
+  disabled: boolean;
+  walletUsd: number;
+  models: string[];
+  keys: KeyConfig[];
+}
+export type SimulatorConfig = Omit<ParsedConfig, 'accounts' | 'scripts' | 'statusNaming'> & {
+  accounts: AccountConfig[];
+  scripts: ScriptRule[];
+  statusNaming: StatusNamingName;
+  clock: Clock;
+};
+
+/** A config that failed validation; `issues` name each field as a dotted path. */
+export class SimulatorConfigError extends Error {
+  readonly code = 'SIMULATOR_CONFIG_INVALID';
+  constructor(readonly issues: readonly string[]) {
+    super(`invalid simulator config:\n  ${issues.join('\n  ')}`);
+    this.name = 'SimulatorConfigError';
+  }
+}
+
+/** Formats zod issues as `path.to.field: message`. */
+export function describeIssues(error: z.ZodError): string[] {
+  return error.issues.map((issue) => `${issue.path.length ? issue.path.join('.') : '(root)'}: ${issue.message}`);
+}
+
+/** Validates, applies defaults, hashes plaintext keys (and drops them). */
+export function resolveConfig(input: SimulatorConfigInput = {}): SimulatorConfig {
+  const { clock, ...rest } = input;
+  const parsed = simulatorConfigSchema.safeParse(rest);
+  if (!parsed.success) throw new SimulatorConfigError(describeIssues(parsed.error));
+  const cfg = parsed.data;
+  const allModels = cfg.models.map((m) => m.id);
+  return {
+    ...cfg,
+    clock: clock ?? { now: () => Date.now() },
+    accounts: cfg.accounts.map((account) => ({
+      id: account.id,
+      disabled: account.disabled,
+      walletUsd: account.walletUsd,
+      models: account.models ?? allModels,
+      keys: account.keys.map((key) => ({
+        id: key.id,
+        sha256: key.sha256 ?? hashApiKey(key.key ?? ''),
+        revoked: key.revoked,
+        monthlyBudgetUsd: key.monthlyBudgetUsd,
+      })),
+    })),
+  };
+}

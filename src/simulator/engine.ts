@@ -1,0 +1,387 @@
+import { createHash } from 'node:crypto';
+import type { IncomingHttpHeaders } from 'node:http';
+import { DEFAULT_IDEMPOTENCY_HEADER, ErrorCode, type StatusNamingName } from '../api/contract';
+import { type Principal } from './auth';
+import { Billing } from './billing';
+import { retryAfterSeconds } from './clock';
+import { IdempotencyVariant, type SimulatorConfig } from './config';
+import { CreationStore, creationRecord, earliestFinish, newCreationId, type Creation } from './creations';
+import { FaultKind, FaultPlan, forcedFailure, type Fault } from './faults';
+import { IdempotencyStore } from './idempotency';
+import { CreationOutcome, Ledger } from './ledger';
+import { toMicros } from './money';
+import { hash32, mulberry32, uniformInt, type Random } from './random';
+import { RateLimiter } from './rate-limit';
+import { errorResponse, invalidRequest, retryAfter, type ApiResponse, type Delivery } from './responses';
+import { FailureMessage } from '../api/contract';
+import { idempotencyKeyProblem, validateCreationBody, type CreationRequest } from './validation';
+import { KeyRing } from './auth';
+
+/** A submit request as the server read it. */
+export interface SubmitInput {
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+  /** The body was larger than `maxBodyBytes` (only its start was kept). */
+  tooLarge: boolean;
+}
+
+/** What to send, how, and what to call once it has gone out. */
+export interface Outcome {
+  response: ApiResponse;
+  delivery: Delivery;
+  done?: () => void;
+}
+
+type Parsed = { ok: true; value: unknown } | { ok: false; problem: { field: string; message: string } };
+
+interface Judged {
+  response: ApiResponse;
+  /** What the idempotency store keeps under the key (depends on the variant), if anything. */
+  store: ApiResponse | undefined;
+  delivery: Delivery;
+}
+
+const SEND: Delivery = { kind: 'send' };
+const IDEMPOTENCY_FIELD = DEFAULT_IDEMPOTENCY_HEADER;
+const MAX_PENDING_WAITS = 1000;
+
+/**
+ * The service's rules, independent of HTTP plumbing. Checks run in the order gaps.md gives: authentication
+ * (done by the server), rate limit, quota, idempotency look-up, validation, wallet and budget, charge, start.
+ */
+export class SimulatorEngine {
+  readonly keys: KeyRing;
+  readonly ledger: Ledger;
+  readonly billing: Billing;
+  readonly creations: CreationStore;
+  readonly idempotency: IdempotencyStore;
+  readonly limiter: RateLimiter;
+  readonly faults: FaultPlan;
+  private readonly random: Random;
+  private readonly prices: Map<string, number>;
+  variant: IdempotencyVariant;
+  naming: StatusNamingName;
+  filesUrl = '';
+  closed = false;
+
+  constructor(readonly config: SimulatorConfig) {
+    this.random = mulberry32(config.seed);
+    this.keys = new KeyRing(config.accounts);
+    this.ledger = new Ledger(config.ledger.maxEntries, () => this.settle());
+    this.billing = new Billing(config.accounts, this.ledger);
+    this.creations = new CreationStore({
+      ttlMs: config.creations.ttlMs,
+      maxEntries: config.creations.maxEntries,
+      onFinish: (c) => this.finish(c),
+    });
+    this.idempotency = new IdempotencyStore(config.idempotency.ttlMs, config.idempotency.maxEntries);
+    this.limiter = new RateLimiter(config.limits.requestsPerSecond, config.limits.burst);
+    this.faults = new FaultPlan(config.faults, config.scripts, mulberry32(hash32('faults', config.seed)));
+    this.prices = new Map(config.models.map((m) => [m.id, toMicros(m.price_usd)]));
+    this.variant = config.idempotency.variant;
+    this.naming = config.statusNaming;
+  }
+
+  now(): number {
+    return this.config.clock.now();
+  }
+
+  /** Applies every due finish (refunds) and expires old state. Cheap when nothing is due. */
+  settle(): void {
+    const now = this.now();
+    this.creations.settle(now);
+    this.idempotency.expire(now);
+  }
+
+  private finish(c: Creation): void {
+    if (c.error === undefined) this.billing.settleSuccess(c.id);
+    else this.billing.refund(c.accountId, c.id, c.finishedAt, `creation failed: ${c.error}`, CreationOutcome.Failed);
+  }
+
+  /** Rate limit of every authenticated API request. */
+  rateLimit(principal: Principal): ApiResponse | undefined {
+    const wait = this.limiter.take(principal.keyId, this.now());
+    if (wait === undefined) return undefined;
+    return errorResponse(
+      ErrorCode.RateLimit,
+      'Too many requests for this API key.',
+      { scope: 'key', reason: 'rate_limit', limit_per_second: this.limiter.perSecond, burst: this.limiter.burst },
+      retryAfter(wait),
+    );
+  }
+
+  models(principal: Principal): ApiResponse {
+    const allowed = this.keys.modelsOf(principal.accountId);
+    return { status: 200, body: { data: this.config.models.filter((m) => allowed.has(m.id)) } };
+  }
+
+  poll(principal: Principal, id: string): ApiResponse {
+    const now = this.now();
+    this.settle();
+    const c = this.creations.get(id);
+    if (!c || c.accountId !== principal.accountId) {
+      return errorResponse(ErrorCode.NotFound, 'No creation with this id.', { id });
+    }
+    const interval = this.config.limits.minPollIntervalMs;
+    if (c.lastPollAt !== undefined && now - c.lastPollAt < interval) {
+      return errorResponse(
+        ErrorCode.RateLimit,
+        'This creation was polled too recently.',
+        { scope: 'creation', reason: 'min_poll_interval', min_interval_ms: interval },
+        retryAfter(retryAfterSeconds(c.lastPollAt + interval - now)),
+      );
+    }
+    c.lastPollAt = now;
+    return { status: 200, body: creationRecord(c, now, this.naming, this.filesUrl) };
+  }
+
+  private quota(principal: Principal, parsed: Parsed): ApiResponse | undefined {
+    const now = this.now();
+    const { accountConcurrency, modelCapacity } = this.config.limits;
+    const ofAccount = this.creations.inFlightOfAccount(principal.accountId);
+    if (accountConcurrency !== null && ofAccount.size >= accountConcurrency) {
+      return errorResponse(
+        ErrorCode.QuotaExceeded,
+        'Too many creations in flight for this account.',
+        { scope: 'account', reason: 'concurrency_limit', limit: accountConcurrency },
+        retryAfter(retryAfterSeconds(earliestFinish(ofAccount) - now)),
+      );
+    }
+    const model = parsed.ok ? (parsed.value as { model?: unknown } | null)?.model : undefined;
+    if (modelCapacity !== null && typeof model === 'string') {
+      const ofModel = this.creations.inFlightOfModel(model);
+      if (ofModel.size >= modelCapacity) {
+        return errorResponse(
+          ErrorCode.QuotaExceeded,
+          'The model is at capacity.',
+          { scope: 'model', reason: 'capacity', limit: modelCapacity, model },
+          retryAfter(retryAfterSeconds(earliestFinish(ofModel) - now)),
+        );
+      }
+    }
+    return undefined;
+  }
+
+  async submit(principal: Principal, input: SubmitInput): Promise<Outcome> {
+    const limited = this.rateLimit(principal);
+    if (limited) return { response: limited, delivery: SEND };
+    this.settle();
+    const parsed = parseBody(input, this.config.maxBodyBytes);
+    const quota = this.quota(principal, parsed);
+    if (quota) return { response: quota, delivery: SEND };
+
+    const header = input.headers['idempotency-key'];
+    const idempotencyKey = Array.isArray(header) ? header.join(', ') : header;
+    if (idempotencyKey === undefined) return this.judged(this.judge(principal, parsed, null));
+
+    const problem = idempotencyKeyProblem(idempotencyKey);
+    if (problem) return { response: invalidRequest([{ field: IDEMPOTENCY_FIELD, message: problem }]), delivery: SEND };
+    const scope = `${principal.accountId}\n${idempotencyKey}`;
+    const fingerprint = createHash('sha256').update(input.body).digest('base64');
+    for (let waits = 0; ; waits++) {
+      const found = this.idempotency.lookup(scope, fingerprint, this.now());
+      if (found.kind === 'pending') {
+        if (waits >= MAX_PENDING_WAITS || this.closed) {
+          return { response: errorResponse(ErrorCode.Internal, 'Simulator is shutting down.'), delivery: SEND };
+        }
+        await found.done;
+        continue;
+      }
+      if (found.kind === 'replay') {
+        const replay = found.response;
+        return {
+          response: { ...replay, headers: { ...replay.headers, 'idempotent-replayed': 'true' } },
+          delivery: SEND,
+        };
+      }
+      if (found.kind === 'mismatch') {
+        return {
+          response: invalidRequest(
+            [{ field: IDEMPOTENCY_FIELD, message: 'was already used with a different request body' }],
+            'The idempotency key was already used with a different request.',
+          ),
+          delivery: SEND,
+        };
+      }
+      break;
+    }
+    const release = this.idempotency.begin(scope);
+    try {
+      const judged = this.judge(principal, parsed, idempotencyKey);
+      if (judged.store) this.idempotency.store(scope, fingerprint, judged.store, this.now());
+      return { ...this.judged(judged), done: release };
+    } catch (err) {
+      release();
+      throw err;
+    }
+  }
+
+  private judged(j: Judged): Outcome {
+    return { response: j.response, delivery: j.delivery };
+  }
+
+  /** Validation, wallet and budget, charge, start: the steps whose responses variant (b) stores. */
+  private judge(principal: Principal, parsed: Parsed, idempotencyKey: string | null): Judged {
+    const allJudged = this.variant === IdempotencyVariant.AllJudged;
+    const final = (response: ApiResponse): Judged => ({
+      response,
+      store: allJudged ? response : undefined,
+      delivery: SEND,
+    });
+    if (!parsed.ok) return final(invalidRequest([parsed.problem]));
+    const validation = validateCreationBody(parsed.value);
+    if (!validation.ok) return final(invalidRequest(validation.errors));
+    const request = validation.value;
+    const unitPrice = this.prices.get(request.model);
+    if (unitPrice === undefined || !this.keys.modelsOf(principal.accountId).has(request.model)) {
+      return final(
+        errorResponse(ErrorCode.ModelNotFound, `Model "${request.model}" is not available to this account.`, {
+          model: request.model,
+        }),
+      );
+    }
+    const now = this.now();
+    const micros = unitPrice * request.numImages;
+    const refusal = this.billing.check(principal.accountId, principal.keyId, micros, now);
+    if (refusal) {
+      const topUp = this.config.topUpUrl;
+      return final(
+        refusal.reason === 'wallet'
+          ? errorResponse(ErrorCode.InsufficientBalance, 'The wallet cannot cover this request.', {
+              required: refusal.requiredUsd,
+              balance: refusal.balanceUsd,
+              top_up_url: topUp,
+            })
+          : errorResponse(ErrorCode.InsufficientBalance, 'The monthly budget of this API key is exhausted.', {
+              reason: 'monthly_budget_exceeded',
+              monthly_cap_usd: refusal.capUsd,
+              required: refusal.requiredUsd,
+              top_up_url: topUp,
+            }),
+      );
+    }
+
+    const fault = this.faults.next(request.prompt);
+    if (fault.kind === FaultKind.InternalBeforeCharge) {
+      return final(errorResponse(ErrorCode.Internal, 'Internal error.'));
+    }
+    const id = newCreationId(now, this.random);
+    this.billing.charge({ ...principal, creationId: id, idempotencyKey, micros, now });
+    if (fault.kind === FaultKind.GenerationFailed) {
+      this.billing.refund(principal.accountId, id, now, 'generation failed (502)', CreationOutcome.Rejected);
+      return final(
+        errorResponse(ErrorCode.GenerationFailed, 'Generation failed. The charge was refunded in full.', {
+          refunded_usd: micros / 1_000_000,
+        }),
+      );
+    }
+    if (fault.kind === FaultKind.ProviderUnavailable) {
+      this.billing.refund(principal.accountId, id, now, 'provider unavailable (503)', CreationOutcome.Rejected);
+      const seconds = this.faults.settings.providerRetryAfterSeconds;
+      return final(
+        errorResponse(
+          ErrorCode.ProviderUnavailable,
+          'The image provider is temporarily unavailable. The charge was refunded in full.',
+          { refunded_usd: micros / 1_000_000 },
+          retryAfter(seconds),
+        ),
+      );
+    }
+
+    const creation = this.start(principal, request, id, micros, idempotencyKey, fault, now);
+    const accepted: ApiResponse = {
+      status: 202,
+      body: creationRecord(creation, now, this.naming, this.filesUrl),
+    };
+    return this.deliver(fault, accepted, allJudged);
+  }
+
+  private deliver(fault: Fault, accepted: ApiResponse, allJudged: boolean): Judged {
+    switch (fault.kind) {
+      case FaultKind.InternalAfterCharge: {
+        const failed = errorResponse(ErrorCode.Internal, 'Internal error.');
+        return { response: failed, store: allJudged ? failed : accepted, delivery: SEND };
+      }
+      case FaultKind.ResetAfterCommit:
+        return { response: accepted, store: accepted, delivery: { kind: 'reset' } };
+      case FaultKind.Slow:
+        return {
+          response: accepted,
+          store: accepted,
+          delivery: { kind: 'slow', delayMs: fault.delayMs ?? this.faults.settings.slow.delayMs },
+        };
+      case FaultKind.None:
+      case FaultKind.InternalBeforeCharge:
+      case FaultKind.GenerationFailed:
+      case FaultKind.ProviderUnavailable:
+      case FaultKind.FailSafety:
+      case FaultKind.FailNoImage:
+      case FaultKind.FailTimedOut:
+      case FaultKind.FailGeneration:
+        return { response: accepted, store: accepted, delivery: SEND };
+    }
+  }
+
+  /** Fixes the creation's whole future at acceptance: timings from its own seeded stream, then its outcome. */
+  private start(
+    principal: Principal,
+    request: CreationRequest,
+    id: string,
+    micros: number,
+    idempotencyKey: string | null,
+    fault: Fault,
+    now: number,
+  ): Creation {
+    const own = mulberry32(hash32(id, this.config.seed));
+    const { queuedMs, runningMs } = this.config.generation;
+    const runningAt = now + uniformInt(own, queuedMs.minMs, queuedMs.maxMs);
+    const finishedAt = runningAt + uniformInt(own, runningMs.minMs, runningMs.maxMs);
+    const creation: Creation = {
+      id,
+      accountId: principal.accountId,
+      keyId: principal.keyId,
+      idempotencyKey,
+      model: request.model,
+      prompt: request.prompt,
+      negativePrompt: request.negativePrompt,
+      width: request.width,
+      height: request.height,
+      numImages: request.numImages,
+      seed: request.seed ?? Math.floor(own() * 2 ** 32),
+      costMicros: micros,
+      acceptedAt: now,
+      runningAt,
+      finishedAt,
+      error: forcedFailure(fault.kind) ?? this.safetyFilter(request.prompt, own),
+      settled: false,
+      lastPollAt: undefined,
+    };
+    this.creations.add(creation);
+    this.ledger.register(id, CreationOutcome.InFlight);
+    return creation;
+  }
+
+  /** The model's safety filter, applied to what will be generated: trigger words, and generic prompts. */
+  private safetyFilter(prompt: string, random: Random): FailureMessage | undefined {
+    const { triggerWords, genericDeclineProbability } = this.config.safety;
+    const lower = prompt.toLowerCase();
+    if (triggerWords.some((word) => lower.includes(word.toLowerCase()))) return FailureMessage.SafetyFilter;
+    const words = lower.split(/\s+/).filter(Boolean).length;
+    if (words <= 2 && random() < genericDeclineProbability) return FailureMessage.SafetyFilter;
+    return undefined;
+  }
+}
+
+/** Content type, size and JSON syntax: the body-level problems, reported at the validation step. */
+function parseBody(input: SubmitInput, maxBytes: number): Parsed {
+  if (input.tooLarge) return { ok: false, problem: { field: 'body', message: `must be at most ${maxBytes} bytes` } };
+  const type = input.headers['content-type'];
+  if (!type || !/^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i.test(type)) {
+    return { ok: false, problem: { field: 'Content-Type', message: 'must be application/json' } };
+  }
+  try {
+    return { ok: true, value: JSON.parse(input.body.toString('utf8')) as unknown };
+  } catch {
+    return { ok: false, problem: { field: 'body', message: 'is not valid JSON' } };
+  }
+}

@@ -1,0 +1,30 @@
+/** The image-service simulator: a real HTTP service for tests, the demo and benchmarks. */
+export { startSimulator, type Simulator, type FaultInput } from './server';
+export {
+  DEMO_API_KEY,
+  DEMO_ACCOUNT_ID,
+  DEMO_KEY_ID,
+  IdempotencyVariant,
+  SimulatorConfigError,
+  hashApiKey,
+  resolveConfig,
+  simulatorConfigSchema,
+  type SimulatorConfig,
+  type SimulatorConfigInput,
+} from './config';
+export { ManualClock, systemClock, type Clock } from './clock';
+export { FaultKind, type Fault, type FaultSettings, type ScriptRule } from './faults';
+export { type ControlCommand, type LimitsPatch } from './control';
+export {
+  CreationOutcome,
+  LedgerKind,
+  Ledger,
+  type LedgerEntry,
+  type LedgerCreation,
+  type LedgerSnapshot,
+  type LedgerViolations,
+  type KeySummary,
+  type IdempotencySummary,
+} from './ledger';
+export { type SeenRequest } from './files';
+export { encodePng, renderImage } from './png';

@@ -1,7 +1,8 @@
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { demo } from './commands/demo';
+import { simulator } from './commands/simulator';
 
 /** Exit codes of the `imagebatch` command. */
 export const ExitCode = {
@@ -41,7 +42,36 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
         ].join('\n'),
       );
     });
+  program
+    .command('simulator')
+    .description('Run the image-service simulator (a dry-run target; keys from its config, never from arguments)')
+    .option('--port <n>', 'API port on 127.0.0.1 (0: any free port)', parsePort)
+    .option('--files-port <n>', 'image file port on 127.0.0.1 (0: any free port)', parsePort)
+    .option('--config <file>', 'JSON configuration file')
+    .option('--json', 'print the addresses as JSON')
+    .action(async (opts: { port?: number; filesPort?: number; config?: string; json?: boolean }) => {
+      const started = await simulator({
+        ...(opts.port === undefined ? {} : { port: opts.port }),
+        ...(opts.filesPort === undefined ? {} : { filesPort: opts.filesPort }),
+        ...(opts.config === undefined ? {} : { configFile: opts.config }),
+      });
+      const { baseUrl, filesUrl, ledgerUrl } = started;
+      process.stdout.write(
+        opts.json
+          ? `${JSON.stringify({ baseUrl, filesUrl, ledgerUrl })}\n`
+          : `simulator API: ${baseUrl}\nimage files:   ${filesUrl}\nledger:        ${ledgerUrl}\n(Ctrl-C stops it)\n`,
+      );
+      await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+      await started.simulator.close();
+    });
   return { program, result };
+}
+
+function parsePort(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 65535)
+    throw new InvalidArgumentError('a port is an integer from 0 to 65535');
+  return n;
 }
 
 /** Runs the CLI and resolves to its exit code; only the entry point (bin/imagebatch.js) exits the process. */

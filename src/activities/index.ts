@@ -1,4 +1,12 @@
 import { Context } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
+import type { Dispatcher } from 'undici';
+import { lazyApiKeyProvider, loadApiKey, type ApiKeyProvider } from '../api/api-key';
+import { silentLogger, type Logger } from '../api/client';
+import type { HoldRegistry } from '../api/holds';
+import { loadServiceConfig, type ServiceConfig } from '../config/service-config';
+import { createImageActivities } from './image-activities';
+import { createRowActivities } from './rows';
 
 /** What the activities need from the outside world; tests pass fakes. */
 export interface ActivityDeps {
@@ -7,6 +15,49 @@ export interface ActivityDeps {
    * @default Date.now
    */
   now?: () => number;
+  /**
+   * Image-service configuration.
+   * @default loadServiceConfig(process.env), read when the activities are created (throws ConfigError)
+   */
+  config?: ServiceConfig;
+  /**
+   * The API key. The worker should pass `lazyApiKeyProvider(() => loadApiKey())` after calling `loadApiKey()`
+   * once at start-up, so that a missing or malformed key stops it before any work.
+   * @default the key from IMAGEGEN_API_KEY / IMAGEGEN_API_KEY_FILE, read and checked on the first request
+   */
+  apiKey?: ApiKeyProvider;
+  /**
+   * Dispatcher for `{base_url}`.
+   * @default a Pool on the base URL's origin with the configured timeouts
+   */
+  dispatcher?: Dispatcher;
+  /**
+   * Dispatcher for image downloads (any host; never given the key).
+   * @default an Agent with the configured timeouts
+   */
+  downloadDispatcher?: Dispatcher;
+  /**
+   * Folder that relative output folders are resolved against.
+   * @default process.cwd()
+   */
+  outputRoot?: string;
+  /**
+   * Where the activities log (never the key).
+   * @default the Temporal activity logger
+   */
+  logger?: Logger;
+  /**
+   * Process-wide holds (Retry-After) of the image service.
+   * @default one registry per createActivities call
+   */
+  holds?: HoldRegistry;
+  /**
+   * Jitter source in [0, 1).
+   * @default Math.random
+   */
+  random?: () => number;
+  /** Temporal client for `lookupRow`. */
+  temporalClient?: Client;
 }
 
 /**
@@ -15,13 +66,46 @@ export interface ActivityDeps {
  */
 export function createActivities(deps: ActivityDeps = {}) {
   const now = deps.now ?? Date.now;
+  // Read (and validated) now, so that a wrong setting stops the worker at start-up, naming its variable.
+  const config = deps.config ?? loadServiceConfig(process.env);
+  const image = createImageActivities({
+    config,
+    apiKey: deps.apiKey ?? lazyApiKeyProvider(() => loadApiKey(process.env)),
+    ...(deps.dispatcher ? { dispatcher: deps.dispatcher } : {}),
+    ...(deps.downloadDispatcher ? { downloadDispatcher: deps.downloadDispatcher } : {}),
+    ...(deps.holds ? { holds: deps.holds } : {}),
+    outputRoot: deps.outputRoot ?? process.cwd(),
+    now,
+    logger: deps.logger ?? activityLogger,
+    random: deps.random ?? Math.random,
+  });
   return {
     /** A trivial activity that proves the worker can run activities; used by the smoke workflow. */
     async ping(name: string): Promise<{ reply: string; attempt: number; at: number }> {
       const info = Context.current().info;
       return { reply: `pong: ${name}`, attempt: info.attempt, at: now() };
     },
+    ...image,
+    ...createRowActivities(deps.temporalClient ? { temporalClient: deps.temporalClient } : {}),
   };
 }
 
 export type Activities = ReturnType<typeof createActivities>;
+
+/** The Temporal activity logger (it adds the activity's ids); silent outside an activity. */
+const activityLogger: Logger = {
+  debug: (m, meta) => logTo('debug', m, meta),
+  info: (m, meta) => logTo('info', m, meta),
+  warn: (m, meta) => logTo('warn', m, meta),
+  error: (m, meta) => logTo('error', m, meta),
+};
+
+function logTo(level: keyof Logger, message: string, meta?: Record<string, unknown>): void {
+  let log: Logger;
+  try {
+    log = Context.current().log;
+  } catch {
+    log = silentLogger;
+  }
+  log[level](message, meta);
+}

@@ -41,6 +41,12 @@ export const FailureType = {
   Malformed: 'ImageApi.Malformed',
   /** Local configuration is wrong (e.g. the API key's format): nothing can succeed until it is fixed. */
   Config: 'ImageApi.Config',
+  /**
+   * An image could not be downloaded (details: {@link DownloadFailedDetails}). Retryable for transport errors,
+   * 429 and 5xx (then `nextRetryDelay` may carry Retry-After); non-retryable for other statuses, a body over
+   * the size limit, or a content type that is not an image.
+   */
+  DownloadFailed: 'ImageApi.DownloadFailed',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 
@@ -93,4 +99,13 @@ export interface UnknownDetails {
   idempotencyKey: string;
   tries: number;
   lastError: string;
+}
+
+/** The first element of `ApplicationFailure.details` for {@link FailureType.DownloadFailed}. */
+export interface DownloadFailedDetails {
+  url: string;
+  /** Index of the image in the creation. */
+  index: number;
+  reason: string;
+  httpStatus?: number;
 }

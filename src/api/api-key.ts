@@ -1,0 +1,105 @@
+import { readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+
+/**
+ * The API key: read from the worker's environment only, checked before the first request, and never printed.
+ * Every message here describes what is wrong with the key without quoting any part of it.
+ */
+
+export const API_KEY_ENV = 'IMAGEGEN_API_KEY';
+export const API_KEY_FILE_ENV = 'IMAGEGEN_API_KEY_FILE';
+const TOKEN_LENGTH = 40;
+const MARKER = 'live_';
+
+/** Something wrong with the API key or where it comes from; the message never contains the key. */
+export class ApiKeyError extends Error {
+  readonly code = 'API_KEY_INVALID_FORMAT';
+  constructor(message: string) {
+    super(message);
+    this.name = 'ApiKeyError';
+  }
+}
+
+/** A source of the key, called for each request (so a rotated key file can be picked up by a new provider). */
+export type ApiKeyProvider = () => string;
+
+/**
+ * Checks the `live_` + 40 `[A-Za-z0-9]` tail of a key. Returns the problem in words, or undefined when the
+ * format is right. `source` names where the key came from (an environment variable or a file).
+ */
+export function describeApiKeyProblem(key: string, source = API_KEY_ENV): string | undefined {
+  if (key.length === 0) return `${source} is empty`;
+  if (/\s/.test(key)) return `the API key from ${source} contains whitespace (${countMatches(key, /\s/g)} characters)`;
+  const at = key.lastIndexOf(MARKER);
+  if (at < 0) {
+    return `the API key from ${source} does not contain "${MARKER}" (expected <prefix>${MARKER}<${TOKEN_LENGTH} letters or digits>, ${key.length} characters given)`;
+  }
+  const token = key.slice(at + MARKER.length);
+  const bad = countMatches(token, /[^A-Za-z0-9]/g);
+  if (bad > 0) {
+    return `the token after "${MARKER}" in the API key from ${source} has ${bad} character(s) other than A-Z, a-z, 0-9`;
+  }
+  if (token.length !== TOKEN_LENGTH) {
+    return `the token after "${MARKER}" in the API key from ${source} has ${token.length} characters; ${TOKEN_LENGTH} expected`;
+  }
+  return undefined;
+}
+
+/** Throws an {@link ApiKeyError} when the key's format is wrong; returns the key otherwise. */
+export function assertApiKeyFormat(key: string, source = API_KEY_ENV): string {
+  const problem = describeApiKeyProblem(key, source);
+  if (problem) throw new ApiKeyError(problem);
+  return key;
+}
+
+/**
+ * Reads the key from `IMAGEGEN_API_KEY`, or from the file named by `IMAGEGEN_API_KEY_FILE` (one trailing
+ * newline is removed), and checks its format. Exactly one of the two must be set.
+ */
+export function loadApiKey(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+  readFile: (path: string) => string = (p) => readFileSync(p, 'utf8'),
+): string {
+  const direct = env[API_KEY_ENV];
+  const file = env[API_KEY_FILE_ENV];
+  const hasDirect = direct !== undefined && direct !== '';
+  const hasFile = file !== undefined && file.trim() !== '';
+  if (hasDirect && hasFile) throw new ApiKeyError(`set only one of ${API_KEY_ENV} and ${API_KEY_FILE_ENV}, not both`);
+  if (hasDirect) return assertApiKeyFormat(stripNewline(direct), API_KEY_ENV);
+  if (hasFile) {
+    let text: string;
+    try {
+      text = readFile(file.trim());
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? 'error';
+      throw new ApiKeyError(`${API_KEY_FILE_ENV} names a file that cannot be read (${code}): ${file.trim()}`);
+    }
+    return assertApiKeyFormat(stripNewline(text), `the file named by ${API_KEY_FILE_ENV}`);
+  }
+  throw new ApiKeyError(`no API key: set ${API_KEY_ENV} or ${API_KEY_FILE_ENV} in the worker's environment`);
+}
+
+/** A provider that loads (and checks) the key once, on first use, and then returns it. */
+export function lazyApiKeyProvider(load: () => string): ApiKeyProvider {
+  let key: string | undefined;
+  return () => (key ??= load());
+}
+
+/** A short, non-reversible name of a key for per-key state and logs (the first 12 hex digits of its SHA-256). */
+export function keyFingerprint(key: string): string {
+  return createHash('sha256').update(key).digest('hex').slice(0, 12);
+}
+
+/** Replaces every occurrence of `secret` in `text` (for error strings that might echo a request). */
+export function redact(text: string, secret: string | undefined): string {
+  if (!secret) return text;
+  return text.split(secret).join('[REDACTED]');
+}
+
+function stripNewline(s: string): string {
+  return s.replace(/\r?\n$/, '');
+}
+
+function countMatches(s: string, re: RegExp): number {
+  return s.match(re)?.length ?? 0;
+}

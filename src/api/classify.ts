@@ -1,0 +1,427 @@
+import { ApplicationFailure } from '@temporalio/common';
+import type { ModelInfo, PollCreationResult } from '../activities/types';
+import { AuthDetail, ErrorCode, FAILED_STATUS, isRetryableFailureMessage } from './contract';
+import {
+  BatchStopReason,
+  FailureType,
+  type BatchStopDetails,
+  type RefundedDetails,
+  type RejectedDetails,
+  type UnknownDetails,
+} from './failure-types';
+import { retryAfterOr } from './retry-after';
+import { AuthFailureBody, ErrorEnvelope, imagesOf, parseCreation, parseJson, parseModels } from './schemas';
+
+/**
+ * The one place where a response (or the lack of one) of the image service gets its meaning. Pure: no I/O, no
+ * clock (the time is an input), no randomness. {@link toApplicationFailure} turns the failing outcomes into the
+ * `ApplicationFailure`s that workflows branch on.
+ */
+
+/** Which request was answered. */
+export const RequestKind = {
+  /** POST {base_url}/creations: charged; the idempotency key decides what a retry may do. */
+  Submit: 'submit',
+  /** GET {base_url}/creations/{id}: free. */
+  Poll: 'poll',
+  /** GET {base_url}/models: free. */
+  Models: 'models',
+} as const;
+export type RequestKind = (typeof RequestKind)[keyof typeof RequestKind];
+
+export interface ClassifyInput {
+  kind: RequestKind;
+  /** HTTP status; undefined when no response arrived (then `error` says why). */
+  status?: number;
+  /** Response headers, lower-case names. */
+  headers?: Readonly<Record<string, string | string[] | undefined>>;
+  /** Response body as text (already redacted of the key). */
+  body?: string;
+  /** Why no (usable) response arrived: connection reset, timeout, body too large... (already redacted). */
+  error?: string;
+  /** Current time, for Retry-After in the HTTP-date form. */
+  nowMs: number;
+  /** Statuses that mean success (lower case). */
+  successStatuses: readonly string[];
+  /** Wait used when a 429 or 503 gives no usable Retry-After. */
+  defaultRetryAfterMs: number;
+}
+
+export interface RateLimitedInfo {
+  httpStatus: number;
+  code: string;
+  message: string;
+  retryAfterMs: number;
+  /** ERR_QUOTA_EXCEEDED: which limit. */
+  scope?: string;
+  reason?: string;
+  /** True when the client held the request back itself (nothing was sent). */
+  local?: boolean;
+}
+
+/** Every meaning a response can have. */
+export type Outcome =
+  /** Submit: 202 (new or replayed). */
+  | { kind: 'accepted'; creationId: string; status: string; costUsd?: number; replayed?: boolean }
+  /** Poll: the creation has ended. */
+  | { kind: 'ended'; result: PollCreationResult }
+  /** Poll: the creation is still in flight. */
+  | { kind: 'inFlight'; status: string }
+  /** Models: the catalog. */
+  | { kind: 'models'; models: ModelInfo[] }
+  /** 429, or 503 on a free request, or a local hold: the same request again after `retryAfterMs`. */
+  | ({ kind: 'rateLimited' } & RateLimitedInfo)
+  /** No response, timeout, reset, 500, an unreadable 2xx to a submission: the outcome is not known. */
+  | { kind: 'ambiguous'; httpStatus?: number; lastError: string; retryAfterMs?: number }
+  /** 502 ERR_GENERATION_FAILED, 503 ERR_PROVIDER_UNAVAILABLE on a submission: refunded; a new attempt. */
+  | { kind: 'refunded'; details: RefundedDetails }
+  /** 400, 404 on a submission: final for the row. */
+  | { kind: 'rejected'; details: RejectedDetails }
+  /** 401, 403, 402: stop the batch. */
+  | { kind: 'batchStop'; details: BatchStopDetails }
+  /** Poll: 404. */
+  | { kind: 'notFound'; httpStatus: number; code: string; message: string }
+  /** A free request answered with something no documented shape matches. */
+  | { kind: 'malformed'; httpStatus?: number; lastError: string };
+
+/** Outcomes that are failures, plus the two the activities decide themselves. */
+export type FailureOutcome =
+  | Exclude<Outcome, { kind: 'accepted' } | { kind: 'ended' } | { kind: 'models' }>
+  | { kind: 'unknown'; details: UnknownDetails }
+  | { kind: 'config'; message: string };
+
+/** Headers that some services set on a replayed idempotent response. */
+const REPLAY_HEADERS = [
+  'idempotent-replayed',
+  'idempotency-replayed',
+  'x-idempotent-replayed',
+  'x-idempotency-replayed',
+];
+
+export function classifyResponse(input: ClassifyInput): Outcome {
+  const { kind, status } = input;
+  if (status === undefined) {
+    return { kind: 'ambiguous', lastError: input.error ?? 'no response' };
+  }
+  if (input.error !== undefined) {
+    // The headers arrived, the body did not (timeout, reset, too large): as good as no answer.
+    return { kind: 'ambiguous', httpStatus: status, lastError: `HTTP ${status}: ${input.error}` };
+  }
+  const json = parseJson(input.body);
+  const envelope = ErrorEnvelope.safeParse(json);
+  const err = envelope.success ? envelope.data.error : undefined;
+  const code = err?.code ?? `HTTP_${status}`;
+  const message = err?.message ?? describeBody(status, input.body);
+  const retryAfterMs = () =>
+    retryAfterOr(headerOf(input.headers, 'retry-after'), input.nowMs, input.defaultRetryAfterMs);
+
+  if (status === 401 || status === 403) return { kind: 'batchStop', details: authStop(status, json, err) };
+  if (status === 402) return { kind: 'batchStop', details: paymentStop(err) };
+  if (status === 429) {
+    const d = asRecord(err?.details);
+    return {
+      kind: 'rateLimited',
+      httpStatus: status,
+      code,
+      message,
+      retryAfterMs: retryAfterMs(),
+      ...(typeof d.scope === 'string' ? { scope: d.scope } : {}),
+      ...(typeof d.reason === 'string' ? { reason: d.reason } : {}),
+    };
+  }
+
+  switch (kind) {
+    case RequestKind.Submit:
+      return classifySubmit(input, status, json, err, code, message, retryAfterMs);
+    case RequestKind.Poll:
+      return classifyPoll(input, status, json, code, message, retryAfterMs);
+    case RequestKind.Models:
+      return classifyModels(status, json, code, message, retryAfterMs);
+  }
+}
+
+type EnvelopeError = ErrorEnvelope['error'] | undefined;
+
+function classifySubmit(
+  input: ClassifyInput,
+  status: number,
+  json: unknown,
+  err: EnvelopeError,
+  code: string,
+  message: string,
+  retryAfterMs: () => number,
+): Outcome {
+  if (status >= 200 && status < 300) {
+    const record = parseCreation(json);
+    if (record?.id === undefined) {
+      // Possibly accepted and charged: only the same key may find out.
+      return {
+        kind: 'ambiguous',
+        httpStatus: status,
+        lastError: `HTTP ${status} without a creation id: ${describeBody(status, input.body)}`,
+      };
+    }
+    const replayed = replayHeader(input.headers);
+    return {
+      kind: 'accepted',
+      creationId: record.id,
+      status: record.status ?? 'accepted',
+      ...(record.cost_usd === undefined ? {} : { costUsd: record.cost_usd }),
+      ...(replayed === undefined ? {} : { replayed }),
+    };
+  }
+  if (status === 400 || status === 404) {
+    return {
+      kind: 'rejected',
+      details: {
+        httpStatus: status,
+        code,
+        message:
+          err || status !== 404
+            ? message
+            : `${message} (no error envelope: check IMAGEGEN_BASE_URL and IMAGEGEN_SUBMIT_PATH)`,
+        fieldErrors: fieldErrorsOf(err?.details),
+      },
+    };
+  }
+  // 502 and 503 are refunds only when the service itself says so; a proxy's 502/503 leaves the outcome unknown.
+  if (status === 502 && code === ErrorCode.GenerationFailed) {
+    return { kind: 'refunded', details: { httpStatus: status, code, message } };
+  }
+  if (status === 503 && code === ErrorCode.ProviderUnavailable) {
+    return { kind: 'refunded', details: { httpStatus: status, code, message, retryAfterMs: retryAfterMs() } };
+  }
+  // 500, other 5xx, undocumented statuses: not known whether the request was charged; the same key again.
+  const hasRetryAfter = headerOf(input.headers, 'retry-after') !== undefined;
+  return {
+    kind: 'ambiguous',
+    httpStatus: status,
+    lastError: `HTTP ${status} ${code}: ${message}`,
+    ...(hasRetryAfter ? { retryAfterMs: retryAfterMs() } : {}),
+  };
+}
+
+function classifyPoll(
+  input: ClassifyInput,
+  status: number,
+  json: unknown,
+  code: string,
+  message: string,
+  retryAfterMs: () => number,
+): Outcome {
+  if (status >= 200 && status < 300) {
+    const record = parseCreation(json);
+    if (record?.status === undefined) {
+      return {
+        kind: 'malformed',
+        httpStatus: status,
+        lastError: `HTTP ${status} without a creation status: ${describeBody(status, input.body)}`,
+      };
+    }
+    const statusName = record.status;
+    const normal = statusName.trim().toLowerCase();
+    const cost = record.cost_usd === undefined ? {} : { costUsd: record.cost_usd };
+    if (normal === FAILED_STATUS) {
+      const error = record.error ?? '';
+      return {
+        kind: 'ended',
+        result: { outcome: 'failed', status: statusName, ...cost, error, retryable: isRetryableFailureMessage(error) },
+      };
+    }
+    if (input.successStatuses.some((s) => s.toLowerCase() === normal)) {
+      return { kind: 'ended', result: { outcome: 'succeeded', status: statusName, ...cost, images: imagesOf(record) } };
+    }
+    return { kind: 'inFlight', status: statusName };
+  }
+  if (status === 404) return { kind: 'notFound', httpStatus: status, code, message };
+  if (status === 503) return { kind: 'rateLimited', httpStatus: status, code, message, retryAfterMs: retryAfterMs() };
+  if (status >= 500) return { kind: 'ambiguous', httpStatus: status, lastError: `HTTP ${status} ${code}: ${message}` };
+  return { kind: 'malformed', httpStatus: status, lastError: `HTTP ${status} ${code}: ${message}` };
+}
+
+function classifyModels(
+  status: number,
+  json: unknown,
+  code: string,
+  message: string,
+  retryAfterMs: () => number,
+): Outcome {
+  if (status >= 200 && status < 300) {
+    const models = parseModels(json);
+    return models
+      ? { kind: 'models', models }
+      : { kind: 'malformed', httpStatus: status, lastError: `HTTP ${status}: no model list in the body` };
+  }
+  if (status === 503) return { kind: 'rateLimited', httpStatus: status, code, message, retryAfterMs: retryAfterMs() };
+  if (status >= 500) return { kind: 'ambiguous', httpStatus: status, lastError: `HTTP ${status} ${code}: ${message}` };
+  return { kind: 'malformed', httpStatus: status, lastError: `HTTP ${status} ${code}: ${message}` };
+}
+
+function authStop(status: number, json: unknown, err: EnvelopeError): BatchStopDetails {
+  const plain = AuthFailureBody.safeParse(json);
+  const detail = plain.success ? plain.data.detail : undefined;
+  const known = Object.values(AuthDetail) as string[];
+  let reason: BatchStopReason;
+  if (detail !== undefined && known.includes(detail)) reason = detail as BatchStopReason;
+  else if (status === 403) reason = BatchStopReason.AccountDisabled;
+  else reason = BatchStopReason.ApiKeyInvalid;
+  const message = detail ?? err?.message ?? err?.code ?? `HTTP ${status}`;
+  return { reason, httpStatus: status, message };
+}
+
+function paymentStop(err: EnvelopeError): BatchStopDetails {
+  const d = asRecord(err?.details);
+  const monthly = d.reason === BatchStopReason.MonthlyBudgetExceeded;
+  const out: BatchStopDetails = {
+    reason: monthly ? BatchStopReason.MonthlyBudgetExceeded : BatchStopReason.InsufficientBalance,
+    httpStatus: 402,
+    message: err?.message ?? (monthly ? 'monthly budget exceeded' : 'insufficient balance'),
+  };
+  const required = numberOf(d.required ?? d.required_usd ?? d.amount ?? d.amount_usd);
+  if (required !== undefined) out.requiredUsd = required;
+  const balance = numberOf(d.balance ?? d.balance_usd);
+  if (balance !== undefined) out.balanceUsd = balance;
+  const url = typeof d.top_up_url === 'string' ? d.top_up_url : firstMatching(d, /url|link|top_?up/i, 'string');
+  if (typeof url === 'string') out.topUpUrl = url;
+  const cap = numberOf(d.monthly_cap_usd ?? firstMatching(d, /cap|budget|limit/i, 'number'));
+  if (cap !== undefined) out.monthlyCapUsd = cap;
+  return out;
+}
+
+function fieldErrorsOf(details: unknown): RejectedDetails['fieldErrors'] {
+  const errors = asRecord(details).errors;
+  if (!Array.isArray(errors)) return [];
+  return (errors as unknown[]).map((e) => {
+    if (typeof e === 'string') return { field: '', message: e };
+    const r = asRecord(e);
+    const field = r.field ?? r.loc ?? r.path ?? r.name ?? '';
+    const msg = r.message ?? r.msg ?? r.detail ?? e;
+    return { field: Array.isArray(field) ? field.map(text).join('.') : text(field), message: text(msg) };
+  });
+}
+
+/** A value as text: strings as they are, anything else as JSON. */
+function text(v: unknown): string {
+  return typeof v === 'string' ? v : (JSON.stringify(v) ?? '');
+}
+
+function firstMatching(d: Record<string, unknown>, re: RegExp, type: 'string' | 'number'): unknown {
+  for (const [k, v] of Object.entries(d)) {
+    if (k === 'required' || k === 'balance' || k === 'reason') continue;
+    if (re.test(k) && typeof v === type) return v;
+  }
+  return undefined;
+}
+
+function numberOf(v: unknown): number | undefined {
+  if (typeof v === 'number' && Number.isFinite(v)) return v;
+  if (typeof v === 'string' && /^\d+(\.\d+)?$/.test(v)) return Number(v);
+  return undefined;
+}
+
+function asRecord(v: unknown): Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
+}
+
+export function headerOf(headers: ClassifyInput['headers'] | undefined, name: string): string | undefined {
+  const v = headers?.[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function replayHeader(headers: ClassifyInput['headers']): boolean | undefined {
+  for (const name of REPLAY_HEADERS) {
+    const v = headerOf(headers, name);
+    if (v !== undefined) return v.trim().toLowerCase() === 'true' || v.trim() === '1';
+  }
+  return undefined;
+}
+
+/** A short description of an unexpected body: its start, or that it was empty or not JSON. */
+function describeBody(status: number, body: string | undefined): string {
+  if (body === undefined || body.trim() === '') return `HTTP ${status} with an empty body`;
+  const oneLine = body.replace(/\s+/g, ' ').trim();
+  return oneLine.length > 200 ? `${oneLine.slice(0, 200)}...` : oneLine;
+}
+
+/**
+ * The ApplicationFailure for a failing outcome. `retryDelayMs` is the wait before the next attempt for the
+ * outcomes whose wait the caller computes (backoff after an unknown outcome, the poll interval).
+ */
+export function toApplicationFailure(outcome: FailureOutcome, retryDelayMs?: number): ApplicationFailure {
+  const delay = (ms: number | undefined) => (ms === undefined ? {} : { nextRetryDelay: Math.max(1, Math.ceil(ms)) });
+  switch (outcome.kind) {
+    case 'rateLimited': {
+      const { kind: _kind, ...info } = outcome;
+      return ApplicationFailure.create({
+        type: FailureType.RateLimited,
+        message: outcome.local
+          ? `held back locally: the key was told to wait (${outcome.retryAfterMs} ms left)`
+          : `HTTP ${outcome.httpStatus} ${outcome.code}: ${outcome.message} (retry after ${outcome.retryAfterMs} ms)`,
+        nonRetryable: false,
+        ...delay(outcome.retryAfterMs),
+        details: [info],
+      });
+    }
+    case 'ambiguous':
+      return ApplicationFailure.create({
+        type: FailureType.Ambiguous,
+        message: `outcome unknown: ${outcome.lastError}`,
+        nonRetryable: false,
+        ...delay(Math.max(retryDelayMs ?? 0, outcome.retryAfterMs ?? 0) || retryDelayMs),
+        details: [{ lastError: outcome.lastError, ...(outcome.httpStatus ? { httpStatus: outcome.httpStatus } : {}) }],
+      });
+    case 'malformed':
+      return ApplicationFailure.create({
+        type: FailureType.Malformed,
+        message: `unexpected response: ${outcome.lastError}`,
+        nonRetryable: false,
+        ...delay(retryDelayMs),
+        details: [{ lastError: outcome.lastError, ...(outcome.httpStatus ? { httpStatus: outcome.httpStatus } : {}) }],
+      });
+    case 'inFlight':
+      return ApplicationFailure.create({
+        type: FailureType.Pending,
+        message: `creation in flight (status ${outcome.status})`,
+        nonRetryable: false,
+        ...delay(retryDelayMs),
+        details: [{ status: outcome.status }],
+      });
+    case 'refunded':
+      return ApplicationFailure.create({
+        type: FailureType.Refunded,
+        message: `HTTP ${outcome.details.httpStatus} ${outcome.details.code}: ${outcome.details.message} (refunded)`,
+        nonRetryable: true,
+        details: [outcome.details],
+      });
+    case 'rejected':
+      return ApplicationFailure.create({
+        type: FailureType.Rejected,
+        message: `HTTP ${outcome.details.httpStatus} ${outcome.details.code}: ${outcome.details.message}`,
+        nonRetryable: true,
+        details: [outcome.details],
+      });
+    case 'batchStop':
+      return ApplicationFailure.create({
+        type: FailureType.BatchStop,
+        message: `HTTP ${outcome.details.httpStatus} ${outcome.details.reason}: ${outcome.details.message}`,
+        nonRetryable: true,
+        details: [outcome.details],
+      });
+    case 'notFound':
+      return ApplicationFailure.create({
+        type: FailureType.CreationNotFound,
+        message: `HTTP ${outcome.httpStatus} ${outcome.code}: ${outcome.message}`,
+        nonRetryable: true,
+        details: [{ httpStatus: outcome.httpStatus, code: outcome.code, message: outcome.message }],
+      });
+    case 'unknown':
+      return ApplicationFailure.create({
+        type: FailureType.Unknown,
+        message: `outcome unknown after ${outcome.details.tries} tries with key ${outcome.details.idempotencyKey}: ${outcome.details.lastError}`,
+        nonRetryable: true,
+        details: [outcome.details],
+      });
+    case 'config':
+      return ApplicationFailure.create({ type: FailureType.Config, message: outcome.message, nonRetryable: true });
+  }
+}

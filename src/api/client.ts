@@ -1,0 +1,276 @@
+import type { Dispatcher } from 'undici';
+import type { CreationRequest, SubmitCreationInput } from '../activities/types';
+import { AuthHeaderStyle, type ServiceConfig } from '../config/service-config';
+import { assertApiKeyFormat, keyFingerprint, redact, type ApiKeyProvider } from './api-key';
+import { classifyResponse, RequestKind, type Outcome } from './classify';
+import { HoldRegistry, Pacer } from './holds';
+import { createServiceDispatcher, send } from './http';
+
+/** What the client logs to; the messages and fields never contain the key. */
+export interface Logger {
+  debug(message: string, meta?: Record<string, unknown>): void;
+  info(message: string, meta?: Record<string, unknown>): void;
+  warn(message: string, meta?: Record<string, unknown>): void;
+  error(message: string, meta?: Record<string, unknown>): void;
+}
+
+const noop = () => undefined;
+export const silentLogger: Logger = { debug: noop, info: noop, warn: noop, error: noop };
+
+/** An outcome, or a local configuration problem that stopped the request before it was sent. */
+export type ClientOutcome = Outcome | { kind: 'config'; message: string };
+
+export interface ImageApiClientOptions {
+  config: ServiceConfig;
+  /** Returns the API key; its format is checked before every request. */
+  apiKey: ApiKeyProvider;
+  /**
+   * The dispatcher for `{base_url}` (tests pass a MockAgent or a pool on a loopback server).
+   * @default a Pool on the base URL's origin, with the configured timeouts (closed by {@link ImageApiClient.close})
+   */
+  dispatcher?: Dispatcher;
+  /** @default Date.now */
+  now?: () => number;
+  /** @default silentLogger */
+  logger?: Logger;
+  /**
+   * Holds shared by every request of this process.
+   * @default a new registry
+   */
+  holds?: HoldRegistry;
+  /** Sub-second waits of the pacer. @default setTimeout */
+  sleep?: (ms: number) => Promise<void>;
+}
+
+/** The longest wait the pacer sleeps in process; anything longer becomes an activity retry. */
+const MAX_IN_PROCESS_WAIT_MS = 999;
+/** Ceiling of the poll interval learnt from 429s. */
+const MAX_LEARNT_POLL_INTERVAL_MS = 60_000;
+
+/**
+ * The image-service client: one call, at most one request, one {@link Outcome}. It never throws for anything
+ * the service or the network does (only for programming errors and activity cancellation), and never
+ * retries or sleeps for a second or more: waiting is the activity's retry.
+ */
+export class ImageApiClient {
+  readonly config: ServiceConfig;
+  readonly holds: HoldRegistry;
+  private readonly dispatcher: Dispatcher;
+  private readonly ownsDispatcher: boolean;
+  private readonly now: () => number;
+  private readonly logger: Logger;
+  private readonly apiKey: ApiKeyProvider;
+  private readonly pacer: Pacer | undefined;
+  private readonly sleep: (ms: number) => Promise<void>;
+
+  constructor(options: ImageApiClientOptions) {
+    this.config = options.config;
+    this.apiKey = options.apiKey;
+    this.ownsDispatcher = options.dispatcher === undefined;
+    this.dispatcher = options.dispatcher ?? createServiceDispatcher(options.config);
+    this.now = options.now ?? Date.now;
+    this.logger = options.logger ?? silentLogger;
+    this.holds = options.holds ?? new HoldRegistry();
+    this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+    this.pacer =
+      options.config.clientRatePerSec > 0
+        ? new Pacer(options.config.clientRatePerSec, options.config.clientRateBurst, this.now())
+        : undefined;
+  }
+
+  /** POST {base_url}/creations with the idempotency key. */
+  async submit(input: SubmitCreationInput, signal?: AbortSignal): Promise<ClientOutcome> {
+    const keyProblem = idempotencyKeyProblem(input.idempotencyKey);
+    if (keyProblem) return { kind: 'config', message: `invalid idempotency key: ${keyProblem}` };
+    return this.call(RequestKind.Submit, this.url(this.config.submitPath), {
+      method: 'POST',
+      body: JSON.stringify(requestBody(input.request)),
+      extraHeaders: { [this.config.idempotencyHeader]: input.idempotencyKey, 'content-type': 'application/json' },
+      signal,
+      log: { idempotencyKey: input.idempotencyKey },
+    });
+  }
+
+  /** GET {base_url}/creations/{id}. */
+  async getCreation(creationId: string, signal?: AbortSignal): Promise<ClientOutcome> {
+    const path = this.config.creationPath.replace('{id}', encodeURIComponent(creationId));
+    return this.call(RequestKind.Poll, this.url(path), { method: 'GET', signal, creationId, log: { creationId } });
+  }
+
+  /** GET {base_url}/models. */
+  async listModels(signal?: AbortSignal): Promise<ClientOutcome> {
+    return this.call(RequestKind.Models, this.url(this.config.modelsPath), { method: 'GET', signal, log: {} });
+  }
+
+  /** The wait between two polls of one creation: the configured minimum, or longer when the service said so. */
+  pollIntervalMs(): number {
+    return Math.max(this.config.minPollIntervalMs, this.holds.pollIntervalMs);
+  }
+
+  /** Closes the dispatcher if this client created it. */
+  async close(): Promise<void> {
+    if (this.ownsDispatcher) await this.dispatcher.close();
+  }
+
+  private url(path: string): string {
+    return `${this.config.baseUrl}${path}`;
+  }
+
+  private async call(
+    kind: RequestKind,
+    url: string,
+    req: {
+      method: 'GET' | 'POST';
+      body?: string;
+      extraHeaders?: Record<string, string>;
+      signal: AbortSignal | undefined;
+      creationId?: string;
+      log: Record<string, unknown>;
+    },
+  ): Promise<ClientOutcome> {
+    let key: string;
+    try {
+      key = assertApiKeyFormat(this.apiKey());
+    } catch (err) {
+      // ApiKeyError messages never quote the key; anything else is described by its code only.
+      const message = err instanceof Error && err.name === 'ApiKeyError' ? err.message : 'the API key is unavailable';
+      return { kind: 'config', message };
+    }
+    const keyId = keyFingerprint(key);
+    const started = this.now();
+
+    const held = Math.max(
+      this.holds.keyHoldLeft(keyId, started),
+      req.creationId === undefined ? 0 : this.holds.creationHoldLeft(req.creationId, started),
+    );
+    if (held > 0) {
+      this.logger.debug('image api: request held back locally', { kind, keyId, waitMs: held, ...req.log });
+      return localHold(held);
+    }
+    if (this.pacer) {
+      const wait = this.pacer.take(started);
+      if (wait > MAX_IN_PROCESS_WAIT_MS) {
+        this.pacer.refund();
+        return localHold(wait);
+      }
+      if (wait > 0) await this.sleep(wait);
+    }
+
+    const authHeader: Record<string, string> =
+      this.config.authHeader === AuthHeaderStyle.XApiKey ? { 'x-api-key': key } : { authorization: `Bearer ${key}` };
+    const sentAt = this.now();
+    const previousPoll = req.creationId === undefined ? undefined : this.holds.lastPolledAt(req.creationId);
+    if (req.creationId !== undefined) this.holds.polled(req.creationId, sentAt);
+
+    const res = await send({
+      dispatcher: this.dispatcher,
+      url,
+      method: req.method,
+      headers: { accept: 'application/json', 'user-agent': 'imagebatch', ...req.extraHeaders, ...authHeader },
+      ...(req.body === undefined ? {} : { body: req.body }),
+      ...(req.signal ? { signal: req.signal } : {}),
+      headersTimeoutMs: this.config.headersTimeoutMs,
+      bodyTimeoutMs: this.config.bodyTimeoutMs,
+      maxBytes: this.config.maxResponseBytes,
+    });
+    if (req.signal?.aborted) throw req.signal.reason ?? new Error('cancelled');
+
+    const now = this.now();
+    const outcome = classifyResponse({
+      kind,
+      ...(res.status === undefined ? {} : { status: res.status, headers: res.headers ?? {} }),
+      ...(res.body === undefined ? {} : { body: redact(res.body, key) }),
+      ...(res.error === undefined ? {} : { error: redact(res.error, key) }),
+      nowMs: now,
+      successStatuses: this.config.successStatuses,
+      defaultRetryAfterMs: this.config.defaultRetryAfterMs,
+    });
+    this.afterResponse(kind, outcome, keyId, now, req.creationId, previousPoll, sentAt);
+    this.logger[outcome.kind === 'accepted' || outcome.kind === 'ended' ? 'info' : 'debug']('image api: response', {
+      kind,
+      httpStatus: res.status,
+      outcome: outcome.kind,
+      keyId,
+      ms: now - started,
+      ...req.log,
+    });
+    return outcome;
+  }
+
+  /** Records the waits the service asked for. */
+  private afterResponse(
+    kind: RequestKind,
+    outcome: Outcome,
+    keyId: string,
+    now: number,
+    creationId: string | undefined,
+    previousPoll: number | undefined,
+    sentAt: number,
+  ): void {
+    switch (outcome.kind) {
+      case 'rateLimited':
+        if (kind === RequestKind.Poll && outcome.httpStatus === 429 && creationId !== undefined) {
+          this.holds.holdCreation(creationId, now + outcome.retryAfterMs);
+          // Learn a longer poll interval only from a 429 that the poll interval plausibly caused (the previous
+          // poll of this creation was recent); a per-key rate limit on a late poll must not slow every poll.
+          const sincePrevious = previousPoll === undefined ? undefined : Math.max(0, sentAt - previousPoll);
+          if (sincePrevious === undefined || sincePrevious < 2 * this.pollIntervalMs()) {
+            this.holds.learnPollInterval((sincePrevious ?? 0) + outcome.retryAfterMs, MAX_LEARNT_POLL_INTERVAL_MS);
+          }
+        } else {
+          this.holds.holdKey(keyId, now + outcome.retryAfterMs);
+          this.logger.info('image api: key held', {
+            keyId,
+            waitMs: outcome.retryAfterMs,
+            httpStatus: outcome.httpStatus,
+          });
+        }
+        return;
+      case 'refunded':
+        if (outcome.details.retryAfterMs !== undefined) this.holds.holdKey(keyId, now + outcome.details.retryAfterMs);
+        return;
+      case 'ambiguous':
+        if (outcome.retryAfterMs !== undefined) this.holds.holdKey(keyId, now + outcome.retryAfterMs);
+        return;
+      case 'accepted':
+      case 'ended':
+      case 'inFlight':
+      case 'models':
+      case 'rejected':
+      case 'batchStop':
+      case 'notFound':
+      case 'malformed':
+        return;
+    }
+  }
+}
+
+function localHold(waitMs: number): ClientOutcome {
+  return {
+    kind: 'rateLimited',
+    httpStatus: 0,
+    code: 'LOCAL_HOLD',
+    message: 'held back locally until the wait the service asked for has passed',
+    retryAfterMs: waitMs,
+    local: true,
+  };
+}
+
+/** The documented body fields, in a fixed order, so that the same request always sends the same bytes. */
+export function requestBody(r: CreationRequest): CreationRequest {
+  const out: CreationRequest = { prompt: r.prompt, model: r.model };
+  if (r.negative_prompt !== undefined) out.negative_prompt = r.negative_prompt;
+  if (r.width !== undefined) out.width = r.width;
+  if (r.height !== undefined) out.height = r.height;
+  if (r.seed !== undefined) out.seed = r.seed;
+  if (r.num_images !== undefined) out.num_images = r.num_images;
+  return out;
+}
+
+/** gaps.md: 1..255 printable ASCII characters. */
+export function idempotencyKeyProblem(key: string): string | undefined {
+  if (key.length === 0) return 'empty';
+  if (key.length > 255) return `${key.length} characters (at most 255)`;
+  if (!/^[\x20-\x7e]+$/.test(key)) return 'contains characters other than printable ASCII';
+  return undefined;
+}

@@ -1,0 +1,112 @@
+import { z } from 'zod';
+import type { ImageRef, ModelInfo } from '../activities/types';
+
+/**
+ * Schemas of the service's bodies: they accept the documented fields (service-interface.md and gaps.md) and
+ * ignore any others, so that a service adding fields breaks nothing.
+ */
+
+const usd = z
+  .union([
+    z.number(),
+    z
+      .string()
+      .regex(/^\d+(\.\d+)?$/)
+      .transform(Number),
+  ])
+  .pipe(z.number().finite());
+
+/** The error envelope: `{ error: { code, message, details } }`. */
+export const ErrorEnvelope = z.looseObject({
+  error: z.looseObject({
+    code: z.string(),
+    message: z.string().optional(),
+    details: z.unknown().optional(),
+  }),
+});
+export type ErrorEnvelope = z.infer<typeof ErrorEnvelope>;
+
+/** The plain authentication-failure body: `{ detail }`. */
+export const AuthFailureBody = z.looseObject({ detail: z.string() });
+
+const ImageRefSchema = z.looseObject({
+  url: z.string().min(1),
+  width: z.number().optional().catch(undefined),
+  height: z.number().optional().catch(undefined),
+});
+
+/** A creation record; only `id` (on submit) and `status` (on poll) are relied upon. */
+export const CreationRecord = z.looseObject({
+  id: z.union([z.string().min(1), z.number().transform(String)]).optional(),
+  status: z.string().optional(),
+  error: z.string().nullish(),
+  cost_usd: usd.optional().catch(undefined),
+  images: z.array(z.unknown()).optional().catch(undefined),
+});
+export type CreationRecord = z.infer<typeof CreationRecord>;
+
+/** A creation record, at the root or wrapped in `data` or `creation`. */
+export function parseCreation(body: unknown): CreationRecord | undefined {
+  const direct = CreationRecord.safeParse(body);
+  if (direct.success && (direct.data.id !== undefined || direct.data.status !== undefined)) return direct.data;
+  if (body !== null && typeof body === 'object') {
+    for (const wrapper of ['data', 'creation']) {
+      const inner = CreationRecord.safeParse((body as Record<string, unknown>)[wrapper]);
+      if (inner.success && (inner.data.id !== undefined || inner.data.status !== undefined)) return inner.data;
+    }
+  }
+  return undefined;
+}
+
+/** The images of a creation; entries without a URL are left out. */
+export function imagesOf(record: CreationRecord): ImageRef[] {
+  const out: ImageRef[] = [];
+  for (const item of record.images ?? []) {
+    const parsed = ImageRefSchema.safeParse(item);
+    if (!parsed.success) continue;
+    const { url, width, height } = parsed.data;
+    out.push({ url, ...(width === undefined ? {} : { width }), ...(height === undefined ? {} : { height }) });
+  }
+  return out;
+}
+
+const ModelRecord = z.looseObject({
+  id: z.union([z.string().min(1), z.number().transform(String)]),
+  name: z.string().optional().catch(undefined),
+  price_usd: usd.optional().catch(undefined),
+});
+
+/**
+ * The model catalog: an array at the root or under `data`, `models` or `items`. Entries without an id are
+ * left out. Undefined when the body has no such array.
+ */
+export function parseModels(body: unknown): ModelInfo[] | undefined {
+  let list: unknown = body;
+  if (!Array.isArray(list) && list !== null && typeof list === 'object') {
+    const obj = list as Record<string, unknown>;
+    list = [obj.data, obj.models, obj.items].find((x) => Array.isArray(x));
+  }
+  if (!Array.isArray(list)) return undefined;
+  const out: ModelInfo[] = [];
+  for (const item of list) {
+    const parsed = ModelRecord.safeParse(item);
+    if (!parsed.success) continue;
+    const { id, name, price_usd } = parsed.data;
+    out.push({
+      id,
+      ...(name === undefined ? {} : { name }),
+      ...(price_usd === undefined ? {} : { priceUsd: price_usd }),
+    });
+  }
+  return out;
+}
+
+/** Parses JSON without throwing: undefined for an empty or malformed body. */
+export function parseJson(text: string | undefined): unknown {
+  if (text === undefined || text.trim() === '') return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,254 @@
+import { z } from 'zod';
+import { DEFAULT_IDEMPOTENCY_HEADER, DEFAULT_SUCCESS_STATUSES, FAILED_STATUS } from '../api/contract';
+
+/**
+ * Configuration of the image-service client. Every choice that gaps.md calls a default can be overridden from
+ * the environment; {@link loadServiceConfig} validates all of it at start-up and names the variable at fault.
+ * The API key is not part of this object (see `src/api/api-key.ts`): configuration may be logged, the key never.
+ */
+
+/** How the API key is sent. */
+export const AuthHeaderStyle = {
+  /** `Authorization: Bearer <key>` (the service's preferred form). */
+  Bearer: 'bearer',
+  /** `X-API-Key: <key>`. */
+  XApiKey: 'x-api-key',
+} as const;
+export type AuthHeaderStyle = (typeof AuthHeaderStyle)[keyof typeof AuthHeaderStyle];
+
+export interface ServiceConfig {
+  /**
+   * `{base_url}`: the service address up to and including the version segment, without a trailing slash.
+   * `IMAGEGEN_BASE_URL`.
+   * @default 'http://127.0.0.1:8787/api/public/v1'
+   */
+  baseUrl: string;
+  /**
+   * Path of the submit endpoint under `{base_url}`. `IMAGEGEN_SUBMIT_PATH`.
+   * @default '/creations'
+   */
+  submitPath: string;
+  /**
+   * Path of a creation under `{base_url}`; `{id}` is replaced by the URL-encoded id. `IMAGEGEN_CREATION_PATH`.
+   * @default '/creations/{id}'
+   */
+  creationPath: string;
+  /**
+   * Path of the model catalog under `{base_url}`. `IMAGEGEN_MODELS_PATH`.
+   * @default '/models'
+   */
+  modelsPath: string;
+  /**
+   * Header that carries the idempotency key of a submission. `IMAGEGEN_IDEMPOTENCY_HEADER`.
+   * @default 'Idempotency-Key'
+   */
+  idempotencyHeader: string;
+  /**
+   * How the key is sent: `bearer` or `x-api-key`. `IMAGEGEN_AUTH_HEADER`.
+   * @default 'bearer'
+   */
+  authHeader: AuthHeaderStyle;
+  /**
+   * Statuses that mean a creation has succeeded (any other status except `failed` is in flight), compared
+   * case-insensitively. `IMAGEGEN_SUCCESS_STATUSES`, comma-separated.
+   * @default DEFAULT_SUCCESS_STATUSES
+   */
+  successStatuses: readonly string[];
+  /**
+   * Minimum interval between two polls of one creation; raised (per process) to any longer Retry-After a poll
+   * was given. `IMAGEGEN_MIN_POLL_INTERVAL_MS`.
+   * @default 2000
+   */
+  minPollIntervalMs: number;
+  /**
+   * TCP (and TLS) connect timeout. `IMAGEGEN_CONNECT_TIMEOUT_MS`.
+   * @default 10000
+   */
+  connectTimeoutMs: number;
+  /**
+   * Time allowed from sending a request to receiving the response headers. `IMAGEGEN_HEADERS_TIMEOUT_MS`.
+   * @default 30000
+   */
+  headersTimeoutMs: number;
+  /**
+   * Longest silence allowed between two chunks of a response body. `IMAGEGEN_BODY_TIMEOUT_MS`.
+   * @default 30000
+   */
+  bodyTimeoutMs: number;
+  /**
+   * Largest service (JSON) response body read; a larger one is aborted and treated as no answer.
+   * `IMAGEGEN_MAX_RESPONSE_BYTES`.
+   * @default 1048576
+   */
+  maxResponseBytes: number;
+  /**
+   * Largest image downloaded; a larger one is aborted with a clear error. `IMAGEGEN_MAX_DOWNLOAD_BYTES`.
+   * @default 52428800
+   */
+  maxDownloadBytes: number;
+  /**
+   * Redirects followed by an image download (never with the key). `IMAGEGEN_DOWNLOAD_MAX_REDIRECTS`.
+   * @default 3
+   */
+  downloadMaxRedirects: number;
+  /**
+   * Submissions of one key whose outcome stays unknown (no response, timeout, reset, 500) before the attempt
+   * ends as `Unknown`. `IMAGEGEN_MAX_AMBIGUOUS_TRIES`.
+   * @default 6
+   */
+  maxAmbiguousTries: number;
+  /**
+   * First backoff after an unknown outcome; doubled each time, with jitter. `IMAGEGEN_BACKOFF_BASE_MS`.
+   * @default 1000
+   */
+  backoffBaseMs: number;
+  /**
+   * Ceiling of that backoff. `IMAGEGEN_BACKOFF_MAX_MS`.
+   * @default 60000
+   */
+  backoffMaxMs: number;
+  /**
+   * Wait used when a 429 or 503 carries no usable Retry-After. `IMAGEGEN_DEFAULT_RETRY_AFTER_MS`.
+   * @default 1000
+   */
+  defaultRetryAfterMs: number;
+  /**
+   * In-process pacing of requests to the service, per second (0: off). Only sub-second waits are slept in
+   * process; longer ones become an activity retry. `IMAGEGEN_CLIENT_RATE_PER_SEC`.
+   * @default 0
+   */
+  clientRatePerSec: number;
+  /**
+   * Burst of that pacer. `IMAGEGEN_CLIENT_RATE_BURST`.
+   * @default 10
+   */
+  clientRateBurst: number;
+  /**
+   * Connections kept per origin. `IMAGEGEN_HTTP_CONNECTIONS`.
+   * @default 16
+   */
+  httpConnections: number;
+}
+
+/** A configuration value that cannot be used; `variable` names the environment variable. */
+export class ConfigError extends Error {
+  readonly code = 'CONFIG_INVALID';
+  constructor(
+    readonly variable: string,
+    readonly problem: string,
+  ) {
+    super(`${variable}: ${problem}`);
+    this.name = 'ConfigError';
+  }
+}
+
+const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z.string().trim().regex(/^\d+$/, 'must be a whole number').transform(Number).pipe(z.number().int().min(min).max(max));
+
+const urlPath = z
+  .string()
+  .trim()
+  .regex(/^\/[^\s?#]*$/, 'must be a path starting with "/" (no spaces, query or fragment)');
+
+const headerName = z
+  .string()
+  .trim()
+  .regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be a valid HTTP header name');
+
+const baseUrl = z
+  .string()
+  .trim()
+  .refine((s) => URL.canParse(s), 'must be an absolute URL such as http://127.0.0.1:8787/api/public/v1')
+  .transform((s) => new URL(s))
+  .refine((u) => u.protocol === 'http:' || u.protocol === 'https:', 'must use http or https')
+  .refine((u) => u.username === '' && u.password === '', 'must not contain credentials')
+  .refine((u) => u.search === '' && u.hash === '', 'must not contain a query or fragment')
+  .transform((u) => u.toString().replace(/\/+$/, ''));
+
+const statuses = z
+  .string()
+  .transform((s) =>
+    s
+      .split(',')
+      .map((x) => x.trim().toLowerCase())
+      .filter((x) => x !== ''),
+  )
+  .pipe(
+    z
+      .array(z.string())
+      .min(1, 'must list at least one status')
+      .refine((xs) => !xs.includes(FAILED_STATUS), `must not contain "${FAILED_STATUS}"`),
+  );
+
+/** Each setting: its environment variable, its schema (from the raw string) and its default. */
+const SETTINGS = {
+  baseUrl: ['IMAGEGEN_BASE_URL', baseUrl, 'http://127.0.0.1:8787/api/public/v1'],
+  submitPath: ['IMAGEGEN_SUBMIT_PATH', urlPath, '/creations'],
+  creationPath: [
+    'IMAGEGEN_CREATION_PATH',
+    urlPath.refine((p) => p.includes('{id}'), 'must contain the placeholder {id}'),
+    '/creations/{id}',
+  ],
+  modelsPath: ['IMAGEGEN_MODELS_PATH', urlPath, '/models'],
+  idempotencyHeader: ['IMAGEGEN_IDEMPOTENCY_HEADER', headerName, DEFAULT_IDEMPOTENCY_HEADER],
+  authHeader: [
+    'IMAGEGEN_AUTH_HEADER',
+    z
+      .string()
+      .trim()
+      .toLowerCase()
+      .pipe(z.enum(['bearer', 'x-api-key'])),
+    'bearer',
+  ],
+  successStatuses: ['IMAGEGEN_SUCCESS_STATUSES', statuses, DEFAULT_SUCCESS_STATUSES.join(',')],
+  minPollIntervalMs: ['IMAGEGEN_MIN_POLL_INTERVAL_MS', int(1, 3_600_000), '2000'],
+  connectTimeoutMs: ['IMAGEGEN_CONNECT_TIMEOUT_MS', int(1, 600_000), '10000'],
+  headersTimeoutMs: ['IMAGEGEN_HEADERS_TIMEOUT_MS', int(1, 600_000), '30000'],
+  bodyTimeoutMs: ['IMAGEGEN_BODY_TIMEOUT_MS', int(1, 600_000), '30000'],
+  maxResponseBytes: ['IMAGEGEN_MAX_RESPONSE_BYTES', int(1024), String(1024 * 1024)],
+  maxDownloadBytes: ['IMAGEGEN_MAX_DOWNLOAD_BYTES', int(1), String(50 * 1024 * 1024)],
+  downloadMaxRedirects: ['IMAGEGEN_DOWNLOAD_MAX_REDIRECTS', int(0, 20), '3'],
+  maxAmbiguousTries: ['IMAGEGEN_MAX_AMBIGUOUS_TRIES', int(1, 1000), '6'],
+  backoffBaseMs: ['IMAGEGEN_BACKOFF_BASE_MS', int(1, 3_600_000), '1000'],
+  backoffMaxMs: ['IMAGEGEN_BACKOFF_MAX_MS', int(1, 86_400_000), '60000'],
+  defaultRetryAfterMs: ['IMAGEGEN_DEFAULT_RETRY_AFTER_MS', int(1, 3_600_000), '1000'],
+  clientRatePerSec: ['IMAGEGEN_CLIENT_RATE_PER_SEC', int(0, 100_000), '0'],
+  clientRateBurst: ['IMAGEGEN_CLIENT_RATE_BURST', int(1, 100_000), '10'],
+  httpConnections: ['IMAGEGEN_HTTP_CONNECTIONS', int(1, 1024), '16'],
+} as const satisfies { [K in keyof ServiceConfig]: readonly [string, z.ZodType<ServiceConfig[K], string>, string] };
+
+/** The environment variable of each setting (for documentation and error messages). */
+export const SERVICE_CONFIG_ENV: Readonly<Record<keyof ServiceConfig, string>> = Object.fromEntries(
+  Object.entries(SETTINGS).map(([k, [variable]]) => [k, variable]),
+) as Record<keyof ServiceConfig, string>;
+
+/**
+ * Reads and validates the service configuration from `env`. Unset or empty variables take their default.
+ * Throws a {@link ConfigError} naming the first variable that is wrong and why.
+ */
+export function loadServiceConfig(env: Readonly<Record<string, string | undefined>> = process.env): ServiceConfig {
+  const out: Record<string, unknown> = {};
+  for (const [field, [variable, schema, fallback]] of Object.entries(SETTINGS)) {
+    const raw = env[variable];
+    const value = raw === undefined || raw.trim() === '' ? fallback : raw;
+    const parsed = (schema as z.ZodType<unknown, string>).safeParse(value);
+    if (!parsed.success) {
+      const problem = parsed.error.issues.map((i) => i.message).join('; ');
+      throw new ConfigError(variable, `${problem} (got ${JSON.stringify(value)})`);
+    }
+    out[field] = parsed.data;
+  }
+  const config = out as unknown as ServiceConfig;
+  if (config.backoffMaxMs < config.backoffBaseMs) {
+    throw new ConfigError(
+      SETTINGS.backoffMaxMs[0],
+      `must be at least ${SETTINGS.backoffBaseMs[0]} (${config.backoffMaxMs} < ${config.backoffBaseMs})`,
+    );
+  }
+  return config;
+}
+
+/** The defaults, as {@link loadServiceConfig} gives them for an empty environment. */
+export function defaultServiceConfig(overrides: Partial<ServiceConfig> = {}): ServiceConfig {
+  return { ...loadServiceConfig({}), ...overrides };
+}

@@ -1,0 +1,62 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { ApplicationFailure } from '@temporalio/common';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { DefaultLogger } from '@temporalio/worker';
+import { createActivities, type ActivityDeps } from '../../src/activities';
+import type { Logger } from '../../src/api/client';
+import { defaultServiceConfig, type ServiceConfig } from '../../src/config/service-config';
+import { SECRET_KEY } from '../api/helpers/stub-server';
+
+/** A logger that keeps every line (message and fields) for assertions. */
+export function capturingLogger(): Logger & { lines: { level: string; message: string; meta?: unknown }[] } {
+  const lines: { level: string; message: string; meta?: unknown }[] = [];
+  const at = (level: string) => (message: string, meta?: Record<string, unknown>) => {
+    lines.push({ level, message, meta });
+  };
+  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+}
+
+export async function tempDir(): Promise<{ dir: string; cleanup: () => Promise<void> }> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'imagebatch-act-'));
+  return { dir, cleanup: () => rm(dir, { recursive: true, force: true }) };
+}
+
+/** Activities on a stub server's base URL, with a fixed clock and no jitter randomness. */
+export function activitiesFor(
+  baseUrl: string,
+  overrides: Partial<ServiceConfig> = {},
+  deps: Partial<ActivityDeps> = {},
+) {
+  const logger = capturingLogger();
+  const clock = { t: 1_000_000 };
+  const activities = createActivities({
+    config: defaultServiceConfig({ baseUrl, ...overrides }),
+    apiKey: () => SECRET_KEY,
+    now: () => clock.t,
+    random: () => 0.5,
+    logger,
+    outputRoot: '/nonexistent-output-root',
+    ...deps,
+  });
+  return { activities, logger, clock };
+}
+
+/** Runs an activity in a mock context with the given previous heartbeat details; records its heartbeats. */
+export async function runActivity<T>(
+  fn: () => Promise<T>,
+  info: { heartbeatDetails?: unknown; attempt?: number } = {},
+): Promise<{ value?: T; failure?: ApplicationFailure; heartbeats: unknown[] }> {
+  const env = new MockActivityEnvironment({ ...info }, { logger: quiet });
+  const heartbeats: unknown[] = [];
+  env.on('heartbeat', (d: unknown) => heartbeats.push(d));
+  try {
+    return { value: await env.run(fn), heartbeats };
+  } catch (err) {
+    if (err instanceof ApplicationFailure) return { failure: err, heartbeats };
+    throw err;
+  }
+}
+
+const quiet = new DefaultLogger('ERROR');

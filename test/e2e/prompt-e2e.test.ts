@@ -1,0 +1,220 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createActivities } from '../../src/activities';
+import { FailureMessage } from '../../src/api/contract';
+import { defaultServiceConfig } from '../../src/config/service-config';
+import { DEMO_ACCOUNT_ID, DEMO_API_KEY, FaultKind, startSimulator, type Simulator } from '../../src/simulator';
+import { promptWorkflow, rowResumeSignal, type PromptWorkflowInput } from '../../src/workflows';
+import { idempotencyKeyFor } from '../../src/workflows/keys';
+import { createTimeSkippingEnv, useTestEnv, workflowBundle } from '../helpers/temporal';
+import { SkippedTimeClock } from '../helpers/skipped-clock';
+
+/**
+ * promptWorkflow end to end: the real activities and HTTP client against the simulator, on the time-skipping
+ * server. Every Retry-After, poll interval and backoff is waited out in skipped time, which the simulator
+ * sees through the shared clock.
+ */
+const env = useTestEnv(createTimeSkippingEnv);
+let sim: Simulator;
+let clock: SkippedTimeClock;
+let outDir: string;
+
+beforeAll(async () => {
+  clock = new SkippedTimeClock(env());
+  sim = await startSimulator({ clock: { now: () => clock.now() }, sweepIntervalMs: 0 });
+  outDir = await mkdtemp(path.join(os.tmpdir(), 'imagebatch-e2e-'));
+});
+afterAll(async () => {
+  await sim?.close();
+  if (outDir) await rm(outDir, { recursive: true, force: true });
+});
+
+async function runRow(
+  prompt: string,
+  extra: Partial<PromptWorkflowInput> = {},
+  during?: (id: string) => Promise<void>,
+) {
+  const taskQueue = `e2e-${randomUUID()}`;
+  const worker = await Worker.create({
+    connection: env().nativeConnection,
+    taskQueue,
+    workflowBundle: await workflowBundle(),
+    activities: createActivities({
+      config: defaultServiceConfig({ baseUrl: sim.baseUrl }),
+      apiKey: () => DEMO_API_KEY,
+      now: clock.now,
+      outputRoot: outDir,
+    }),
+    interceptors: { activity: [clock.interceptor()] },
+  });
+  const batchId = `e2e${randomUUID().slice(0, 8)}`;
+  const rowId = 'row-1';
+  const workflowId = `${batchId}/${rowId}`;
+  const startedAt = await env().currentTimeMs();
+  const result = await worker.runUntil(async () => {
+    const handle = await env().client.workflow.start(promptWorkflow, {
+      taskQueue,
+      workflowId,
+      args: [{ batchId, rowId, request: { prompt, model: 'flux-dev' }, outDir, ...extra }],
+    });
+    if (during) await during(workflowId);
+    return handle.result();
+  });
+  sim.settle();
+  const skippedMs = (await env().currentTimeMs()) - startedAt;
+  const history = await env().client.workflow.getHandle(workflowId).fetchHistory();
+  return { result, batchId, rowId, skippedMs, events: history.events?.length ?? 0 };
+}
+
+function keyCharges(key: string) {
+  return sim.ledger.byIdempotencyKey().find((s) => s.idempotencyKey === key);
+}
+
+function expectLedgerClean() {
+  expect(sim.ledger.violations()).toEqual({
+    chargedTwice: [],
+    overchargedCreations: [],
+    unrefundedFailures: [],
+    chargesWithoutCreation: [],
+  });
+}
+
+describe('promptWorkflow against the simulator (time-skipping)', () => {
+  it('succeeds, downloads a real PNG with its checksum, one charge, few history events', async () => {
+    const { result, events } = await runRow('a lighthouse on a cliff at dusk, oil painting');
+    expect(result.state).toBe('succeeded');
+    expect(result.images).toHaveLength(1);
+    expect(result.images[0]!.sha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(result.chargedUsd).toBeCloseTo(0.04);
+    expect(events).toBeLessThanOrEqual(20);
+    expectLedgerClean();
+  });
+
+  it.each([
+    [FaultKind.FailGeneration, FailureMessage.Failed],
+    [FaultKind.FailNoImage, FailureMessage.NoImage],
+    [FaultKind.FailTimedOut, FailureMessage.TimedOut],
+  ] as const)('a retryable failure (%s) is refunded and resubmitted with a new key', async (kind, message) => {
+    const prompt = `a quiet harbour at dawn [${kind}-${randomUUID()}]`;
+    sim.scriptFor(prompt, [{ kind }]);
+    const { result, batchId, rowId } = await runRow(prompt);
+    expect(result.state).toBe('succeeded');
+    expect(result.attempts.map((a) => a.error ?? a.outcome)).toEqual([message, 'succeeded']);
+    expect(result.refundedUsd).toBeCloseTo(0.04);
+    expect(keyCharges(idempotencyKeyFor(batchId, rowId, 1))).toBeDefined();
+    expect(keyCharges(idempotencyKeyFor(batchId, rowId, 2))).toBeDefined();
+    expectLedgerClean();
+  });
+
+  it('the safety filter ends the row with its advice, refunded, never resubmitted', async () => {
+    const { result } = await runRow('a portrait [unsafe]');
+    expect(result.state).toBe('failed');
+    expect(result.error).toBe(FailureMessage.SafetyFilter);
+    expect(result.errorRetryable).toBe(false);
+    expect(result.attempts).toHaveLength(1);
+    expectLedgerClean();
+  });
+
+  it('a lost response (reset after commit) is retried with the same key and charged once', async () => {
+    const prompt = `a mountain lake with reflections [reset-${randomUUID()}]`;
+    sim.scriptFor(prompt, [{ kind: FaultKind.ResetAfterCommit }]);
+    const { result, batchId, rowId } = await runRow(prompt);
+    expect(result.state).toBe('succeeded');
+    expect(result.attempts).toHaveLength(1);
+    const summary = keyCharges(idempotencyKeyFor(batchId, rowId, 1));
+    expect(summary?.creationIds).toHaveLength(1);
+    expect(summary?.chargedUsd).toBeCloseTo(0.04);
+    expectLedgerClean();
+  });
+
+  it('a 500 after the charge is retried with the same key and charged once', async () => {
+    const prompt = `a forest path in autumn [500-${randomUUID()}]`;
+    sim.scriptFor(prompt, [{ kind: FaultKind.InternalAfterCharge }]);
+    const { result, batchId, rowId } = await runRow(prompt);
+    expect(result.state).toBe('succeeded');
+    expect(keyCharges(idempotencyKeyFor(batchId, rowId, 1))?.chargedUsd).toBeCloseTo(0.04);
+    expectLedgerClean();
+  });
+
+  it('a 503 waits its Retry-After, then a new key succeeds (the stored 503 is never replayed)', async () => {
+    sim.setIdempotencyVariant('all-judged');
+    try {
+      const prompt = `a desert at noon [503-${randomUUID()}]`;
+      sim.scriptFor(prompt, [{ kind: FaultKind.ProviderUnavailable }]);
+      const { result, skippedMs } = await runRow(prompt);
+      expect(result.state).toBe('succeeded');
+      expect(result.attempts.map((a) => a.idempotencyKey)).toHaveLength(2);
+      expect(new Set(result.attempts.map((a) => a.idempotencyKey)).size).toBe(2);
+      expect(skippedMs).toBeGreaterThanOrEqual(2_000);
+      expectLedgerClean();
+    } finally {
+      sim.setIdempotencyVariant('accepted-only');
+    }
+  });
+
+  it('a 502 is refunded and the next attempt (a new key) succeeds', async () => {
+    const prompt = `a city at night in the rain [502-${randomUUID()}]`;
+    sim.scriptFor(prompt, [{ kind: FaultKind.GenerationFailed }]);
+    const { result } = await runRow(prompt);
+    expect(result.state).toBe('succeeded');
+    expect(result.attempts[0]).toMatchObject({ outcome: 'ImageApi.Refunded' });
+    expect(new Set(result.attempts.map((a) => a.idempotencyKey)).size).toBe(2);
+    expectLedgerClean();
+  });
+
+  it('a model the account lacks ends the row as failed at once', async () => {
+    const taskQueue = `e2e-${randomUUID()}`;
+    const worker = await Worker.create({
+      connection: env().nativeConnection,
+      taskQueue,
+      workflowBundle: await workflowBundle(),
+      activities: createActivities({
+        config: defaultServiceConfig({ baseUrl: sim.baseUrl }),
+        apiKey: () => DEMO_API_KEY,
+        now: clock.now,
+        outputRoot: outDir,
+      }),
+      interceptors: { activity: [clock.interceptor()] },
+    });
+    const result = await worker.runUntil(
+      env().client.workflow.execute(promptWorkflow, {
+        taskQueue,
+        workflowId: `m${randomUUID()}/row-1`,
+        args: [{ batchId: 'm', rowId: 'row-1', request: { prompt: 'a cat', model: 'no-such-model' }, outDir }],
+      }),
+    );
+    expect(result.state).toBe('failed');
+    expect(result.error).toMatch(/model/i);
+    expect(result.attempts).toHaveLength(1);
+  });
+
+  it('a 429 storm: every Retry-After honoured in skipped time, one key, one charge', async () => {
+    sim.setLimits({ requestsPerSecond: 0.05, burst: 1 });
+    try {
+      const { result, batchId, rowId, skippedMs } = await runRow('a storm over the sea, dramatic light');
+      expect(result.state).toBe('succeeded');
+      expect(keyCharges(idempotencyKeyFor(batchId, rowId, 1))?.chargedUsd).toBeCloseTo(0.04);
+      // Three requests at least (submit, poll, poll...) at one per 20 s.
+      expect(skippedMs).toBeGreaterThanOrEqual(20_000);
+      expectLedgerClean();
+    } finally {
+      sim.setLimits({ requestsPerSecond: 10, burst: 10 });
+    }
+  });
+
+  it('a 402 pauses the row until it is resumed, then a new key succeeds', async () => {
+    sim.setWallet(DEMO_ACCOUNT_ID, 0);
+    const { result } = await runRow('a garden in spring', {}, async (workflowId) => {
+      await env().sleep(30_000);
+      sim.setWallet(DEMO_ACCOUNT_ID, 100);
+      await env().client.workflow.getHandle(workflowId).signal(rowResumeSignal);
+    });
+    expect(result.state).toBe('succeeded');
+    expect(result.attempts).toHaveLength(2);
+    expectLedgerClean();
+  });
+});

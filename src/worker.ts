@@ -32,6 +32,19 @@ export interface CreateWorkerOptions {
    * @default bundled from {@link workflowsPath} at start
    */
   workflowBundle?: WorkerOptions['workflowBundle'];
+  /**
+   * Activity tasks per second for the whole task queue, across all its workers (enforced by the Temporal
+   * server): set it to the image service's per-key request rate. One activity attempt sends at most one request.
+   * @default no limit
+   */
+  maxTaskQueueActivitiesPerSecond?: number;
+  /**
+   * Activities this worker runs at once.
+   * @default 100
+   */
+  maxConcurrentActivityTaskExecutions?: number;
+  /** Worker interceptors (tests sync a skipped-time clock this way). */
+  interceptors?: WorkerOptions['interceptors'];
 }
 
 /** Creates (does not run) a worker with imagebatch's workflows and activities. */
@@ -42,5 +55,10 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     taskQueue: options.taskQueue ?? TASK_QUEUE,
     activities: createActivities(options.activityDeps),
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath }),
+    ...(options.maxTaskQueueActivitiesPerSecond
+      ? { maxTaskQueueActivitiesPerSecond: options.maxTaskQueueActivitiesPerSecond }
+      : {}),
+    maxConcurrentActivityTaskExecutions: options.maxConcurrentActivityTaskExecutions ?? 100,
+    ...(options.interceptors ? { interceptors: options.interceptors } : {}),
   });
 }

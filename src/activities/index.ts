@@ -5,6 +5,7 @@ import { lazyApiKeyProvider, loadApiKey, type ApiKeyProvider } from '../api/api-
 import { silentLogger, type Logger } from '../api/client';
 import type { HoldRegistry } from '../api/holds';
 import { loadServiceConfig, type ServiceConfig } from '../config/service-config';
+import { createBatchFileActivities } from './batch-file';
 import { createImageActivities } from './image-activities';
 import { createRowActivities } from './rows';
 
@@ -68,13 +69,14 @@ export function createActivities(deps: ActivityDeps = {}) {
   const now = deps.now ?? Date.now;
   // Read (and validated) now, so that a wrong setting stops the worker at start-up, naming its variable.
   const config = deps.config ?? loadServiceConfig(process.env);
+  const outputRoot = deps.outputRoot ?? process.cwd();
   const image = createImageActivities({
     config,
     apiKey: deps.apiKey ?? lazyApiKeyProvider(() => loadApiKey(process.env)),
     ...(deps.dispatcher ? { dispatcher: deps.dispatcher } : {}),
     ...(deps.downloadDispatcher ? { downloadDispatcher: deps.downloadDispatcher } : {}),
     ...(deps.holds ? { holds: deps.holds } : {}),
-    outputRoot: deps.outputRoot ?? process.cwd(),
+    outputRoot,
     now,
     logger: deps.logger ?? activityLogger,
     random: deps.random ?? Math.random,
@@ -86,6 +88,7 @@ export function createActivities(deps: ActivityDeps = {}) {
       return { reply: `pong: ${name}`, attempt: info.attempt, at: now() };
     },
     ...image,
+    ...createBatchFileActivities({ outputRoot }),
     ...createRowActivities(deps.temporalClient ? { temporalClient: deps.temporalClient } : {}),
   };
 }

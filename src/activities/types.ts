@@ -1,3 +1,5 @@
+import type { BatchCursor } from '../batch/page-reader';
+
 /**
  * The activity contract between workflows and the image-service activities. Workflow code imports these
  * types only. One activity attempt sends at most one request to the service, so that Temporal's task-queue
@@ -89,11 +91,7 @@ export interface CollectCreationResult {
 }
 
 /** Where the page reader stopped: the next page starts exactly here. Opaque to workflows. */
-export interface BatchCursor {
-  byteOffset: number;
-  line: number;
-  header: string[];
-}
+export type { BatchCursor };
 
 export interface ReadBatchPageInput {
   /** Path of the batch file, as the worker sees it. */

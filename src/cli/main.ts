@@ -3,6 +3,7 @@ import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { demo } from './commands/demo';
 import { simulator } from './commands/simulator';
+import { runWorker } from './commands/worker';
 
 /** Exit codes of the `imagebatch` command. */
 export const ExitCode = {
@@ -63,6 +64,23 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
       );
       await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
       await started.simulator.close();
+    });
+  program
+    .command('worker')
+    .description(
+      'Run a worker for a Temporal cluster. Settings come from the environment only: TEMPORAL_ADDRESS, ' +
+        'TEMPORAL_NAMESPACE, TEMPORAL_API_KEY / TEMPORAL_TLS_*, IMAGEBATCH_RATE_LIMIT, IMAGEGEN_BASE_URL, ' +
+        'IMAGEGEN_API_KEY or IMAGEGEN_API_KEY_FILE (see the README)',
+    )
+    .option('--output-root <dir>', 'folder that relative batch output folders are resolved against')
+    .action(async (opts: { outputRoot?: string }) => {
+      await runWorker({
+        env: process.env,
+        signal,
+        log: stderr,
+        ...(opts.outputRoot ? { outputRoot: path.resolve(opts.outputRoot) } : {}),
+      });
+      stderr('worker stopped');
     });
   return { program, result };
 }

@@ -42,7 +42,12 @@ function batchActivities(
         stats.pagesRead += 1;
         const start = input.cursor?.byteOffset ?? 0;
         const page = all.slice(start, start + input.maxRows);
-        const next: BatchCursor = { byteOffset: start + page.length, line: 0, header: ['prompt'] };
+        const next: BatchCursor = {
+          byteOffset: start + page.length,
+          line: 0,
+          rowsBefore: start + page.length,
+          header: ['prompt'],
+        };
         return { rows: page, invalidRows: 0, nextCursor: next, done: start + page.length >= all.length };
       },
       async fetchModels() {

@@ -1,0 +1,35 @@
+import path from 'node:path';
+import { ApplicationFailure } from '@temporalio/common';
+import { BatchFileError, readBatchPage } from '../batch';
+import type { ReadBatchPageInput, ReadBatchPageResult } from './types';
+
+/** The failure type of a batch file that cannot be read (gone, unreadable, changed since the first page). */
+export const BATCH_FILE_FAILURE = 'Batch.File';
+
+/** The page-reading activity: one page of validated rows, resumed exactly at the cursor. */
+export function createBatchFileActivities(deps: { outputRoot: string }) {
+  return {
+    async readBatchPage(input: ReadBatchPageInput): Promise<ReadBatchPageResult> {
+      const file = path.resolve(deps.outputRoot, input.file);
+      try {
+        const page = await readBatchPage(file, input.cursor, {
+          maxRows: input.maxRows,
+          ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
+        });
+        // Problems stay out of the workflow's history (they can be many and long); `imagebatch validate` lists
+        // them. The count is kept.
+        return { rows: page.rows, invalidRows: page.invalidRows, nextCursor: page.nextCursor, done: page.done };
+      } catch (err) {
+        if (err instanceof BatchFileError) {
+          throw ApplicationFailure.create({
+            type: BATCH_FILE_FAILURE,
+            message: `${input.file}: ${err.message}`,
+            nonRetryable: err.code === 'file.changed',
+            details: [{ code: err.code }],
+          });
+        }
+        throw err;
+      }
+    },
+  };
+}

@@ -1,0 +1,202 @@
+import { type ColumnIndex, parseHeader } from './header';
+import { IdTable } from './id-table';
+import { type BatchProblem, ProblemCode, ProblemCollector } from './problems';
+import { type ScanLimits, type ScannedRecord, scanRecords } from './scan';
+import { validateRow } from './schema';
+import { inspectSource } from './source';
+
+export interface ValidateOptions extends ScanLimits {
+  /**
+   * Model for rows whose `model` cell is empty or absent. A row with neither is an error.
+   * @default undefined
+   */
+  defaultModel?: string;
+  /**
+   * Problems kept in the report; later ones are only counted (`problemsDropped`), so a hostile file cannot
+   * blow memory.
+   * @default 1000
+   */
+  maxProblems?: number;
+  /**
+   * Distinct model names counted one by one; rows of further models are added to `otherModels`.
+   * @default 1000
+   */
+  maxModels?: number;
+}
+
+export interface ModelUsage {
+  /** Valid rows using the model. */
+  rows: number;
+  /** Images those rows ask for (`num_images`, default 1): what the cost estimate multiplies by the price. */
+  images: number;
+}
+
+export interface BatchReport {
+  /** True when the file can be run as is: no problem at all. */
+  ok: boolean;
+  /** False when a fatal problem (unsupported encoding, record too large, too many fields) stopped the read. */
+  complete: boolean;
+  /** Header columns as written, or null when the file has no header. */
+  columns: string[] | null;
+  /** Data rows read (the header and blank lines not counted; malformed CSV records that were skipped neither). */
+  rows: number;
+  validRows: number;
+  invalidRows: number;
+  /** Valid rows per model (after the default model was applied). */
+  models: Record<string, ModelUsage>;
+  /** Valid rows whose model did not fit under `maxModels`. */
+  otherModels: ModelUsage;
+  /** The first `maxProblems` problems, ordered by line. */
+  problems: BatchProblem[];
+  /** All problems found, kept or not. */
+  problemCount: number;
+  problemsDropped: number;
+}
+
+/**
+ * Reads the whole file once, streaming, and reports every problem with its line and field, plus the counts the
+ * CLI needs for a cost estimate. Nothing is kept per row except a 12-byte digest of its id (see `IdTable`).
+ * Throws `BatchFileError` only when the file cannot be read at all.
+ */
+export async function validateBatchFile(path: string, options: ValidateOptions = {}): Promise<BatchReport> {
+  const collector = new ProblemCollector(options.maxProblems ?? 1000);
+  const maxModels = options.maxModels ?? 1000;
+  const report: BatchReport = {
+    ok: false,
+    complete: true,
+    columns: null,
+    rows: 0,
+    validRows: 0,
+    invalidRows: 0,
+    models: {},
+    otherModels: { rows: 0, images: 0 },
+    problems: [],
+    problemCount: 0,
+    problemsDropped: 0,
+  };
+  const models = new Map<string, ModelUsage>();
+  const ids = new IdTable();
+  let header: { index: ColumnIndex; width: number } | undefined;
+  /** The first record was malformed CSV: there are no columns to check rows against, only CSV to scan. */
+  let headerBroken = false;
+
+  const source = await inspectSource(path);
+  if (source.encodingProblem) {
+    collector.add(source.encodingProblem);
+    report.complete = false;
+  } else {
+    const onRecord = (record: ScannedRecord): boolean => {
+      if (headerBroken) {
+        report.rows += 1;
+        report.invalidRows += 1;
+        return false;
+      }
+      if (header === undefined) {
+        const parsed = parseHeader(record.cells, record.line);
+        report.columns = parsed.columns;
+        header = { index: parsed.index, width: parsed.columns.length };
+        if (record.badUtf8Line !== undefined) {
+          collector.add({
+            code: ProblemCode.InvalidUtf8,
+            line: record.badUtf8Line,
+            message: `the header has bytes that are not UTF-8 (line ${record.badUtf8Line})`,
+          });
+        }
+        parsed.problems.forEach((p) => collector.add(p));
+        return false;
+      }
+      report.rows += 1;
+      const result = validateRow({
+        cells: record.cells,
+        line: record.line,
+        rowNumber: report.rows,
+        width: header.width,
+        index: header.index,
+        defaultModel: options.defaultModel,
+      });
+      const rowId = result.ok ? result.row.rowId : result.rowId;
+      let valid = result.ok;
+      if (record.badUtf8Line !== undefined) {
+        valid = false;
+        collector.add(badUtf8Problem(record, rowId, report.columns ?? []));
+      }
+      if (!result.ok) result.problems.forEach((p) => collector.add(p));
+      if (rowId !== undefined) {
+        const firstLine = ids.add(rowId, record.line);
+        if (firstLine !== undefined) {
+          valid = false;
+          collector.add({
+            code: ProblemCode.DuplicateId,
+            line: record.line,
+            field: 'id',
+            rowId,
+            firstLine,
+            message: `row id "${rowId}" is already used by the row on line ${firstLine}`,
+          });
+        }
+      }
+      if (valid && result.ok) {
+        report.validRows += 1;
+        const { model, num_images: images = 1 } = result.row.request;
+        let usage = models.get(model);
+        if (usage === undefined && models.size < maxModels) models.set(model, (usage = { rows: 0, images: 0 }));
+        usage ??= report.otherModels;
+        usage.rows += 1;
+        usage.images += images;
+      } else {
+        report.invalidRows += 1;
+      }
+      return false;
+    };
+    const scan = await scanRecords({
+      path,
+      start: source.dataStart,
+      line: 1,
+      maxRecordBytes: options.maxRecordBytes,
+      maxFields: options.maxFields,
+      onRecord,
+      onProblem: (p) => {
+        if (header === undefined && !headerBroken) {
+          headerBroken = true;
+          collector.add({
+            code: p.code,
+            line: p.line,
+            message: `the header row is not valid CSV, so no row can be checked: ${p.message}`,
+          });
+        } else {
+          collector.add(p);
+        }
+      },
+    });
+    report.complete = !scan.fatal;
+    if (header === undefined && !headerBroken && !scan.fatal) {
+      collector.add({ code: ProblemCode.FileEmpty, line: 1, message: 'the file is empty: no header row' });
+    } else if (header !== undefined && report.rows === 0 && !scan.fatal) {
+      collector.add({ code: ProblemCode.FileNoRows, line: 2, message: 'the file has a header but no data rows' });
+    }
+  }
+
+  report.models = Object.fromEntries([...models].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  report.problems = collector.sorted();
+  report.problemCount = collector.count;
+  report.problemsDropped = collector.dropped;
+  report.ok = collector.count === 0;
+  return report;
+}
+
+/** The problem for a row holding bytes that are not UTF-8, naming the field whose text was damaged. */
+export function badUtf8Problem(
+  record: ScannedRecord,
+  rowId: string | undefined,
+  columns: readonly string[],
+): BatchProblem {
+  const line = record.badUtf8Line ?? record.line;
+  const field = columns[record.cells.findIndex((c) => c.includes('\uFFFD'))];
+  return {
+    code: ProblemCode.InvalidUtf8,
+    line,
+    ...(field === undefined ? {} : { field }),
+    ...(rowId === undefined ? {} : { rowId }),
+    message: `line ${line} has bytes that are not UTF-8; save the file as UTF-8`,
+  };
+}

@@ -1,0 +1,65 @@
+import { NativeConnection } from '@temporalio/worker';
+import { Client, Connection } from '@temporalio/client';
+import { lazyApiKeyProvider, loadApiKey } from '../../api/api-key';
+import { loadServiceConfig } from '../../config/service-config';
+import { connectionOptions, loadTemporalConfig } from '../../config/temporal-config';
+import { createWorker } from '../../worker';
+
+/** Options of {@link runWorker}. */
+export interface RunWorkerOptions {
+  /** Where the settings come from (the API key too, and only from here). */
+  env: Readonly<Record<string, string | undefined>>;
+  /** Aborted on SIGINT/SIGTERM: the worker stops polling, finishes what it runs, and returns. */
+  signal: AbortSignal;
+  log: (line: string) => void;
+  /**
+   * Folder that relative batch output folders are resolved against.
+   * @default process.cwd()
+   */
+  outputRoot?: string;
+}
+
+export interface WorkerRunSummary {
+  address: string;
+  namespace: string;
+  taskQueue: string;
+}
+
+/**
+ * `imagebatch worker`: the long-running worker for a Temporal cluster. Every setting is checked before it
+ * connects (the API key's format too, without printing it), so a wrong one stops it at once with its name.
+ */
+export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSummary> {
+  const temporal = loadTemporalConfig(options.env);
+  const service = loadServiceConfig(options.env);
+  const apiKey = loadApiKey(options.env);
+  const connection = await NativeConnection.connect(connectionOptions(temporal));
+  const clientConnection = await Connection.connect(connectionOptions(temporal));
+  try {
+    const worker = await createWorker({
+      connection,
+      namespace: temporal.namespace,
+      taskQueue: temporal.taskQueue,
+      maxConcurrentActivityTaskExecutions: temporal.maxConcurrentActivities,
+      ...(temporal.ratePerSecond > 0 ? { maxTaskQueueActivitiesPerSecond: temporal.ratePerSecond } : {}),
+      activityDeps: {
+        config: service,
+        apiKey: lazyApiKeyProvider(() => apiKey),
+        temporalClient: new Client({ connection: clientConnection, namespace: temporal.namespace }),
+        ...(options.outputRoot ? { outputRoot: options.outputRoot } : {}),
+      },
+    });
+    const onAbort = () => worker.shutdown();
+    if (options.signal.aborted) onAbort();
+    else options.signal.addEventListener('abort', onAbort, { once: true });
+    options.log(
+      `worker polling ${temporal.taskQueue} on ${temporal.address} (namespace ${temporal.namespace}` +
+        `${temporal.ratePerSecond > 0 ? `, ${temporal.ratePerSecond} activities/s for the whole queue` : ''})`,
+    );
+    await worker.run();
+    return { address: temporal.address, namespace: temporal.namespace, taskQueue: temporal.taskQueue };
+  } finally {
+    await clientConnection.close();
+    await connection.close();
+  }
+}

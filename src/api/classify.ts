@@ -1,4 +1,4 @@
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, ApplicationFailureCategory } from '@temporalio/common';
 import type { ModelInfo, PollCreationResult } from '../activities/types';
 import { AuthDetail, ErrorCode, FAILED_STATUS, isRetryableFailureMessage } from './contract';
 import {
@@ -358,6 +358,8 @@ export function toApplicationFailure(outcome: FailureOutcome, retryDelayMs?: num
           ? `held back locally: the key was told to wait (${outcome.retryAfterMs} ms left)`
           : `HTTP ${outcome.httpStatus} ${outcome.code}: ${outcome.message} (retry after ${outcome.retryAfterMs} ms)`,
         nonRetryable: false,
+        // Expected flow control, not an error: logged at DEBUG by the SDK, not WARN.
+        category: ApplicationFailureCategory.BENIGN,
         ...delay(outcome.retryAfterMs),
         details: [info],
       });
@@ -383,6 +385,7 @@ export function toApplicationFailure(outcome: FailureOutcome, retryDelayMs?: num
         type: FailureType.Pending,
         message: `creation in flight (status ${outcome.status})`,
         nonRetryable: false,
+        category: ApplicationFailureCategory.BENIGN,
         ...delay(retryDelayMs),
         details: [{ status: outcome.status }],
       });
@@ -391,6 +394,8 @@ export function toApplicationFailure(outcome: FailureOutcome, retryDelayMs?: num
         type: FailureType.Refunded,
         message: `HTTP ${outcome.details.httpStatus} ${outcome.details.code}: ${outcome.details.message} (refunded)`,
         nonRetryable: true,
+        // An answer of the interface that the workflow handles: logged at DEBUG, not as a worker warning.
+        category: ApplicationFailureCategory.BENIGN,
         details: [outcome.details],
       });
     case 'rejected':
@@ -398,6 +403,8 @@ export function toApplicationFailure(outcome: FailureOutcome, retryDelayMs?: num
         type: FailureType.Rejected,
         message: `HTTP ${outcome.details.httpStatus} ${outcome.details.code}: ${outcome.details.message}`,
         nonRetryable: true,
+        // An answer of the interface that the workflow handles: logged at DEBUG, not as a worker warning.
+        category: ApplicationFailureCategory.BENIGN,
         details: [outcome.details],
       });
     case 'batchStop':
@@ -405,6 +412,8 @@ export function toApplicationFailure(outcome: FailureOutcome, retryDelayMs?: num
         type: FailureType.BatchStop,
         message: `HTTP ${outcome.details.httpStatus} ${outcome.details.reason}: ${outcome.details.message}`,
         nonRetryable: true,
+        // An answer of the interface that the workflow handles: logged at DEBUG, not as a worker warning.
+        category: ApplicationFailureCategory.BENIGN,
         details: [outcome.details],
       });
     case 'notFound':

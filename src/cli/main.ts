@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { BatchValidationError } from './batches';
 import { demo } from './commands/demo';
 import { simulator } from './commands/simulator';
 import { runWorker } from './commands/worker';
@@ -10,6 +11,8 @@ export const ExitCode = {
   Ok: 0,
   Failure: 1,
   Usage: 2,
+  /** The input file has problems; nothing was started or charged. */
+  InvalidInput: 3,
   Interrupted: 130,
 } as const;
 
@@ -26,23 +29,45 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
 
   program
     .command('demo')
-    .description('Run the demo on the embedded Temporal dev server (nothing to configure)')
-    .option('--home <dir>', 'folder for the embedded server state', '.imagebatch')
+    .description('Run the bundled batch on the embedded Temporal dev server and the simulator (nothing to configure)')
+    .option('--home <dir>', 'folder for the demo state and results', '.imagebatch')
     .option('--json', 'print the result as JSON')
     .action(async (opts: { home: string; json?: boolean }) => {
-      const res = await demo({ home: path.resolve(opts.home), log: stderr, signal });
+      const tty = process.stderr.isTTY && !opts.json;
+      let lastPlain = 0;
+      const res = await demo({
+        home: path.resolve(opts.home),
+        log: stderr,
+        signal,
+        onProgress: (line, p) => {
+          if (tty) process.stderr.write(`\r\x1b[2K${line}`);
+          else if (p.done || Date.now() - lastPlain > 2000) {
+            lastPlain = Date.now();
+            stderr(line);
+          }
+        },
+      });
+      if (tty) process.stderr.write('\n');
       if (opts.json) {
         process.stdout.write(`${JSON.stringify(res, null, 2)}\n`);
         return;
       }
+      const c = res.progress.counts;
       process.stdout.write(
         [
-          `Workflow ${res.workflowId} completed: "${res.result.reply}"`,
-          `The server's history now holds ${res.runsInHistory} demo run(s) (kept in ${res.dbFile}).`,
+          `Batch "${res.batchId}" ${res.progress.status}: ${c.succeeded} succeeded, ${c.failed} failed, ` +
+            `${c.unknown} unknown, ${c.cancelled} cancelled, ${c.not_run} not run; spent $${res.progress.spentUsd.toFixed(2)} ` +
+            `(refunded $${res.progress.refundedUsd.toFixed(2)}).`,
+          `Gallery:  ${res.galleryUrl}`,
+          `Results:  ${res.results.resultsCsv}`,
+          `          ${res.results.resultsJsonl}`,
+          `Failures: ${res.results.errorsCsv} (${res.results.errorRows} rows; run them again with imagebatch run)`,
+          ...(res.webUi ? [`Temporal Web UI (while a demo runs): ${res.webUi}`] : []),
           '',
         ].join('\n'),
       );
     });
+
   program
     .command('simulator')
     .description('Run the image-service simulator (a dry-run target; keys from its config, never from arguments)')
@@ -111,6 +136,11 @@ export async function main(argv: readonly string[]): Promise<number> {
       return ExitCode.Interrupted;
     }
     stderr(`imagebatch: ${err instanceof Error ? err.message : String(err)}`);
+    if (err instanceof BatchValidationError) {
+      for (const p of err.report.problems) stderr(`  line ${p.line}${p.field ? ` (${p.field})` : ''}: ${p.message}`);
+      if (err.report.problemsDropped > 0) stderr(`  ... and ${err.report.problemsDropped} more`);
+      return ExitCode.InvalidInput;
+    }
     return ExitCode.Failure;
   } finally {
     process.off('SIGINT', onSigint);

@@ -1,4 +1,4 @@
-import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import { WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy } from '@temporalio/common';
 import {
   ParentClosePolicy,
   condition,
@@ -161,6 +161,9 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
       await startChild(promptWorkflow, {
         workflowId,
         parentClosePolicy: ParentClosePolicy.ABANDON,
+        // A row that has ended is never run again under the same batch id: a re-run resumes, it does not repay.
+        // Only a row whose workflow failed, was cancelled or was terminated may start again.
+        workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
         memo: { batchId: input.batchId, rowId: row.rowId },
         args: [
           {

@@ -1,66 +1,141 @@
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
+import { defaultServiceConfig } from '../../config/service-config';
+import { collectResults, writeResults, type WrittenResults } from '../../results';
+import { DEMO_ACCOUNT_ID, DEMO_API_KEY, DEMO_KEY_ID, FaultKind, resolveConfig, startSimulator } from '../../simulator';
 import { DevServer } from '../../temporal/dev-server';
+import { projectRoot } from '../../temporal/toolchain';
 import { createWorker, TASK_QUEUE } from '../../worker';
-import { pingWorkflow, type PingWorkflowResult } from '../../workflows';
+import type { BatchProgress } from '../../workflows';
+import { followBatch, startOrAttachBatch } from '../batches';
+import { progressLine } from '../progress-line';
 
 /** Options of {@link demo}. */
 export interface DemoOptions {
   /**
-   * Folder that keeps the embedded server's SQLite file, so that a second run finds the first one's history.
+   * Folder of the demo's state: the embedded server's SQLite file and the results, so that a second run finds
+   * the first one's history and resumes it.
    * @default `.imagebatch` in the working directory
    */
   home: string;
-  /** Progress lines for a person; the command's result is the return value. */
+  /** Lines for a person (progress, addresses); the command's result is the return value. */
   log: (line: string) => void;
-  /** Aborted on Ctrl-C: everything started is stopped cleanly. */
+  /** Progress updates; on a TTY the entry point redraws one line. */
+  onProgress?: (line: string, p: BatchProgress) => void;
+  /** Aborted on Ctrl-C: everything started is stopped cleanly and the batch resumes on the next run. */
   signal?: AbortSignal;
+  /**
+   * The batch file.
+   * @default the bundled examples/demo-prompts.csv (50 prompts, every kind of outcome)
+   */
+  file?: string;
 }
 
 export interface DemoResult {
+  batchId: string;
   temporalAddress: string;
   webUi: string | undefined;
-  dbFile: string;
-  workflowId: string;
-  result: PingWorkflowResult;
-  /** Demo runs recorded in the server's history, this one included. */
-  runsInHistory: number;
+  progress: BatchProgress;
+  results: WrittenResults;
+  galleryUrl: string;
+  /** True when this run attached to a batch a previous run had left running. */
+  resumed: boolean;
+}
+
+const DEMO_BATCH_ID = 'demo';
+
+/** The simulator as the demo configures it: small limits and scripted prompts, so every outcome shows. */
+function demoSimulatorConfig() {
+  return {
+    accounts: [
+      { id: DEMO_ACCOUNT_ID, models: ['flux-dev', 'flux-schnell'], keys: [{ id: DEMO_KEY_ID, key: DEMO_API_KEY }] },
+    ],
+    limits: { requestsPerSecond: 6, burst: 6, minPollIntervalMs: 1000 },
+    generation: { queuedMs: { minMs: 100, maxMs: 400 }, runningMs: { minMs: 500, maxMs: 2000 } },
+    safety: { genericDeclineProbability: 1 },
+    scripts: [
+      { match: '[flaky]', faults: [{ kind: FaultKind.FailGeneration }] },
+      { match: '[slow-provider]', faults: [{ kind: FaultKind.FailTimedOut }] },
+      { match: '[busy-provider]', faults: [{ kind: FaultKind.ProviderUnavailable }] },
+      { match: '[lost-response]', faults: [{ kind: FaultKind.ResetAfterCommit }] },
+    ],
+  };
 }
 
 /**
- * The main command on the embedded default: starts the dev server on its SQLite file and a worker in this
- * process, runs a workflow through an activity, and stops both.
+ * `imagebatch demo`: the whole product on one machine with nothing configured. The embedded Temporal dev
+ * server (state in a SQLite file), the image-service simulator and a worker run in this process; the bundled
+ * batch runs with live progress, and the results and a gallery are written.
  */
 export async function demo(options: DemoOptions): Promise<DemoResult> {
+  const file = options.file ?? path.join(projectRoot, 'examples', 'demo-prompts.csv');
+  const outDir = path.join(options.home, 'demo');
   const dbFile = path.join(options.home, 'temporal.sqlite');
   options.log(`starting the embedded Temporal dev server (state in ${dbFile})`);
   const server = await DevServer.start({ dbFile });
+  const sim = await startSimulator(demoSimulatorConfig());
+  const nativeConnection = await NativeConnection.connect({ address: server.address });
+  const connection = await Connection.connect({ address: server.address });
   try {
-    options.log(`Temporal is at ${server.address}; Web UI: ${server.uiUrl ?? 'off'}`);
-    const nativeConnection = await NativeConnection.connect({ address: server.address });
-    const connection = await Connection.connect({ address: server.address });
-    try {
-      const client = new Client({ connection });
-      const worker = await createWorker({ connection: nativeConnection });
-      const workflowId = `demo/ping/${new Date().toISOString()}`;
-      const run = client.workflow.execute(pingWorkflow, {
+    const webUi = server.uiUrl ? `${server.uiUrl}/namespaces/default/workflows` : undefined;
+    options.log(`Temporal: ${server.address}${webUi ? `  Web UI: ${webUi}` : ''}`);
+    options.log(`image service simulator: ${sim.baseUrl}`);
+    const client = new Client({ connection });
+    const worker = await createWorker({
+      connection: nativeConnection,
+      activityDeps: {
+        config: defaultServiceConfig({ baseUrl: sim.baseUrl, minPollIntervalMs: 1000 }),
+        apiKey: () => DEMO_API_KEY,
+        temporalClient: client,
+      },
+    });
+    const aborted = new Promise<never>((_, reject) => {
+      if (options.signal?.aborted) reject(new Error('interrupted'));
+      options.signal?.addEventListener('abort', () => reject(new Error('interrupted')), { once: true });
+    });
+    const run = async () => {
+      const { handle, attached, report } = await startOrAttachBatch({
+        client,
         taskQueue: TASK_QUEUE,
-        workflowId,
-        args: [{ name: 'imagebatch demo' }],
+        batchId: DEMO_BATCH_ID,
+        file,
+        outDir,
+        defaultModel: 'flux-dev',
+        concurrency: 8,
+        maxAttempts: 3,
       });
-      const aborted = new Promise<never>((_, reject) => {
-        options.signal?.addEventListener('abort', () => reject(new Error('interrupted')), { once: true });
+      const prices = new Map(resolveConfig(demoSimulatorConfig()).models.map((m) => [m.id, m.price_usd]));
+      const estimate = Object.entries(report.models).reduce(
+        (sum, [model, usage]) => sum + (prices.get(model) ?? 0) * usage.images,
+        0,
+      );
+      options.log(
+        `${attached ? 'resuming' : 'running'} batch "${DEMO_BATCH_ID}": ${report.validRows} rows from ${file} ` +
+          `(about $${estimate.toFixed(2)} if every row succeeds at once; Ctrl-C stops, running again resumes)`,
+      );
+      const progress = await followBatch(handle, (p) => options.onProgress?.(progressLine(p, report.validRows), p), {
+        ...(options.signal ? { signal: options.signal } : {}),
       });
-      options.log(`running workflow ${workflowId} (Ctrl-C stops everything cleanly)`);
-      const result = await worker.runUntil(Promise.race([run, aborted]));
-      const { count } = await client.workflow.count(`WorkflowType = 'pingWorkflow'`);
-      return { temporalAddress: server.address, webUi: server.uiUrl, dbFile, workflowId, result, runsInHistory: count };
-    } finally {
-      await connection.close();
-      await nativeConnection.close();
-    }
+      const rows = await collectResults({ client, batchId: DEMO_BATCH_ID, file, defaultModel: 'flux-dev' });
+      const results = await writeResults(outDir, DEMO_BATCH_ID, rows);
+      return { progress, results, attached };
+    };
+    const { progress, results, attached } = await worker.runUntil(Promise.race([run(), aborted]));
+    return {
+      batchId: DEMO_BATCH_ID,
+      temporalAddress: server.address,
+      webUi,
+      progress,
+      results,
+      galleryUrl: pathToFileURL(results.gallery).href,
+      resumed: attached,
+    };
   } finally {
+    await connection.close();
+    await nativeConnection.close();
+    await sim.close();
     await server.stop();
   }
 }

@@ -1,0 +1,223 @@
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { PollCreationResult } from '../../src/activities/types';
+import { ErrorCode, FailureMessage } from '../../src/api/contract';
+import { FailureType } from '../../src/api/failure-types';
+import { FaultKind, type ManualClock, type Simulator } from '../../src/simulator';
+import {
+  AUTH_STYLES,
+  MAIN_KEY,
+  NAMINGS,
+  OTHER_ACCOUNT_KEY,
+  expectFailure,
+  expectLedgerConsistent,
+  expectNoKeyLeak,
+  harness,
+  ledgerOf,
+  request,
+  retryDelayOf,
+  startContractSim,
+  tempDir,
+} from './helpers';
+
+/**
+ * pollCreation, collectCreation and downloadImages against the simulator, under both status namings and both
+ * ways of sending the key. Creations are queued for 1 s and run for 3 s on the manual clock.
+ */
+
+let sim: Simulator;
+let clock: ManualClock;
+let out: { dir: string; cleanup: () => Promise<void> };
+beforeAll(async () => {
+  ({ sim, clock } = await startContractSim());
+  out = await tempDir();
+});
+afterAll(async () => {
+  await sim?.close();
+  await out?.cleanup();
+});
+beforeEach(() => {
+  clock.advance(60_000);
+});
+afterEach(() => {
+  expectLedgerConsistent(sim);
+  expectNoKeyLeak();
+});
+
+const FAILURES: readonly [FaultKind, string, boolean][] = [
+  [FaultKind.FailSafety, FailureMessage.SafetyFilter, false],
+  [FaultKind.FailNoImage, FailureMessage.NoImage, true],
+  [FaultKind.FailTimedOut, FailureMessage.TimedOut, true],
+  [FaultKind.FailGeneration, FailureMessage.Failed, true],
+];
+
+describe.each(NAMINGS.flatMap((naming) => AUTH_STYLES.map((auth) => ({ naming, auth }))))(
+  'polling, status naming $naming, key via $auth',
+  ({ naming, auth }) => {
+    const tag = (name: string) => `${naming}-${auth}-${name}`;
+    const names =
+      naming === 'default'
+        ? { queued: 'queued', running: 'running', succeeded: 'succeeded' }
+        : { queued: 'pending', running: 'processing', succeeded: 'completed' };
+    beforeEach(() => {
+      sim.setStatusNaming(naming);
+      sim.setIdempotencyVariant('accepted-only');
+    });
+
+    async function accepted(h: ReturnType<typeof harness>, name: string, extra: Record<string, unknown> = {}) {
+      const r = await h.run('submitCreation', [{ idempotencyKey: tag(name), request: request(tag(name), extra) }]);
+      expect(r.value?.creationId, r.failure?.message).toMatch(/^cr_/);
+      return r.value?.creationId ?? '';
+    }
+
+    it('in flight -> Pending after the poll interval, then succeeded with its images', async () => {
+      const h = harness(sim, clock, { authHeader: auth });
+      const id = await accepted(h, 'success');
+      const seen: string[] = [];
+      let result: PollCreationResult | undefined;
+      for (let i = 0; i < 10 && result === undefined; i++) {
+        const r = await h.run('pollCreation', [{ creationId: id }]);
+        if (r.value) {
+          result = r.value;
+          break;
+        }
+        const details = expectFailure<{ status: string }>(r, FailureType.Pending, false);
+        expect(r.failure?.nextRetryDelay).toBe(2000);
+        seen.push(details.status);
+        clock.advance(retryDelayOf(r));
+      }
+      // Polled at 0 s (queued), 2 s (running) and 4 s, when it has just finished.
+      expect(seen).toEqual([names.queued, names.running]);
+      expect(result).toMatchObject({ outcome: 'succeeded', status: names.succeeded, costUsd: 0.04 });
+      expect(result?.outcome === 'succeeded' && result.images).toEqual([
+        { url: `${sim.filesUrl}/files/${id}-0.png`, width: 1024, height: 1024 },
+      ]);
+      expect(sim.ledger.creation(id)).toMatchObject({ outcome: 'succeeded', netUsd: 0.04 });
+    });
+
+    it('polling faster than the minimum interval -> RateLimited after Retry-After; the creation is held locally', async () => {
+      const h = harness(sim, clock, { authHeader: auth });
+      const id = await accepted(h, 'fast');
+      expectFailure(await h.run('pollCreation', [{ creationId: id }]), FailureType.Pending, false);
+      clock.advance(500);
+      const fast = await h.run('pollCreation', [{ creationId: id }]);
+      const details = expectFailure(fast, FailureType.RateLimited, false);
+      expect(details).toMatchObject({ httpStatus: 429, code: ErrorCode.RateLimit, retryAfterMs: 2000 });
+      expect(fast.failure?.nextRetryDelay).toBe(2000);
+
+      const held = await h.run('pollCreation', [{ creationId: id }]);
+      expectFailure(held, FailureType.RateLimited, false);
+      expect(held.failure?.details?.[0]).toMatchObject({ local: true, retryAfterMs: 2000 });
+
+      // Other requests of the key are not held by a creation's poll interval.
+      const other = await accepted(h, 'fast-other');
+      expect(other).not.toBe(id);
+
+      clock.advance(2000);
+      expectFailure(await h.run('pollCreation', [{ creationId: id }]), FailureType.Pending, false);
+    });
+
+    it.each(FAILURES)(
+      'failed with fault %s -> the exact string and its retryable flag; refunded',
+      async (fault, text, retryable) => {
+        const h = harness(sim, clock, { authHeader: auth });
+        sim.scriptFor(tag(fault), [fault]);
+        const id = await accepted(h, fault);
+        clock.advance(4000);
+        const r = await h.run('pollCreation', [{ creationId: id }]);
+        expect(r.value).toEqual({ outcome: 'failed', status: 'failed', costUsd: 0.04, error: text, retryable });
+        expect(sim.ledger.creation(id)).toMatchObject({ outcome: 'failed', chargedUsd: 0.04, refundedUsd: 0.04 });
+        clock.advance(2000);
+        const collected = await h.run('collectCreation', [
+          { creationId: id, batchId: 'b', rowId: tag(fault), outDir: 'failed' },
+        ]);
+        expect(collected.value).toEqual({ poll: r.value, images: [] });
+      },
+    );
+
+    it('404 for an unknown id and for another account’s creation -> CreationNotFound', async () => {
+      const h = harness(sim, clock, { authHeader: auth });
+      const missing = await h.run('pollCreation', [{ creationId: 'cr_0000000000ZZZZZZZZZZZZZZZZ' }]);
+      expect(expectFailure(missing, FailureType.CreationNotFound, true)).toMatchObject({
+        httpStatus: 404,
+        code: ErrorCode.NotFound,
+      });
+
+      const id = await accepted(h, 'foreign');
+      const other = harness(sim, clock, { authHeader: auth, key: OTHER_ACCOUNT_KEY });
+      const foreign = await other.run('pollCreation', [{ creationId: id }]);
+      expect(expectFailure(foreign, FailureType.CreationNotFound, true)).toEqual(
+        expectFailure(missing, FailureType.CreationNotFound, true),
+      );
+    });
+
+    it('collectCreation downloads every image without any credential, with its SHA-256', async () => {
+      const h = harness(sim, clock, { authHeader: auth, outputRoot: out.dir });
+      const id = await accepted(h, 'collect', { num_images: 2, width: 512, height: 256 });
+      clock.advance(4000);
+      const seenBefore = sim.filesRequests().length;
+      const rowId = tag('row');
+      const r = await h.run('collectCreation', [{ creationId: id, batchId: 'b1', rowId, outDir: 'batch1' }]);
+      expect(r.value?.poll).toMatchObject({ outcome: 'succeeded', status: names.succeeded });
+      const images = r.value?.images ?? [];
+      expect(images.map((i) => i.path)).toEqual([`${rowId}/${id}-0.png`, `${rowId}/${id}-1.png`]);
+      for (const image of images) {
+        const bytes = await readFile(path.join(out.dir, 'batch1', image.path));
+        expect(bytes.subarray(1, 4).toString('latin1')).toBe('PNG');
+        expect(image.bytes).toBe(bytes.length);
+        expect(image.sha256).toBe(createHash('sha256').update(bytes).digest('hex'));
+      }
+
+      // downloadImages on its own finds the finished files and sends nothing more.
+      const polled = r.value?.poll;
+      const again = await h.run('downloadImages', [
+        {
+          batchId: 'b1',
+          rowId,
+          creationId: id,
+          images: polled?.outcome === 'succeeded' ? polled.images : [],
+          outDir: 'batch1',
+        },
+      ]);
+      expect(again.value).toEqual(images);
+
+      const requests = sim.filesRequests().slice(seenBefore);
+      expect(requests.map((q) => q.path)).toEqual([`/files/${id}-0.png`, `/files/${id}-1.png`]);
+      for (const q of requests) {
+        expect(q.headers.authorization).toBeUndefined();
+        expect(q.headers['x-api-key']).toBeUndefined();
+        expect(JSON.stringify(q.headers)).not.toContain(MAIN_KEY.slice(-40));
+      }
+    });
+
+    it('downloadImages into a fresh folder writes the same bytes, again without any credential', async () => {
+      const h = harness(sim, clock, { authHeader: auth, outputRoot: out.dir });
+      const id = await accepted(h, 'download');
+      clock.advance(4000);
+      const poll = await h.run('pollCreation', [{ creationId: id }]);
+      const images = poll.value?.outcome === 'succeeded' ? poll.value.images : [];
+      expect(images).toHaveLength(1);
+      const seenBefore = sim.filesRequests().length;
+      const got = await h.run('downloadImages', [
+        { batchId: 'b2', rowId: 'r1', creationId: id, images, outDir: tag('dl') },
+      ]);
+      const file = await readFile(path.join(out.dir, tag('dl'), got.value?.[0]?.path ?? 'missing'));
+      expect(got.value?.[0]?.sha256).toBe(createHash('sha256').update(file).digest('hex'));
+      const requests = sim.filesRequests().slice(seenBefore);
+      expect(requests).toHaveLength(1);
+      expect(requests[0]?.headers.authorization).toBeUndefined();
+      expect(requests[0]?.headers['x-api-key']).toBeUndefined();
+      expect(ledgerOf(sim, tag('download'))).toMatchObject({ chargedUsd: 0.04, netCharged: 1 });
+    });
+  },
+);
+
+describe('the key stays out of every output', () => {
+  it('failures and log lines were captured across this file and none of them holds the key', () => {
+    const { failures, logs } = expectNoKeyLeak();
+    expect(failures).toBeGreaterThan(20);
+    expect(logs).toBeGreaterThan(20);
+  });
+});

@@ -1,7 +1,13 @@
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
-import { BatchValidationError } from './batches';
+import type { Client } from '@temporalio/client';
+import { BatchValidationError, followBatch, startOrAttachBatch } from './batches';
+import { connectClient } from './client';
+import { BatchAction, batchStatus, controlBatch, listBatches } from './commands/batch-control';
+import { results } from './commands/results';
+import { validate } from './commands/validate';
+import { progressLine } from './progress-line';
 import { demo } from './commands/demo';
 import { simulator } from './commands/simulator';
 import { runWorker } from './commands/worker';
@@ -107,7 +113,169 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
       });
       stderr('worker stopped');
     });
+  program
+    .command('validate <file>')
+    .description('Check a batch file: every problem with its line number; nothing is started or charged')
+    .option('--model <id>', 'model of rows that name none')
+    .option('--json', 'print the report as JSON')
+    .action(async (file: string, opts: { model?: string; json?: boolean }) => {
+      const report = await validate({ file, ...(opts.model ? { defaultModel: opts.model } : {}) });
+      if (opts.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+      else {
+        for (const p of report.problems) stderr(`${file}:${p.line}${p.field ? ` (${p.field})` : ''}: ${p.message}`);
+        const models = Object.entries(report.models).map(([m, u]) => `${m}: ${u.rows} rows, ${u.images} images`);
+        process.stdout.write(
+          `${report.rows} rows, ${report.validRows} valid, ${report.problemCount} problem(s)` +
+            `${models.length ? `\n${models.join('\n')}` : ''}\n`,
+        );
+      }
+      if (!report.ok) result.code = ExitCode.InvalidInput;
+    });
+
+  program
+    .command('run <file>')
+    .description('Start a batch (or attach to the running one with the same id); a worker must be running')
+    .option('--batch-id <id>', 'batch id (default: the file name); the same id again resumes, never repays')
+    .option('--model <id>', 'model of rows that name none')
+    .option('--out <dir>', 'output folder for images and results', 'out')
+    .option('--concurrency <n>', 'rows in flight at most', parsePositiveInt, 8)
+    .option('--max-attempts <n>', 'attempts per row (only refunded failures are retried)', parsePositiveInt, 3)
+    .option('--spend-cap <usd>', 'pause when the next row would pass this net spend', parseFloat)
+    .option('--deadline <iso>', 'rows not started by then end as not_run')
+    .option('--follow', 'show progress until the batch ends')
+    .option('--json', 'print the final progress as JSON')
+    .action(async (file: string, opts: RunCliOptions) => {
+      const { client, config, close } = await connectClient(process.env);
+      try {
+        const batchId =
+          opts.batchId ??
+          path
+            .basename(file)
+            .replace(/\.[^.]*$/, '')
+            .replace(/[^A-Za-z0-9._:-]/g, '-');
+        const { handle, attached, report } = await startOrAttachBatch({
+          client,
+          taskQueue: config.taskQueue,
+          batchId,
+          file,
+          outDir: opts.out,
+          concurrency: opts.concurrency,
+          maxAttempts: opts.maxAttempts,
+          ...(opts.model ? { defaultModel: opts.model } : {}),
+          ...(opts.spendCap === undefined ? {} : { spendCapUsd: opts.spendCap }),
+          ...(opts.deadline ? { deadline: new Date(opts.deadline).toISOString() } : {}),
+        });
+        stderr(`${attached ? 'attached to' : 'started'} batch ${batchId} (${report.validRows} rows)`);
+        if (!opts.follow) {
+          if (opts.json) process.stdout.write(`${JSON.stringify({ batchId, attached })}\n`);
+          return;
+        }
+        const tty = process.stderr.isTTY && !opts.json;
+        const final = await client.withAbortSignal(signal, () =>
+          followBatch(handle, (p) => {
+            if (tty) process.stderr.write(`\r\x1b[2K${progressLine(p, report.validRows)}`);
+          }),
+        );
+        if (tty) process.stderr.write('\n');
+        process.stdout.write(opts.json ? `${JSON.stringify(final)}\n` : `${progressLine(final, report.validRows)}\n`);
+      } finally {
+        await close();
+      }
+    });
+
+  program
+    .command('status <batch>')
+    .description('Progress of a batch: counts per state, spend, rate, and why it waits')
+    .option('--json', 'print as JSON')
+    .action(async (batchId: string, opts: { json?: boolean }) => {
+      await withClient(async (client) => {
+        const p = await batchStatus(client, batchId);
+        const total = p.rowsRead;
+        process.stdout.write(opts.json ? `${JSON.stringify(p)}\n` : `${p.status}: ${progressLine(p, total)}\n`);
+      });
+    });
+
+  for (const action of Object.values(BatchAction)) {
+    program
+      .command(`${action} <batch>`)
+      .description(
+        action === 'pause'
+          ? 'Pause a batch: no new row starts, rows in flight finish'
+          : action === 'resume'
+            ? 'Resume a paused or stopped batch (after a top-up, a new key, or with a higher --spend-cap)'
+            : 'Cancel a batch: no new row starts, rows in flight are cancelled',
+      )
+      .option('--spend-cap <usd>', 'resume only: a new spend cap', parseFloat)
+      .option('--json', 'print the progress as JSON')
+      .action(async (batchId: string, opts: { spendCap?: number; json?: boolean }) => {
+        await withClient(async (client) => {
+          const p = await controlBatch(client, batchId, action, {
+            ...(opts.spendCap === undefined ? {} : { spendCapUsd: opts.spendCap }),
+          });
+          process.stdout.write(opts.json ? `${JSON.stringify(p)}\n` : `${action}: ${p.status}\n`);
+        });
+      });
+  }
+
+  program
+    .command('ls')
+    .description('Batches with their states, newest first')
+    .option('--json', 'print as JSON')
+    .action(async (opts: { json?: boolean }) => {
+      await withClient(async (client) => {
+        const list = await listBatches(client);
+        process.stdout.write(
+          opts.json
+            ? `${JSON.stringify(list)}\n`
+            : list.map((b) => `${b.batchId}\t${b.status}\t${b.startTime}`).join('\n') + (list.length ? '\n' : ''),
+        );
+      });
+    });
+
+  program
+    .command('results <batch>')
+    .description('Write results.csv, results.jsonl, errors.csv and the index.html gallery (also while it runs)')
+    .option('--out <dir>', 'where to write (default: the batch output folder)')
+    .option('--json', 'print the written paths as JSON')
+    .action(async (batchId: string, opts: { out?: string; json?: boolean }) => {
+      await withClient(async (client) => {
+        const written = await results({ client, batchId, ...(opts.out ? { outDir: path.resolve(opts.out) } : {}) });
+        process.stdout.write(
+          opts.json
+            ? `${JSON.stringify(written)}\n`
+            : `${written.rows} rows -> ${written.resultsCsv}\ngallery: ${written.gallery}\nerrors: ${written.errorsCsv} (${written.errorRows} rows)\n`,
+        );
+      });
+    });
+
   return { program, result };
+}
+
+interface RunCliOptions {
+  batchId?: string;
+  model?: string;
+  out: string;
+  concurrency: number;
+  maxAttempts: number;
+  spendCap?: number;
+  deadline?: string;
+  follow?: boolean;
+  json?: boolean;
+}
+
+async function withClient(fn: (client: Client) => Promise<void>): Promise<void> {
+  const { client, close } = await connectClient(process.env);
+  try {
+    await fn(client);
+  } finally {
+    await close();
+  }
+}
+
+function parsePositiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a whole number of at least 1');
+  return n;
 }
 
 function parsePort(value: string): number {

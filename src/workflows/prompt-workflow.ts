@@ -129,6 +129,15 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<Prompt
         result.errorRetryable = true;
         return;
       }
+      if (ended.kind === 'lost') {
+        // Accepted and charged, then unknown to the service: the money may be spent, so reconcile, do not retry.
+        record.outcome = 'lost';
+        result.state = RowState.Unknown;
+        result.unknownKey = record.idempotencyKey;
+        result.error = ended.message;
+        result.errorRetryable = false;
+        return;
+      }
       const { poll, images } = ended;
       record.outcome = poll.outcome;
       if (poll.outcome === 'succeeded') {
@@ -222,7 +231,9 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<Prompt
     creationId: string,
     wait: (details: BatchStopDetails) => Promise<void>,
   ): Promise<
-    { kind: 'ended'; poll: PollCreationResult; images: PromptResult['images'] } | { kind: 'timeout'; message: string }
+    | { kind: 'ended'; poll: PollCreationResult; images: PromptResult['images'] }
+    | { kind: 'timeout'; message: string }
+    | { kind: 'lost'; message: string }
   > {
     for (;;) {
       try {
@@ -244,6 +255,9 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<Prompt
         if (failure?.type === FailureType.BatchStop) {
           await wait(firstDetail<BatchStopDetails>(failure) ?? unknownStop(failure.message));
           continue;
+        }
+        if (failure?.type === FailureType.CreationNotFound) {
+          return { kind: 'lost', message: `creation ${creationId} was accepted, then not found: ${failure.message}` };
         }
         throw err;
       }

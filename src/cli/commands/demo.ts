@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
@@ -122,7 +123,13 @@ export async function demo(options: DemoOptions): Promise<DemoResult> {
       const results = await writeResults(outDir, DEMO_BATCH_ID, rows);
       return { progress, results, attached };
     };
-    const { progress, results, attached } = await worker.runUntil(Promise.race([run(), aborted]));
+    // Every client call of the run is aborted on Ctrl-C, so no call outlives the connection closed below.
+    const controller = new AbortController();
+    setMaxListeners(0, controller.signal); // one listener per client call in flight
+    options.signal?.addEventListener('abort', () => controller.abort(), { once: true });
+    const { progress, results, attached } = await worker.runUntil(
+      Promise.race([client.withAbortSignal(controller.signal, run), aborted]),
+    );
     return {
       batchId: DEMO_BATCH_ID,
       temporalAddress: server.address,

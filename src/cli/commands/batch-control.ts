@@ -1,0 +1,61 @@
+import type { Client } from '@temporalio/client';
+import { cancelSignal, pauseSignal, progressQuery, resumeSignal, type BatchProgress } from '../../workflows';
+import { batchWorkflowId } from '../../workflows/keys';
+
+/** Where a batch is: its live progress while it runs, its result once it has ended. */
+export async function batchStatus(client: Client, batchId: string): Promise<BatchProgress> {
+  const handle = client.workflow.getHandle(batchWorkflowId(batchId));
+  const description = await handle.describe();
+  if (description.status.name === 'RUNNING') return handle.query(progressQuery);
+  if (description.status.name === 'COMPLETED') return (await handle.result()) as BatchProgress;
+  throw new Error(`batch ${batchId} ended as ${description.status.name.toLowerCase()}`);
+}
+
+export const BatchAction = { Pause: 'pause', Resume: 'resume', Cancel: 'cancel' } as const;
+export type BatchAction = (typeof BatchAction)[keyof typeof BatchAction];
+
+/** `imagebatch pause|resume|cancel BATCH`: a signal to the running batch; returns its progress after it. */
+export async function controlBatch(
+  client: Client,
+  batchId: string,
+  action: BatchAction,
+  options: { reason?: string; spendCapUsd?: number } = {},
+): Promise<BatchProgress> {
+  const handle = client.workflow.getHandle(batchWorkflowId(batchId));
+  switch (action) {
+    case BatchAction.Pause:
+      await handle.signal(pauseSignal, options.reason ?? 'paused from the command line');
+      break;
+    case BatchAction.Resume:
+      await handle.signal(resumeSignal, options.spendCapUsd === undefined ? {} : { spendCapUsd: options.spendCapUsd });
+      break;
+    case BatchAction.Cancel:
+      await handle.signal(cancelSignal, options.reason ?? 'cancelled from the command line');
+      break;
+  }
+  return handle.query(progressQuery);
+}
+
+export interface BatchListing {
+  batchId: string;
+  status: string;
+  startTime: string;
+  closeTime?: string;
+}
+
+/** `imagebatch ls`: batches with their states, newest first. */
+export async function listBatches(client: Client, limit = 50): Promise<BatchListing[]> {
+  const out: BatchListing[] = [];
+  for await (const wf of client.workflow.list({ query: `WorkflowType = 'batchWorkflow'` })) {
+    const batchId = wf.workflowId.replace(/^batch\//, '');
+    if (out.some((b) => b.batchId === batchId)) continue; // older runs of a continued batch
+    out.push({
+      batchId,
+      status: wf.status.name.toLowerCase(),
+      startTime: wf.startTime.toISOString(),
+      ...(wf.closeTime ? { closeTime: wf.closeTime.toISOString() } : {}),
+    });
+    if (out.length >= limit) break;
+  }
+  return out;
+}

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
@@ -290,6 +291,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   // The SDK's own log lines (worker state, bundler output) only when something is wrong.
   Runtime.install({ logger: new DefaultLogger(process.env.IMAGEBATCH_LOG_LEVEL === 'debug' ? 'DEBUG' : 'WARN') });
   const controller = new AbortController();
+  setMaxListeners(0, controller.signal); // every client call in flight listens to it
   const onSigint = () => controller.abort();
   process.once('SIGINT', onSigint);
   process.once('SIGTERM', onSigint);

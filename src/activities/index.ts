@@ -6,6 +6,7 @@ import { silentLogger, type Logger } from '../api/client';
 import type { HoldRegistry } from '../api/holds';
 import { loadServiceConfig, type ServiceConfig } from '../config/service-config';
 import { createBatchFileActivities } from './batch-file';
+import { createScheduleActivities } from './schedule-activities';
 import { createImageActivities } from './image-activities';
 import { createRowActivities } from './rows';
 
@@ -89,6 +90,10 @@ export function createActivities(deps: ActivityDeps = {}) {
     },
     ...image,
     ...createBatchFileActivities({ outputRoot }),
+    ...createScheduleActivities({
+      outputRoot,
+      ...(deps.temporalClient ? { temporalClient: deps.temporalClient } : {}),
+    }),
     ...createRowActivities(deps.temporalClient ? { temporalClient: deps.temporalClient } : {}),
   };
 }

@@ -9,3 +9,13 @@ export async function connectClient(
   const connection = await Connection.connect({ ...connectionOptions(config), connectTimeout: 10_000 });
   return { client: new Client({ connection, namespace: config.namespace }), config, close: () => connection.close() };
 }
+
+/** Runs `fn` with a client from the environment, and closes it whatever happens. */
+export async function withClient(fn: (client: Client) => Promise<void>): Promise<void> {
+  const { client, close } = await connectClient(process.env);
+  try {
+    await fn(client);
+  } finally {
+    await close();
+  }
+}

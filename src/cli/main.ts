@@ -2,13 +2,13 @@ import { setMaxListeners } from 'node:events';
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
-import type { Client } from '@temporalio/client';
 import { BatchValidationError, followBatch, startOrAttachBatch } from './batches';
-import { connectClient } from './client';
+import { connectClient, withClient } from './client';
 import { BatchAction, batchStatus, controlBatch, listBatches } from './commands/batch-control';
 import { results } from './commands/results';
 import { validate } from './commands/validate';
 import { progressLine } from './progress-line';
+import { registerScheduleCommands } from './schedule-program';
 import { demo } from './commands/demo';
 import { simulator } from './commands/simulator';
 import { runWorker } from './commands/worker';
@@ -32,7 +32,11 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
   const program = new Command('imagebatch')
     .description('Bulk image generation from CSV prompts as durable Temporal workflows')
     .exitOverride()
-    .showHelpAfterError();
+    .showHelpAfterError()
+    // Commander echoes an unknown `--option=value` whole; the value may be a pasted API key, so it is never shown.
+    .configureOutput({
+      outputError: (str, write) => write(str.replace(/(unknown option '[^'=\s]*=)[^']*'/g, "$1...'")),
+    });
 
   program
     .command('demo')
@@ -249,6 +253,7 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
       });
     });
 
+  registerScheduleCommands(program);
   return { program, result };
 }
 
@@ -262,15 +267,6 @@ interface RunCliOptions {
   deadline?: string;
   follow?: boolean;
   json?: boolean;
-}
-
-async function withClient(fn: (client: Client) => Promise<void>): Promise<void> {
-  const { client, close } = await connectClient(process.env);
-  try {
-    await fn(client);
-  } finally {
-    await close();
-  }
 }
 
 function parsePositiveInt(value: string): number {

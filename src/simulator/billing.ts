@@ -12,6 +12,16 @@ interface BudgetUse {
   micros: number;
 }
 
+/** Money state as persistence saves it (micro-USD, so that nothing is rounded twice). */
+export interface BillingState {
+  wallets: { accountId: string; micros: number }[];
+  /** Budgets set at run time (`setMonthlyBudget`); the others come from the config. */
+  budgets: { keyId: string; usd: number | null }[];
+  spent: { keyId: string; month: string; micros: number }[];
+  /** Charges of creations still in flight: what a later refund gives back, and to which month. */
+  pendingCharges: { creationId: string; keyId: string; month: string; micros: number }[];
+}
+
 /** Calendar month (UTC) of a clock time: the period of the monthly budget. */
 function monthOf(ms: number): string {
   return new Date(ms).toISOString().slice(0, 7);
@@ -27,6 +37,7 @@ export class Billing {
   private readonly spent = new Map<string, BudgetUse>();
   /** Month a creation's charge was counted in, so a refund lowers that month only. */
   private readonly chargeMonth = new Map<string, { keyId: string; month: string; micros: number }>();
+  private readonly budgetChanges = new Map<string, number | null>();
 
   constructor(
     accounts: readonly AccountConfig[],
@@ -48,6 +59,26 @@ export class Billing {
 
   setMonthlyBudget(keyId: string, usd: number | null): void {
     this.budgets.set(keyId, usd);
+    this.budgetChanges.set(keyId, usd);
+  }
+
+  saveState(): BillingState {
+    return {
+      wallets: [...this.wallets].map(([accountId, micros]) => ({ accountId, micros })),
+      budgets: [...this.budgetChanges].map(([keyId, usd]) => ({ keyId, usd })),
+      spent: [...this.spent].map(([keyId, use]) => ({ keyId, ...use })),
+      pendingCharges: [...this.chargeMonth].map(([creationId, charge]) => ({ creationId, ...charge })),
+    };
+  }
+
+  /** Saved wallets replace the config's opening balances; run-time budgets replace the config's. */
+  restoreState(state: BillingState): void {
+    for (const w of state.wallets) if (this.wallets.has(w.accountId)) this.wallets.set(w.accountId, w.micros);
+    for (const b of state.budgets) this.setMonthlyBudget(b.keyId, b.usd);
+    for (const s of state.spent) this.spent.set(s.keyId, { month: s.month, micros: s.micros });
+    for (const c of state.pendingCharges) {
+      this.chargeMonth.set(c.creationId, { keyId: c.keyId, month: c.month, micros: c.micros });
+    }
   }
 
   /** Spending of the key in the month of `now`, net of refunds. */

@@ -159,6 +159,12 @@ export const simulatorConfigSchema = z
     ledger: z.strictObject({ maxEntries: positiveInt.default(1_000_000) }).prefault({}),
     /** Real-time sweeper that settles finished creations and expires old state; 0 = off. */
     sweepIntervalMs: z.number().int().nonnegative().default(250),
+    /**
+     * JSON file the state (creations, stored idempotent responses, wallets and spending, the ledger, run-time
+     * key and account changes, consumed fault scripts) is loaded from at start and saved to on close, on
+     * `saveState()` and every few seconds while it changes; absent = nothing persists.
+     */
+    stateFile: z.string().min(1).optional(),
   })
   .superRefine((cfg, ctx) => {
     const modelIds = new Set(cfg.models.map((m) => m.id));
@@ -208,11 +214,14 @@ export type SimulatorConfig = Omit<ParsedConfig, 'accounts' | 'scripts' | 'statu
   clock: Clock;
 };
 
-/** A config that failed validation; `issues` name each field as a dotted path. */
+/** A config (or state file) that failed validation; `issues` name each field as a dotted path. */
 export class SimulatorConfigError extends Error {
   readonly code = 'SIMULATOR_CONFIG_INVALID';
-  constructor(readonly issues: readonly string[]) {
-    super(`invalid simulator config:\n  ${issues.join('\n  ')}`);
+  constructor(
+    readonly issues: readonly string[],
+    heading = 'invalid simulator config',
+  ) {
+    super(`${heading}:\n  ${issues.join('\n  ')}`);
     this.name = 'SimulatorConfigError';
   }
 }

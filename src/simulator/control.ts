@@ -58,6 +58,7 @@ export function applyControl(engine: SimulatorEngine, input: unknown): void {
   if (!parsed.success) throw new SimulatorConfigError(describeIssues(parsed.error));
   const command = parsed.data;
   engine.settle();
+  engine.revision++;
   switch (command.op) {
     case 'setFaults':
       engine.faults.settings = command.faults;

@@ -120,6 +120,21 @@ export class CreationStore {
     return this.all.get(id);
   }
 
+  /** Every retained creation, oldest first (the order expiry relies on). */
+  list(): Creation[] {
+    return [...this.all.values()];
+  }
+
+  /**
+   * Puts back a saved creation: one that was not settled yet is in flight again and finishes (and is refunded
+   * or confirmed) at its own `finishedAt`, however long the simulator was stopped. Call in saved order.
+   */
+  restore(c: Creation): void {
+    if (this.all.has(c.id)) return;
+    if (c.settled) this.all.set(c.id, c);
+    else this.add(c);
+  }
+
   /** Applies every finish that is due by `now`, in finish order, then expires old creations. */
   settle(now: number): void {
     for (let top = this.due.peek(); top !== undefined && top.finishedAt <= now; top = this.due.peek()) {

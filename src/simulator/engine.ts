@@ -10,7 +10,7 @@ import { FaultKind, FaultPlan, forcedFailure, type Fault } from './faults';
 import { IdempotencyStore } from './idempotency';
 import { CreationOutcome, Ledger } from './ledger';
 import { toMicros } from './money';
-import { hash32, mulberry32, uniformInt, type Random } from './random';
+import { hash32, mulberry32, uniformInt, type Random, type SeededRandom } from './random';
 import { RateLimiter } from './rate-limit';
 import { errorResponse, invalidRequest, retryAfter, type ApiResponse, type Delivery } from './responses';
 import { FailureMessage } from '../api/contract';
@@ -57,12 +57,14 @@ export class SimulatorEngine {
   readonly idempotency: IdempotencyStore;
   readonly limiter: RateLimiter;
   readonly faults: FaultPlan;
-  private readonly random: Random;
+  private random: SeededRandom;
   private readonly prices: Map<string, number>;
   variant: IdempotencyVariant;
   naming: StatusNamingName;
   filesUrl = '';
   closed = false;
+  /** Bumped by every change worth saving (a submission judged, a creation finished, a control applied). */
+  revision = 0;
 
   constructor(readonly config: SimulatorConfig) {
     this.random = mulberry32(config.seed);
@@ -86,6 +88,15 @@ export class SimulatorEngine {
     return this.config.clock.now();
   }
 
+  /** The position of the stream creation ids are drawn from, so that a restart draws no id twice. */
+  randomState(): number {
+    return this.random.state();
+  }
+
+  restoreRandom(state: number): void {
+    this.random = mulberry32(state);
+  }
+
   /** Applies every due finish (refunds) and expires old state. Cheap when nothing is due. */
   settle(): void {
     const now = this.now();
@@ -94,6 +105,7 @@ export class SimulatorEngine {
   }
 
   private finish(c: Creation): void {
+    this.revision++;
     if (c.error === undefined) this.billing.settleSuccess(c.id);
     else this.billing.refund(c.accountId, c.id, c.finishedAt, `creation failed: ${c.error}`, CreationOutcome.Failed);
   }
@@ -222,6 +234,7 @@ export class SimulatorEngine {
 
   /** Validation, wallet and budget, charge, start: the steps whose responses variant (b) stores. */
   private judge(principal: Principal, parsed: Parsed, idempotencyKey: string | null): Judged {
+    this.revision++;
     const allJudged = this.variant === IdempotencyVariant.AllJudged;
     const final = (response: ApiResponse): Judged => ({
       response,

@@ -1,5 +1,5 @@
 import { FailureMessage } from '../api/contract';
-import { type Random } from './random';
+import { mulberry32, type SeededRandom } from './random';
 
 /**
  * Faults the simulator can inject into a submission. The first group acts on the HTTP exchange, the last
@@ -81,25 +81,32 @@ export interface FaultSettings {
   providerRetryAfterSeconds: number;
 }
 
+/** A script rule with how many of its faults have been consumed (what persistence saves). */
+export interface ScriptPosition {
+  match: string;
+  faults: Fault[];
+  consumed: number;
+}
+
 /**
  * Picks the fault of each submission: a scripted rule whose prompt matches and still has faults left wins
  * (one fault consumed per submission); otherwise one seeded roll over the configured probabilities.
  */
 export class FaultPlan {
-  private scripts: ScriptRule[];
+  private scripts: ScriptPosition[];
 
   constructor(
     public settings: FaultSettings,
     scripts: readonly ScriptRule[],
-    private readonly random: Random,
+    private random: SeededRandom,
   ) {
-    this.scripts = scripts.map((rule) => ({ match: rule.match, faults: [...rule.faults] }));
+    this.scripts = scripts.map((rule) => ({ match: rule.match, faults: [...rule.faults], consumed: 0 }));
   }
 
   /** Replaces (or adds) the rule for `match`, with a fresh queue of faults. */
   scriptFor(match: string, faults: readonly Fault[]): void {
     this.scripts = this.scripts.filter((rule) => rule.match !== match);
-    this.scripts.push({ match, faults: [...faults] });
+    this.scripts.push({ match, faults: [...faults], consumed: 0 });
   }
 
   clearScripts(): void {
@@ -108,14 +115,31 @@ export class FaultPlan {
 
   /** Faults still queued per rule (for tests and the control endpoint). */
   pendingScripts(): ScriptRule[] {
-    return this.scripts.map((rule) => ({ match: rule.match, faults: [...rule.faults] }));
+    return this.scripts.map((rule) => ({ match: rule.match, faults: rule.faults.slice(rule.consumed) }));
+  }
+
+  /** Every rule with its position, and the roll generator's state: what a restart needs to go on. */
+  saveState(): { scripts: ScriptPosition[]; random: number } {
+    return {
+      scripts: this.scripts.map((rule) => ({ ...rule, faults: [...rule.faults] })),
+      random: this.random.state(),
+    };
+  }
+
+  restoreState(state: { scripts: readonly ScriptPosition[]; random: number }): void {
+    this.scripts = state.scripts.map((rule) => ({
+      match: rule.match,
+      faults: [...rule.faults],
+      consumed: Math.min(rule.consumed, rule.faults.length),
+    }));
+    this.random = mulberry32(state.random);
   }
 
   /** The fault for one submission that reached the charge step. */
   next(prompt: string): Fault {
     for (const rule of this.scripts) {
-      if (rule.faults.length > 0 && prompt.includes(rule.match)) {
-        return rule.faults.shift() ?? { kind: FaultKind.None };
+      if (rule.consumed < rule.faults.length && prompt.includes(rule.match)) {
+        return rule.faults[rule.consumed++] ?? { kind: FaultKind.None };
       }
     }
     const roll = this.random();

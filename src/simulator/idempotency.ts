@@ -6,6 +6,12 @@ interface Stored {
   storedAt: number;
 }
 
+/** One stored response as persistence saves it. */
+export interface StoredResponse extends Stored {
+  /** Account id and Idempotency-Key, joined by a newline. */
+  scope: string;
+}
+
 export type Lookup =
   | { kind: 'miss' }
   | { kind: 'replay'; response: ApiResponse }
@@ -59,6 +65,20 @@ export class IdempotencyStore {
   store(scope: string, fingerprint: string, response: ApiResponse, now: number): void {
     this.entries.delete(scope);
     this.entries.set(scope, { fingerprint, response, storedAt: now });
+    this.expire(now);
+  }
+
+  /** Stored responses, oldest first (keys being handled right now are not included). */
+  list(): StoredResponse[] {
+    return [...this.entries].map(([scope, stored]) => ({ scope, ...stored }));
+  }
+
+  /** Puts back saved responses (oldest first), then applies expiry and the bound. */
+  restore(saved: readonly StoredResponse[], now: number): void {
+    for (const { scope, fingerprint, response, storedAt } of saved) {
+      this.entries.delete(scope);
+      this.entries.set(scope, { fingerprint, response, storedAt });
+    }
     this.expire(now);
   }
 

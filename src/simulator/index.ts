@@ -27,4 +27,5 @@ export {
   type IdempotencySummary,
 } from './ledger';
 export { type SeenRequest } from './files';
+export { STATE_FORMAT, STATE_VERSION, type SimulatorState } from './persistence';
 export { encodePng, renderImage } from './png';

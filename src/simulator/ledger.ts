@@ -63,7 +63,14 @@ export interface IdempotencySummary {
   netCharged: number;
 }
 
-interface Row {
+/** The ledger as persistence saves it. */
+export interface LedgerState {
+  seq: number;
+  entries: LedgerEntry[];
+  rows: LedgerRow[];
+}
+
+export interface LedgerRow {
   creationId: string;
   accountId: string;
   keyId: string;
@@ -93,7 +100,7 @@ export interface LedgerViolations {
 
 export class Ledger {
   private readonly entryList: LedgerEntry[] = [];
-  private readonly rows = new Map<string, Row>();
+  private readonly rows = new Map<string, LedgerRow>();
   private seq = 0;
 
   /** @param beforeRead settles due creations, so that a read reflects refunds that are due by now. */
@@ -111,7 +118,7 @@ export class Ledger {
     micros: number;
     at: number;
   }): void {
-    const row: Row = {
+    const row: LedgerRow = {
       creationId: input.creationId,
       accountId: input.accountId,
       keyId: input.keyId,
@@ -145,7 +152,25 @@ export class Ledger {
     this.push(LedgerKind.Refund, row, micros, at, reason);
   }
 
-  private push(kind: LedgerKind, row: Row, micros: number, at: number, reason: string): void {
+  saveState(): LedgerState {
+    return {
+      seq: this.seq,
+      entries: this.entryList.map((e) => ({ ...e })),
+      rows: [...this.rows.values()].map((r) => ({ ...r })),
+    };
+  }
+
+  /** Replaces the (empty, fresh) ledger's contents with saved ones; the bound applies as on every write. */
+  restoreState(state: LedgerState): void {
+    this.entryList.length = 0;
+    this.rows.clear();
+    for (const entry of state.entries) this.entryList.push({ ...entry });
+    for (const row of state.rows) this.rows.set(row.creationId, { ...row });
+    this.seq = Math.max(state.seq, this.entryList.at(-1)?.seq ?? 0);
+    this.trim();
+  }
+
+  private push(kind: LedgerKind, row: LedgerRow, micros: number, at: number, reason: string): void {
     this.entryList.push({
       seq: ++this.seq,
       kind,
@@ -157,6 +182,10 @@ export class Ledger {
       at,
       reason,
     });
+    this.trim();
+  }
+
+  private trim(): void {
     if (this.entryList.length > this.maxEntries * 1.1) {
       const dropped = this.entryList.splice(0, this.entryList.length - this.maxEntries);
       for (const entry of dropped) {
@@ -289,7 +318,7 @@ export class Ledger {
   }
 }
 
-function view(row: Row): LedgerCreation {
+function view(row: LedgerRow): LedgerCreation {
   return {
     creationId: row.creationId,
     accountId: row.accountId,

@@ -6,16 +6,20 @@
 /** A generator of floats in [0, 1). */
 export type Random = () => number;
 
-/** mulberry32: tiny, fast, and good enough for simulation. */
-export function mulberry32(seed: number): Random {
+/** A generator whose position can be saved: `mulberry32(r.state())` continues where `r` stands. */
+export type SeededRandom = Random & { state: () => number };
+
+/** mulberry32: tiny, fast, and good enough for simulation. Its whole state is one 32-bit integer. */
+export function mulberry32(seed: number): SeededRandom {
   let a = seed >>> 0;
-  return () => {
+  const next = () => {
     a = (a + 0x6d2b79f5) >>> 0;
     let t = a;
     t = Math.imul(t ^ (t >>> 15), t | 1);
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
+  return Object.assign(next, { state: () => a });
 }
 
 /** FNV-1a over a string, mixed with a seed: derives independent streams (per creation, per image). */

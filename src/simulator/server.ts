@@ -9,6 +9,7 @@ import { type Fault, type FaultKind, type FaultSettings } from './faults';
 import { createFilesServer, type SeenRequest } from './files';
 import { ClientGoneError, closeServer, listen, readBody, writeJson } from './http';
 import { type Ledger } from './ledger';
+import { StatePersistence } from './persistence';
 import { errorResponse } from './responses';
 
 /** A fault as scripts and controls accept it: its kind, or `{ kind, delayMs }`. */
@@ -48,17 +49,33 @@ export interface Simulator {
   stats(): { creations: number; inFlight: number; idempotencyEntries: number; ledgerEntries: number };
   /** Requests seen on the files port, newest last (at most 1000). */
   filesRequests(): readonly SeenRequest[];
-  /** Exceptions a handler threw (each answered with 500): empty unless the simulator has a bug. */
+  /**
+   * Exceptions a handler threw (each answered with 500) and failed periodic saves of the state file: empty
+   * unless something is wrong.
+   */
   unexpectedErrors(): readonly string[];
+  /** The config's `stateFile`, if any. */
+  readonly stateFile: string | undefined;
+  /**
+   * Writes the state to `stateFile` now (atomically: a temporary file renamed over it). Rejects when no
+   * `stateFile` is configured or the write fails.
+   */
+  saveState(): Promise<void>;
+  /** Stops serving, then saves the state to `stateFile` when one is configured. */
   close(): Promise<void>;
 }
 
 const SIM_PREFIX = '/_sim/';
 
-/** Starts the API server and the files server on loopback (ports 0 = chosen by the OS). */
+/**
+ * Starts the API server and the files server on loopback (ports 0 = chosen by the OS). With `stateFile`, the
+ * state saved there is loaded first: a file that cannot be used is a {@link SimulatorConfigError} naming it.
+ */
 export async function startSimulator(config: SimulatorConfigInput = {}): Promise<Simulator> {
   const resolved = resolveConfig(config);
   const engine = new SimulatorEngine(resolved);
+  const persistence = resolved.stateFile === undefined ? undefined : new StatePersistence(resolved.stateFile, engine);
+  await persistence?.load();
   const timers = new Set<NodeJS.Timeout>();
   const errors: string[] = [];
 
@@ -172,6 +189,9 @@ export async function startSimulator(config: SimulatorConfigInput = {}): Promise
 
   const sweeper =
     resolved.sweepIntervalMs > 0 ? setInterval(() => engine.settle(), resolved.sweepIntervalMs).unref() : undefined;
+  persistence?.startPeriodic((err) =>
+    errors.push(`saving the state to ${persistence.file} failed: ${err instanceof Error ? err.message : String(err)}`),
+  );
 
   let closing: Promise<void> | undefined;
   const simulator: Simulator = {
@@ -214,14 +234,19 @@ export async function startSimulator(config: SimulatorConfigInput = {}): Promise
     },
     filesRequests: () => files.seen,
     unexpectedErrors: () => errors,
+    stateFile: resolved.stateFile,
+    saveState: () =>
+      persistence ? persistence.save() : Promise.reject(new Error('the simulator has no stateFile to save to')),
     close: () => {
       closing ??= (async () => {
         engine.closed = true;
         if (sweeper) clearInterval(sweeper);
+        persistence?.stopPeriodic();
         for (const timer of timers) clearTimeout(timer);
         timers.clear();
         engine.idempotency.releaseAll();
         await Promise.all([closeServer(api), closeServer(files.server)]);
+        await persistence?.save();
       })();
       return closing;
     },

@@ -1,5 +1,6 @@
 export * from './ping';
 export * from './prompt-workflow';
 export * from './batch-workflow';
+export * from './scheduled-batch-workflow';
 export * from './definitions';
 export * from './model';

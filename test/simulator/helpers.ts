@@ -12,11 +12,11 @@ export const SECOND_KEY = `img_live_${'B'.repeat(40)}`;
 export const OTHER_ACCOUNT_KEY = `img_live_${'C'.repeat(40)}`;
 export const PROMPT = 'a lighthouse on a cliff at dusk, oil painting';
 
-/** Two accounts: the demo one with two keys, and another one; a manual clock; generous rate limits. */
+/** Two accounts: the demo one with two keys, and another one; a manual clock (a new one by default); generous rate limits. */
 export async function startTestSim(
   overrides: SimulatorConfigInput = {},
+  clock = new ManualClock(),
 ): Promise<{ sim: Simulator; clock: ManualClock }> {
-  const clock = new ManualClock();
   const sim = await startSimulator({
     accounts: [
       {

@@ -47,9 +47,13 @@ export interface DemoResult {
 
 const DEMO_BATCH_ID = 'demo';
 
-/** The simulator as the demo configures it: small limits and scripted prompts, so every outcome shows. */
-function demoSimulatorConfig() {
+/**
+ * The simulator as the demo configures it: small limits and scripted prompts, so every outcome shows. Its state
+ * is kept in `home`, so that rows in flight when the demo was stopped find their creations on the next run.
+ */
+function demoSimulatorConfig(home: string) {
   return {
+    stateFile: path.join(home, 'simulator-state.json'),
     accounts: [
       { id: DEMO_ACCOUNT_ID, models: ['flux-dev', 'flux-schnell'], keys: [{ id: DEMO_KEY_ID, key: DEMO_API_KEY }] },
     ],
@@ -76,7 +80,7 @@ export async function demo(options: DemoOptions): Promise<DemoResult> {
   const dbFile = path.join(options.home, 'temporal.sqlite');
   options.log(`starting the embedded Temporal dev server (state in ${dbFile})`);
   const server = await DevServer.start({ dbFile });
-  const sim = await startSimulator(demoSimulatorConfig());
+  const sim = await startSimulator(demoSimulatorConfig(options.home));
   const nativeConnection = await NativeConnection.connect({ address: server.address });
   const connection = await Connection.connect({ address: server.address });
   try {
@@ -107,7 +111,7 @@ export async function demo(options: DemoOptions): Promise<DemoResult> {
         concurrency: 8,
         maxAttempts: 3,
       });
-      const prices = new Map(resolveConfig(demoSimulatorConfig()).models.map((m) => [m.id, m.price_usd]));
+      const prices = new Map(resolveConfig(demoSimulatorConfig(options.home)).models.map((m) => [m.id, m.price_usd]));
       const estimate = Object.entries(report.models).reduce(
         (sum, [model, usage]) => sum + (prices.get(model) ?? 0) * usage.images,
         0,

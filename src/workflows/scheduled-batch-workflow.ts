@@ -1,0 +1,64 @@
+import { ParentClosePolicy, executeChild, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import { batchWorkflow, type BatchWorkflowInput } from './batch-workflow';
+import { batchWorkflowId } from './keys';
+import type { BatchProgress } from './model';
+
+export interface ScheduledBatchWorkflowInput extends Omit<BatchWorkflowInput, 'batchId' | 'file' | 'outDir' | 'state'> {
+  /** The schedule's id: runs are named after it. */
+  scheduleId: string;
+  /** A path the workers can read, or an http(s) URL, read afresh on every run. */
+  source: string;
+  /** The schedule's output folder; each run writes below it, in a folder named after its batch id. */
+  outDir: string;
+  /**
+   * Leave out rows whose id succeeded in an earlier run of this schedule.
+   * @default false
+   */
+  skipSucceeded?: boolean;
+}
+
+export interface ScheduledBatchResult {
+  batchId: string;
+  rows: number;
+  skipped: number;
+  progress: BatchProgress;
+}
+
+const { prepareScheduledRun, recordSucceededRows } = proxyActivities<Activities>({
+  startToCloseTimeout: '30 minutes',
+  heartbeatTimeout: '2 minutes',
+  retry: { initialInterval: '5 seconds', maximumInterval: '5 minutes', maximumAttempts: 10 },
+});
+
+/**
+ * One run of a schedule (a Temporal Schedule starts it on its cron or interval).
+ *
+ * Why a workflow of its own rather than the schedule starting `batchWorkflow` directly: every run needs a fresh
+ * batch id, its own frozen copy of the input (the source may be a URL, or a file that grows), and, when asked,
+ * only the rows that never succeeded before — which means reading what earlier runs did. Each run is an
+ * ordinary batch, so pause, resume, cancel, results and the gallery work on it as on any other.
+ */
+export async function scheduledBatchWorkflow(input: ScheduledBatchWorkflowInput): Promise<ScheduledBatchResult> {
+  // The schedule names each run `<workflow id>-<scheduled time>`, unique per run and stable on replay.
+  const batchId = workflowInfo()
+    .workflowId.replace(/^schedule\//, '')
+    .replace(/[^A-Za-z0-9._:-]/g, '-')
+    .slice(-128);
+  const { scheduleId: _scheduleId, source, outDir, skipSucceeded, ...batchOptions } = input;
+  const prepared = await prepareScheduledRun({
+    source,
+    outDir,
+    batchId,
+    skipSucceeded: skipSucceeded ?? false,
+    ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
+  });
+  const progress = await executeChild(batchWorkflow, {
+    workflowId: batchWorkflowId(batchId),
+    parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
+    memo: { batchId, file: prepared.file, outDir: `${outDir}/${batchId}`, defaultModel: input.defaultModel ?? '' },
+    args: [{ ...batchOptions, batchId, file: prepared.file, outDir: `${outDir}/${batchId}` }],
+  });
+  if (skipSucceeded) await recordSucceededRows({ outDir, batchId, file: prepared.file });
+  return { batchId, rows: prepared.rows, skipped: prepared.skipped, progress };
+}

@@ -1,0 +1,232 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/**
+ * Helpers of the CLI tests: `node bin/imagebatch.js ...` as a user runs it (a child process with a bounded
+ * run time and its own environment), a long-running `imagebatch worker` child, and a fresh build of dist/.
+ */
+
+export const REPO_ROOT = path.resolve(__dirname, '..', '..');
+export const BIN = path.join(REPO_ROOT, 'bin', 'imagebatch.js');
+const LOG_TAIL = 32_768;
+
+/** The test process's environment without any imagebatch, Temporal or image-service setting. */
+export function baseEnv(extra: Record<string, string> = {}): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v === undefined || k.startsWith('IMAGEGEN_') || k.startsWith('TEMPORAL_') || k.startsWith('IMAGEBATCH_')) {
+      continue;
+    }
+    env[k] = v;
+  }
+  return { ...env, ...extra };
+}
+
+export interface CliResult {
+  /** Exit code; null when the process was killed by a signal. */
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
+
+/** Options of {@link cli}. */
+export interface CliOptions {
+  /**
+   * The child's whole environment.
+   * @default baseEnv()
+   */
+  env?: Record<string, string>;
+  /** @default the repository root */
+  cwd?: string;
+  /**
+   * Longest run time; the process is then killed and the call rejects with its output.
+   * @default 30_000
+   */
+  timeoutMs?: number;
+}
+
+/** Runs `node bin/imagebatch.js ...args` to its end and returns its exit code and output. */
+export function cli(args: readonly string[], options: CliOptions = {}): Promise<CliResult> {
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  const started = Date.now();
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], {
+      cwd: options.cwd ?? REPO_ROOT,
+      env: options.env ?? baseEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, timeoutMs);
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      if (timedOut) {
+        reject(
+          new Error(
+            `imagebatch ${args.join(' ')} did not end within ${timeoutMs} ms\nstdout:\n${stdout}\nstderr:\n${stderr}`,
+          ),
+        );
+      } else resolve({ code, signal, stdout, stderr, ms: Date.now() - started });
+    });
+  });
+}
+
+/** Formats a result for an assertion message. */
+export function describeRun(args: readonly string[], r: CliResult): string {
+  return `imagebatch ${args.join(' ')} -> exit ${r.code}${r.signal ? ` (${r.signal})` : ''}\nstdout:\n${r.stdout}\nstderr:\n${r.stderr}`;
+}
+
+/** Runs the CLI, expects exit 0 and returns its stdout parsed as JSON. */
+export async function cliJson<T>(args: readonly string[], options: CliOptions = {}): Promise<T> {
+  const r = await cli(args, options);
+  if (r.code !== 0) throw new Error(`expected exit 0: ${describeRun(args, r)}`);
+  try {
+    return JSON.parse(r.stdout) as T;
+  } catch {
+    throw new Error(`stdout is not JSON: ${describeRun(args, r)}`);
+  }
+}
+
+/** A worker child process (`node bin/imagebatch.js worker`), configured from its environment only. */
+export class WorkerProcess {
+  private log = '';
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+
+  private constructor(private readonly child: ChildProcess) {
+    this.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    const keep = (chunk: Buffer) => {
+      this.log = (this.log + chunk.toString('utf8')).slice(-LOG_TAIL);
+    };
+    child.stdout?.on('data', keep);
+    child.stderr?.on('data', keep);
+  }
+
+  /** Starts `imagebatch worker` with exactly `env` and resolves once it polls its task queue. */
+  static async start(env: Record<string, string>, readyTimeoutMs = 60_000): Promise<WorkerProcess> {
+    const child = spawn(process.execPath, [BIN, 'worker'], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const worker = new WorkerProcess(child);
+    try {
+      const deadline = Date.now() + readyTimeoutMs;
+      while (!/worker polling/.test(worker.log)) {
+        if (!worker.running) throw new Error(`the worker exited before it was ready:\n${worker.log}`);
+        if (Date.now() > deadline) throw new Error(`the worker was not ready within ${readyTimeoutMs} ms:\n${worker.log}`);
+        await sleep(50);
+      }
+    } catch (err) {
+      await worker.stop(0);
+      throw err;
+    }
+    return worker;
+  }
+
+  /** What the worker wrote (the last 32 KiB of stdout and stderr). */
+  output(): string {
+    return this.log;
+  }
+
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves once the process has gone. */
+  async stop(graceMs = 5_000): Promise<void> {
+    if (!this.running) return;
+    this.child.kill(graceMs > 0 ? 'SIGTERM' : 'SIGKILL');
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
+    try {
+      await this.exited;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+/** Polls `probe` every `everyMs` until it returns a value, or throws after `timeoutMs`. */
+export async function waitUntil<T>(
+  what: string,
+  probe: () => Promise<T | undefined>,
+  timeoutMs: number,
+  everyMs = 250,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    }
+    await sleep(everyMs);
+  }
+}
+
+/** The first source file newer than its build output in dist/ (or without one). */
+function firstStaleSource(): string | undefined {
+  const srcRoot = path.join(REPO_ROOT, 'src');
+  const distRoot = path.join(REPO_ROOT, 'dist');
+  const walk = (dir: string): string[] =>
+    readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+      e.isDirectory() ? walk(path.join(dir, e.name)) : [path.join(dir, e.name)],
+    );
+  for (const file of walk(srcRoot)) {
+    if (!file.endsWith('.ts') || file.endsWith('.test.ts') || file.endsWith('.d.ts')) continue;
+    const built = path.join(distRoot, path.relative(srcRoot, file)).replace(/\.ts$/, '.js');
+    const builtAt = statSync(built, { throwIfNoEntry: false })?.mtimeMs;
+    if (builtAt === undefined || statSync(file).mtimeMs > builtAt) return path.relative(REPO_ROOT, file);
+  }
+  return undefined;
+}
+
+/**
+ * The CLI runs dist/, so dist/ must hold the current src/. `npm test` builds first; after an edit and a bare
+ * `vitest run` this runs the same incremental build, one test process at a time (the same lock as the
+ * integration tests). A failed build fails the test.
+ */
+export async function ensureDistIsFresh(): Promise<void> {
+  if (!firstStaleSource()) return;
+  const lock = path.join(
+    os.tmpdir(),
+    `imagebatch-build-${createHash('sha256').update(REPO_ROOT).digest('hex').slice(0, 12)}`,
+  );
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch {
+      if (Date.now() > deadline) throw new Error(`another build held ${lock} for 2 minutes (remove it if stale)`);
+      await sleep(200);
+    }
+  }
+  try {
+    const stale = firstStaleSource();
+    if (!stale) return;
+    const tsc = path.join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+    const build = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: REPO_ROOT, encoding: 'utf8' });
+    if (build.status !== 0) {
+      throw new Error(`dist/ is older than ${stale} and the build failed:\n${build.stdout}${build.stderr}`);
+    }
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,295 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { readFile, writeFile } from 'node:fs/promises';
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Client } from '@temporalio/client';
+import type { PromptResult } from '../../src/workflows';
+
+/**
+ * Helpers of the dev-server integration tests: the worker as a child process (`node bin/imagebatch.js worker`),
+ * batch files, a counting proxy in front of the simulator, and row look-ups.
+ */
+
+export const REPO_ROOT = path.resolve(__dirname, '..', '..');
+const BIN = path.join(REPO_ROOT, 'bin', 'imagebatch.js');
+const LOG_TAIL = 16_384;
+
+/** The first source file that is newer than its build output in `dist/` (or has none), if any. */
+function firstStaleSource(): string | undefined {
+  const srcRoot = path.join(REPO_ROOT, 'src');
+  const distRoot = path.join(REPO_ROOT, 'dist');
+  const walk = (dir: string): string[] =>
+    readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+      e.isDirectory() ? walk(path.join(dir, e.name)) : [path.join(dir, e.name)],
+    );
+  for (const file of walk(srcRoot)) {
+    if (!file.endsWith('.ts') || file.endsWith('.test.ts') || file.endsWith('.d.ts')) continue;
+    const built = path.join(distRoot, path.relative(srcRoot, file)).replace(/\.ts$/, '.js');
+    const builtAt = statSync(built, { throwIfNoEntry: false })?.mtimeMs;
+    if (builtAt === undefined || statSync(file).mtimeMs > builtAt) return path.relative(REPO_ROOT, file);
+  }
+  return undefined;
+}
+
+/**
+ * The child worker runs `dist/`, so `dist/` must hold the current `src/` (an old build would test old code).
+ * `npm test` builds first (scripts/setup.mjs); when a source file is newer than its output, as after an edit
+ * followed by a bare `vitest run`, this runs the same incremental build, one test process at a time. A build
+ * that fails fails the test.
+ */
+export async function ensureDistIsFresh(): Promise<void> {
+  if (!firstStaleSource()) return;
+  const lock = path.join(
+    os.tmpdir(),
+    `imagebatch-build-${createHash('sha256').update(REPO_ROOT).digest('hex').slice(0, 12)}`,
+  );
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch {
+      if (Date.now() > deadline) throw new Error(`another build held ${lock} for 2 minutes (remove it if stale)`);
+      await sleep(200);
+    }
+  }
+  try {
+    const stale = firstStaleSource();
+    if (!stale) return;
+    const tsc = path.join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+    const build = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: REPO_ROOT, encoding: 'utf8' });
+    if (build.status !== 0) {
+      throw new Error(`dist/ is older than ${stale} and the build failed:\n${build.stdout}${build.stderr}`);
+    }
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+/** A worker child process (`node bin/imagebatch.js worker`). */
+export class WorkerProcess {
+  private log = '';
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+
+  private constructor(private readonly child: ChildProcess) {
+    this.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    const keep = (chunk: Buffer) => {
+      this.log = (this.log + chunk.toString('utf8')).slice(-LOG_TAIL);
+    };
+    child.stdout?.on('data', keep);
+    child.stderr?.on('data', keep);
+  }
+
+  /**
+   * Starts a worker with exactly these settings (the test's own IMAGEGEN_* and TEMPORAL_* variables are not
+   * inherited) and resolves once it polls.
+   */
+  static async start(options: {
+    env: Record<string, string>;
+    outputRoot: string;
+    readyTimeoutMs?: number;
+  }): Promise<WorkerProcess> {
+    const inherited = Object.fromEntries(
+      Object.entries(process.env).filter(
+        ([k]) => !k.startsWith('IMAGEGEN_') && !k.startsWith('TEMPORAL_') && !k.startsWith('IMAGEBATCH_'),
+      ),
+    );
+    const child = spawn(process.execPath, [BIN, 'worker', '--output-root', options.outputRoot], {
+      cwd: REPO_ROOT,
+      env: { ...inherited, ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const worker = new WorkerProcess(child);
+    try {
+      await worker.waitFor(/worker polling/, options.readyTimeoutMs ?? 60_000);
+    } catch (err) {
+      await worker.kill();
+      throw err;
+    }
+    return worker;
+  }
+
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
+  /** The last lines the worker wrote (stdout and stderr). */
+  output(): string {
+    return this.log;
+  }
+
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  private async waitFor(pattern: RegExp, timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!pattern.test(this.log)) {
+      if (!this.running) throw new Error(`the worker exited before it was ready:\n${this.log}`);
+      if (Date.now() > deadline) throw new Error(`the worker was not ready within ${timeoutMs} ms:\n${this.log}`);
+      await sleep(50);
+    }
+  }
+
+  /** SIGKILL, as a crash would; resolves once the process has gone. */
+  async kill(): Promise<void> {
+    if (!this.running) return;
+    this.child.kill('SIGKILL');
+    await this.exited;
+  }
+
+  /** SIGTERM (the worker finishes what it runs), then SIGKILL after `graceMs`. */
+  async stop(graceMs = 10_000): Promise<void> {
+    if (!this.running) return;
+    this.child.kill('SIGTERM');
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
+    try {
+      await this.exited;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+/** Writes a batch file of `rows` distinct prompts (long enough never to be declined as generic) and ids. */
+export async function writeBatchCsv(file: string, rows: number): Promise<string[]> {
+  const ids = Array.from({ length: rows }, (_, i) => `r${String(i + 1).padStart(4, '0')}`);
+  const lines = [
+    'id,prompt,model',
+    ...ids.map((id, i) => `${id},"a watercolour harbour at dawn, number ${i + 1}",sdxl`),
+  ];
+  await writeFile(file, `${lines.join('\n')}\n`);
+  return ids;
+}
+
+/** Counts of answers by HTTP status, as a reverse proxy in front of the simulator's API sees them. */
+export interface CountingProxy {
+  baseUrl: string;
+  statuses: Map<number, number>;
+  /** 429 answers by `error.details.reason` (`rate_limit`, `min_poll_interval`, `concurrency_limit`, ...). */
+  tooManyByReason: Map<string, number>;
+  total(): number;
+  close(): Promise<void>;
+}
+
+/**
+ * A loopback reverse proxy that forwards every request to `target` as is and counts the answers by status: the
+ * simulator keeps no count of its 429s, so the rate-limit test counts them on the wire.
+ */
+export async function startCountingProxy(target: string): Promise<CountingProxy> {
+  const upstream = new URL(target);
+  const statuses = new Map<number, number>();
+  const tooManyByReason = new Map<string, number>();
+  const server: Server = createServer((req, res) => {
+    const forward = request(
+      {
+        host: upstream.hostname,
+        port: upstream.port,
+        method: req.method,
+        path: req.url,
+        headers: { ...req.headers, host: upstream.host },
+      },
+      (answer) => {
+        const status = answer.statusCode ?? 0;
+        statuses.set(status, (statuses.get(status) ?? 0) + 1);
+        res.writeHead(status, answer.headers);
+        if (status === 429) {
+          const chunks: Buffer[] = [];
+          answer.on('data', (c: Buffer) => chunks.push(c));
+          answer.on('end', () => {
+            const reason = /"reason":"([^"]*)"/.exec(Buffer.concat(chunks).toString('utf8'))?.[1] ?? 'unknown';
+            tooManyByReason.set(reason, (tooManyByReason.get(reason) ?? 0) + 1);
+          });
+        }
+        answer.pipe(res);
+      },
+    );
+    forward.on('error', () => res.destroy());
+    req.pipe(forward);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    baseUrl: `http://127.0.0.1:${port}${upstream.pathname}`,
+    statuses,
+    tooManyByReason,
+    total: () => [...statuses.values()].reduce((a, b) => a + b, 0),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** A row workflow as it ended: its status and, when it completed, its result. */
+export interface RowOutcome {
+  rowId: string;
+  status: string;
+  /** Milliseconds from the row workflow's start to its close. */
+  durationMs?: number;
+  result?: PromptResult;
+}
+
+/** Describes every row workflow (`${batchId}/${rowId}`), a few at a time. */
+export async function rowOutcomes(client: Client, batchId: string, rowIds: readonly string[]): Promise<RowOutcome[]> {
+  const out: RowOutcome[] = [];
+  const queue = [...rowIds];
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      for (let rowId = queue.shift(); rowId !== undefined; rowId = queue.shift()) {
+        const handle = client.workflow.getHandle<() => Promise<PromptResult>>(`${batchId}/${rowId}`);
+        const { status, startTime, closeTime } = await handle.describe();
+        out.push({
+          rowId,
+          status: status.name,
+          ...(closeTime ? { durationMs: closeTime.getTime() - startTime.getTime() } : {}),
+          ...(status.name === 'COMPLETED' ? { result: await handle.result() } : {}),
+        });
+      }
+    }),
+  );
+  return out.sort((a, b) => a.rowId.localeCompare(b.rowId));
+}
+
+/** sha256 hex of a file. */
+export async function sha256Of(file: string): Promise<string> {
+  return createHash('sha256')
+    .update(await readFile(file))
+    .digest('hex');
+}
+
+/** Polls `probe` every `everyMs` until it returns a value, or throws after `timeoutMs`. */
+export async function waitUntil<T>(
+  what: string,
+  probe: () => Promise<T | undefined>,
+  timeoutMs: number,
+  everyMs = 250,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(everyMs);
+  }
+}
+
+/** Rejects after `ms` with a message naming `what`; the timer never keeps the process alive. */
+export async function within<T>(what: string, ms: number, promise: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms);
+    timer.unref();
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

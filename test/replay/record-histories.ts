@@ -1,0 +1,181 @@
+/**
+ * Re-records the replay fixtures in test/replay/histories/: `npx tsx test/replay/record-histories.ts`.
+ *
+ * Runs the current workflows with the real activities against the simulator on an in-memory dev server, one
+ * scenario each, and saves every history in the JSON form other Temporal tools use (`historyToJSON`), formatted
+ * by prettier. Re-record only on purpose: the fixtures are what running workflows look like, and the replay test
+ * proves that new workflow code still replays them (changes go behind `patched()`). The histories hold no API key
+ * (it lives in the worker's environment only); the script checks that too.
+ *
+ * It lives under test/ rather than scripts/ because only test/, src/ and bench/ are in the type-checked project.
+ */
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils';
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { format, resolveConfig } from 'prettier';
+import { defaultServiceConfig } from '../../src/config/service-config';
+import { DEMO_ACCOUNT_ID, DEMO_API_KEY, FaultKind, startSimulator } from '../../src/simulator';
+import { DevServer } from '../../src/temporal/dev-server';
+import { createWorker } from '../../src/worker';
+import {
+  batchWorkflow,
+  batchWorkflowId,
+  progressQuery,
+  promptWorkflow,
+  resumeSignal,
+  type BatchWorkflowInput,
+  type PromptWorkflowInput,
+} from '../../src/workflows';
+
+const HISTORIES_DIR = path.join(__dirname, 'histories');
+const TASK_QUEUE = 'replay-recording';
+
+async function main(): Promise<void> {
+  Runtime.install({ logger: new DefaultLogger('WARN') });
+  const server = await DevServer.start({ uiPort: false });
+  const sim = await startSimulator({
+    generation: { queuedMs: { minMs: 10, maxMs: 30 }, runningMs: { minMs: 50, maxMs: 100 } },
+    limits: { minPollIntervalMs: 100, requestsPerSecond: 1000, burst: 1000 },
+    faults: { providerRetryAfterSeconds: 1 },
+  });
+  const outputRoot = await mkdtemp(path.join(os.tmpdir(), 'imagebatch-record-'));
+  const native = await NativeConnection.connect({ address: server.address });
+  const connection = await Connection.connect({ address: server.address });
+  try {
+    const client = new Client({ connection });
+    const worker = await createWorker({
+      connection: native,
+      taskQueue: TASK_QUEUE,
+      activityDeps: {
+        config: defaultServiceConfig({ baseUrl: sim.baseUrl, minPollIntervalMs: 100 }),
+        apiKey: () => DEMO_API_KEY,
+        outputRoot,
+        temporalClient: client,
+      },
+    });
+    const histories = new Map<string, string>();
+    const save = async (name: string, handle: WorkflowHandle, runId?: string) => {
+      const h = runId ? client.workflow.getHandle(handle.workflowId, runId) : handle;
+      histories.set(name, historyToJSON(await h.fetchHistory()));
+    };
+
+    await worker.runUntil(async () => {
+      const row = (rowId: string, prompt: string) => ({
+        taskQueue: TASK_QUEUE,
+        workflowId: `replay/${rowId}`,
+        args: [{ batchId: 'replay', rowId, request: { prompt, model: 'flux-dev' }, outDir: 'replay' }] as [
+          PromptWorkflowInput,
+        ],
+      });
+
+      // A row's happy path.
+      const happy = await client.workflow.start(promptWorkflow, row('happy', 'a lighthouse on a cliff at dusk'));
+      expectState(await happy.result(), 'succeeded');
+      await save('prompt-happy-path', happy);
+
+      // A retryable generation failure: refunded, then a new attempt with a new key succeeds.
+      const failingPrompt = 'a quiet harbour at dawn [retryable]';
+      sim.scriptFor(failingPrompt, [{ kind: FaultKind.FailGeneration }]);
+      const retried = await client.workflow.start(promptWorkflow, row('retryable', failingPrompt));
+      expectState(await retried.result(), 'succeeded', 2);
+      await save('prompt-retryable-failure', retried);
+
+      // A 503: charged and refunded before the answer; its Retry-After is a durable timer, then a new key.
+      const busyPrompt = 'a desert at noon [503]';
+      sim.scriptFor(busyPrompt, [{ kind: FaultKind.ProviderUnavailable }]);
+      const refunded = await client.workflow.start(promptWorkflow, row('refunded-503', busyPrompt));
+      expectState(await refunded.result(), 'succeeded', 2);
+      await save('prompt-503-refunded', refunded);
+
+      // A batch-level stop (402, empty wallet): the row tells its batch and waits; a resume carries it on.
+      sim.setWallet(DEMO_ACCOUNT_ID, 0);
+      const stopFile = path.join(outputRoot, 'stop.csv');
+      await writeFile(stopFile, 'id,prompt\nfirst,a fox in the snow at night\nsecond,a boat on a calm lake\n');
+      const stopped = await client.workflow.start(batchWorkflow, {
+        taskQueue: TASK_QUEUE,
+        workflowId: batchWorkflowId('replay-stop'),
+        args: [
+          { batchId: 'replay-stop', file: stopFile, outDir: 'stop', concurrency: 1, defaultModel: 'flux-dev' },
+        ] as [BatchWorkflowInput],
+      });
+      await waitFor(async () => (await stopped.query(progressQuery)).status === 'paused');
+      sim.setWallet(DEMO_ACCOUNT_ID, 100);
+      await stopped.signal(resumeSignal);
+      const stopProgress = await stopped.result();
+      if (stopProgress.counts.succeeded !== 2) throw new Error(`stop batch: ${JSON.stringify(stopProgress)}`);
+      await save('prompt-batch-stop-resume', client.workflow.getHandle('replay-stop/first'));
+      await save('batch-stop-resume', stopped);
+
+      // A small batch that continues as new (every run is saved).
+      const canFile = path.join(outputRoot, 'can.csv');
+      const prompts = Array.from({ length: 8 }, (_, i) => `a watercolour garden, number ${i + 1}`);
+      await writeFile(canFile, `prompt\n${prompts.join('\n')}\n`);
+      const can = await client.workflow.start(batchWorkflow, {
+        taskQueue: TASK_QUEUE,
+        workflowId: batchWorkflowId('replay-can'),
+        args: [
+          {
+            batchId: 'replay-can',
+            file: canFile,
+            outDir: 'can',
+            concurrency: 2,
+            pageSize: 3,
+            maxHistoryEvents: 40,
+            defaultModel: 'flux-dev',
+          },
+        ] as [BatchWorkflowInput],
+      });
+      const canProgress = await can.result();
+      if (canProgress.counts.succeeded !== 8 || canProgress.runs < 2) {
+        throw new Error(`continue-as-new batch: ${JSON.stringify(canProgress)}`);
+      }
+      let runId: string | undefined = can.firstExecutionRunId;
+      for (let run = 1; runId; run++) {
+        const history = await client.workflow.getHandle(can.workflowId, runId).fetchHistory();
+        await save(`batch-continue-as-new-run${run}`, can, runId);
+        runId = history.events?.at(-1)?.workflowExecutionContinuedAsNewEventAttributes?.newExecutionRunId ?? undefined;
+      }
+    });
+
+    await mkdir(HISTORIES_DIR, { recursive: true });
+    for (const old of await readdir(HISTORIES_DIR)) {
+      if (old.endsWith('.json')) await rm(path.join(HISTORIES_DIR, old));
+    }
+    const prettier = await resolveConfig(path.join(HISTORIES_DIR, 'x.json'));
+    for (const [name, json] of histories) {
+      if (json.includes(DEMO_API_KEY)) throw new Error(`${name}: an API key in a history`);
+      const file = path.join(HISTORIES_DIR, `${name}.json`);
+      await writeFile(file, await format(json, { ...prettier, parser: 'json' }));
+      console.log(`recorded ${path.relative(process.cwd(), file)}`);
+    }
+  } finally {
+    await connection.close();
+    await native.close();
+    await sim.close();
+    await server.stop();
+    await rm(outputRoot, { recursive: true, force: true });
+  }
+}
+
+function expectState(result: { state: string; attempts: unknown[] }, state: string, attempts = 1): void {
+  if (result.state !== state || result.attempts.length !== attempts) {
+    throw new Error(`expected ${state} after ${attempts} attempt(s), got ${JSON.stringify(result)}`);
+  }
+}
+
+async function waitFor(probe: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms`);
+    await sleep(100);
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exitCode = 1;
+});

@@ -215,17 +215,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
       if (state.fileDone) break;
       if (shouldContinueAsNew()) return continueAsNewWith();
       waiting = { kind: 'reading' };
-      const page = await readBatchPage({
-        file: input.file,
-        maxRows: pageSize,
-        ...(state.cursor ? { cursor: state.cursor } : {}),
-        ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
-      });
-      state.cursor = page.nextCursor;
-      state.fileDone = page.done;
-      state.rowsRead += page.rows.length;
-      state.invalidRows += page.invalidRows;
-      state.pending = page.rows;
+      state.pending = await readNextPage();
       continue;
     }
 
@@ -249,8 +239,13 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
     }
   }
   if (state.cancelling || deadlinePassed()) {
+    // Every row that will not start is counted, those not read yet included, so the counts add up to the file.
     state.counts.not_run += state.pending.length;
     state.pending = [];
+    while (!state.fileDone) {
+      if (shouldContinueAsNew()) return continueAsNewWith();
+      state.counts.not_run += (await readNextPage()).length;
+    }
   }
   waiting = undefined;
   while (Object.keys(state.inFlight).length > 0) {
@@ -259,6 +254,20 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
     await condition(() => Object.keys(state.inFlight).length === 0 || resumeRequested);
   }
   return progressOf(input.batchId, state, workflowNow(), undefined, true);
+
+  async function readNextPage(): Promise<BatchRowInput[]> {
+    const page = await readBatchPage({
+      file: input.file,
+      maxRows: pageSize,
+      ...(state.cursor ? { cursor: state.cursor } : {}),
+      ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
+    });
+    state.cursor = page.nextCursor;
+    state.fileDone = page.done;
+    state.rowsRead += page.rows.length;
+    state.invalidRows += page.invalidRows;
+    return page.rows;
+  }
 
   /** Waits for `fn`, or for the deadline if there is one. */
   async function waitUntil(fn: () => boolean): Promise<void> {

@@ -1,0 +1,66 @@
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse } from 'csv-parse/sync';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { DemoResult } from '../../src/cli/commands/demo';
+import { baseEnv, cli, describeRun, ensureDistIsFresh } from './helpers';
+
+/**
+ * `imagebatch demo --home <tmp> --json` as a user runs it: the embedded dev server, the simulator and a worker in
+ * one process, the bundled 50-row batch to its end, then the results and the gallery on disk.
+ */
+
+let home: string;
+
+beforeAll(async () => {
+  await ensureDistIsFresh();
+  home = await mkdtemp(path.join(os.tmpdir(), 'imagebatch-cli-demo-'));
+});
+
+afterAll(async () => {
+  if (home) await rm(home, { recursive: true, force: true });
+});
+
+it('demo --json runs the bundled batch to its end and writes the results and the gallery', async () => {
+  const args = ['demo', '--home', home, '--json'];
+  const r = await cli(args, { env: baseEnv(), timeoutMs: 150_000 });
+  expect(r.code, describeRun(args, r)).toBe(0);
+  const res = JSON.parse(r.stdout) as DemoResult;
+
+  expect(res.batchId).toBe('demo');
+  expect(res.resumed).toBe(false);
+  expect(res.progress).toMatchObject({ status: 'completed', done: true, rowsRead: 50, inFlight: 0 });
+  const c = res.progress.counts;
+  expect(c.succeeded + c.failed + c.unknown + c.cancelled + c.not_run).toBe(50);
+  expect(c.succeeded).toBeGreaterThan(30);
+  expect(c.failed).toBeGreaterThan(0); // the bundled batch shows every kind of outcome
+
+  const outDir = path.join(home, 'demo');
+  expect(res.results).toMatchObject({
+    resultsCsv: path.join(outDir, 'results.csv'),
+    resultsJsonl: path.join(outDir, 'results.jsonl'),
+    errorsCsv: path.join(outDir, 'errors.csv'),
+    gallery: path.join(outDir, 'index.html'),
+    rows: 50,
+  });
+  expect(fileURLToPath(res.galleryUrl)).toBe(res.results.gallery);
+  expect(existsSync(path.join(home, 'temporal.sqlite'))).toBe(true);
+
+  const csv = parse(await readFile(res.results.resultsCsv, 'utf8'), { columns: true }) as Record<string, string>[];
+  expect(csv).toHaveLength(50);
+  const errors = parse(await readFile(res.results.errorsCsv, 'utf8'), { columns: true }) as unknown[];
+  expect(errors).toHaveLength(res.results.errorRows);
+  expect(res.results.errorRows).toBe(50 - c.succeeded);
+
+  // The gallery: one card per row, one thumbnail per downloaded image, each on disk next to it.
+  const html = await readFile(res.results.gallery, 'utf8');
+  expect(html.match(/<figure class="card /g)).toHaveLength(50);
+  const images = [...html.matchAll(/<img src="([^"]+)"/g)].map((m) => decodeURIComponent(m[1]!));
+  const expected = csv.flatMap((row) => (row.images ? row.images.split(' ') : []));
+  expect(images).toEqual(expected);
+  expect(images.length).toBeGreaterThanOrEqual(c.succeeded);
+  for (const image of images) expect(existsSync(path.join(outDir, image)), image).toBe(true);
+}, 180_000);

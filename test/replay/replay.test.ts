@@ -1,0 +1,93 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { temporal } from '@temporalio/proto';
+import { Worker } from '@temporalio/worker';
+import { describe, expect, it } from 'vitest';
+import { DEMO_API_KEY } from '../../src/simulator';
+import { workflowBundle } from '../helpers/temporal';
+
+/**
+ * Replay: the recorded histories of real runs (test/replay/histories, re-recorded by record-histories.ts) must
+ * replay through the current workflow code without nondeterminism. A change to the workflows that would break
+ * running workflows fails here; such a change goes behind `patched()`.
+ */
+const HISTORIES_DIR = path.join(__dirname, 'histories');
+const EXPECTED = [
+  'prompt-happy-path',
+  'prompt-retryable-failure',
+  'prompt-503-refunded',
+  'prompt-batch-stop-resume',
+  'batch-stop-resume',
+  'batch-continue-as-new-run1',
+  'batch-continue-as-new-run2',
+];
+
+type History = temporal.api.history.v1.History;
+
+interface Fixture {
+  name: string;
+  workflowId: string;
+  history: History;
+  json: unknown;
+}
+
+function loadFixtures(): Fixture[] {
+  return readdirSync(HISTORIES_DIR)
+    .filter((f) => f.endsWith('.json'))
+    .sort()
+    .map((file) => {
+      const json: unknown = JSON.parse(readFileSync(path.join(HISTORIES_DIR, file), 'utf8'));
+      const history = temporal.api.history.v1.History.fromObject(json as Record<string, unknown>);
+      const started = history.events[0]?.workflowExecutionStartedEventAttributes;
+      if (!started?.workflowId) throw new Error(`${file}: the first event is not a workflow start`);
+      return { name: file.replace(/\.json$/, ''), workflowId: started.workflowId, history, json };
+    });
+}
+
+/** Every payload's data in a JSON history, decoded from base64. */
+function payloadTexts(value: unknown): string[] {
+  if (Array.isArray(value)) return value.flatMap(payloadTexts);
+  if (value === null || typeof value !== 'object') return [];
+  const record = value as Record<string, unknown>;
+  const own =
+    typeof record.data === 'string' && 'metadata' in record ? [Buffer.from(record.data, 'base64').toString()] : [];
+  return [...own, ...Object.values(record).flatMap(payloadTexts)];
+}
+
+describe('replay of recorded histories', () => {
+  const fixtures = loadFixtures();
+
+  it('has every recorded scenario, each ending as it should', () => {
+    expect(fixtures.map((f) => f.name).sort()).toEqual([...EXPECTED].sort());
+    const last = (name: string) => fixtures.find((f) => f.name === name)!.history.events.at(-1)!;
+    const { EventType } = temporal.api.enums.v1;
+    expect(last('batch-continue-as-new-run1').eventType).toBe(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW);
+    for (const name of EXPECTED.filter((n) => n !== 'batch-continue-as-new-run1')) {
+      expect({ name, type: last(name).eventType }).toEqual({
+        name,
+        type: EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
+      });
+    }
+  });
+
+  it('the histories hold no API key', () => {
+    for (const { name, json } of fixtures) {
+      expect({ name, key: payloadTexts(json).some((t) => t.includes(DEMO_API_KEY)) }).toEqual({ name, key: false });
+      expect(JSON.stringify(json)).not.toContain(DEMO_API_KEY);
+    }
+  });
+
+  it('replays every history through the current workflow code without nondeterminism', async () => {
+    const replayed: { name: string; error?: string }[] = [];
+    const results = Worker.runReplayHistories(
+      { workflowBundle: await workflowBundle() },
+      fixtures.map(({ workflowId, history }) => ({ workflowId, history })),
+    );
+    let i = 0;
+    for await (const result of results) {
+      const name = fixtures[i++]!.name;
+      replayed.push({ name, ...(result.error ? { error: String(result.error) } : {}) });
+    }
+    expect(replayed).toEqual(fixtures.map(({ name }) => ({ name })));
+  });
+});

@@ -1,0 +1,96 @@
+import { randomUUID } from 'node:crypto';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Worker } from '@temporalio/worker';
+import type { BatchCursor, BatchRowInput, ReadBatchPageInput, ReadBatchPageResult } from '../../src/activities/types';
+import { FailureType } from '../../src/api/failure-types';
+import type { BatchWorkflowInput } from '../../src/workflows';
+import { workflowBundle } from '../helpers/temporal';
+
+export function rows(n: number): BatchRowInput[] {
+  return Array.from({ length: n }, (_, i) => ({
+    rowId: `row-${i + 1}`,
+    line: i + 2,
+    request: { prompt: `prompt number ${i + 1}`, model: 'flux-dev' },
+  }));
+}
+
+/**
+ * Fake activities for a whole batch: pages from an in-memory list, and per-row behaviour decided by a function
+ * of the row id and its submission count. Records the largest number of rows open at once.
+ */
+export function batchActivities(
+  all: BatchRowInput[],
+  behaviour: (rowId: string, submission: number) => 'ok' | 'stop' | 'slow',
+) {
+  const submissions = new Map<string, number>();
+  const open = new Set<string>();
+  const stats = { maxOpen: 0, submits: 0, pagesRead: 0 };
+  return {
+    stats,
+    activities: {
+      async readBatchPage(input: ReadBatchPageInput): Promise<ReadBatchPageResult> {
+        stats.pagesRead += 1;
+        const start = input.cursor?.byteOffset ?? 0;
+        const page = all.slice(start, start + input.maxRows);
+        const next: BatchCursor = {
+          byteOffset: start + page.length,
+          line: 0,
+          rowsBefore: start + page.length,
+          header: ['prompt'],
+        };
+        return { rows: page, invalidRows: 0, nextCursor: next, done: start + page.length >= all.length };
+      },
+      async fetchModels() {
+        return [{ id: 'flux-dev', priceUsd: 0.04 }];
+      },
+      async lookupRow() {
+        return { status: 'running' as const };
+      },
+      async submitCreation(input: { idempotencyKey: string }) {
+        const rowId = input.idempotencyKey.split('.')[2]!;
+        const n = (submissions.get(rowId) ?? 0) + 1;
+        submissions.set(rowId, n);
+        stats.submits += 1;
+        if (behaviour(rowId, n) === 'stop') {
+          const { ApplicationFailure } = await import('@temporalio/common');
+          throw ApplicationFailure.create({
+            type: FailureType.BatchStop,
+            nonRetryable: true,
+            message: 'insufficient balance',
+            details: [{ reason: 'insufficient_balance', httpStatus: 402, message: 'top up', requiredUsd: 0.04 }],
+          });
+        }
+        open.add(rowId);
+        stats.maxOpen = Math.max(stats.maxOpen, open.size);
+        return { creationId: `c-${rowId}-${n}`, status: 'queued', costUsd: 0.04 };
+      },
+      async collectCreation(input: { rowId: string; creationId: string }) {
+        if (behaviour(input.rowId, 0) === 'slow') await new Promise((r) => setTimeout(r, 50));
+        open.delete(input.rowId);
+        return {
+          poll: { outcome: 'succeeded' as const, status: 'succeeded', images: [] },
+          images: [{ url: 'u', path: `${input.rowId}.png`, sha256: 'x', bytes: 1 }],
+        };
+      },
+    },
+  };
+}
+
+export async function startBatch(
+  env: () => TestWorkflowEnvironment,
+  all: BatchRowInput[],
+  behaviour: Parameters<typeof batchActivities>[1],
+  extra: Partial<BatchWorkflowInput>,
+) {
+  const taskQueue = `batch-${randomUUID()}`;
+  const fake = batchActivities(all, behaviour);
+  const worker = await Worker.create({
+    connection: env().nativeConnection,
+    taskQueue,
+    workflowBundle: await workflowBundle(),
+    activities: fake.activities,
+  });
+  const batchId = `b${randomUUID().slice(0, 8)}`;
+  const input: BatchWorkflowInput = { batchId, file: 'mem', outDir: '/tmp/out', ...extra };
+  return { worker, fake, batchId, taskQueue, input };
+}

@@ -33,13 +33,9 @@ afterAll(async () => {
   if (outDir) await rm(outDir, { recursive: true, force: true });
 });
 
-async function runRow(
-  prompt: string,
-  extra: Partial<PromptWorkflowInput> = {},
-  during?: (id: string) => Promise<void>,
-) {
-  const taskQueue = `e2e-${randomUUID()}`;
-  const worker = await Worker.create({
+/** A worker with the real activities, pointed at the simulator, on the skipped-time clock. */
+async function createTestWorker(taskQueue: string): Promise<Worker> {
+  return Worker.create({
     connection: env().nativeConnection,
     taskQueue,
     workflowBundle: await workflowBundle(),
@@ -51,6 +47,15 @@ async function runRow(
     }),
     interceptors: { activity: [clock.interceptor()] },
   });
+}
+
+async function runRow(
+  prompt: string,
+  extra: Partial<PromptWorkflowInput> = {},
+  during?: (id: string) => Promise<void>,
+) {
+  const taskQueue = `e2e-${randomUUID()}`;
+  const worker = await createTestWorker(taskQueue);
   const batchId = `e2e${randomUUID().slice(0, 8)}`;
   const rowId = 'row-1';
   const workflowId = `${batchId}/${rowId}`;
@@ -168,18 +173,7 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
 
   it('a model the account lacks ends the row as failed at once', async () => {
     const taskQueue = `e2e-${randomUUID()}`;
-    const worker = await Worker.create({
-      connection: env().nativeConnection,
-      taskQueue,
-      workflowBundle: await workflowBundle(),
-      activities: createActivities({
-        config: defaultServiceConfig({ baseUrl: sim.baseUrl }),
-        apiKey: () => DEMO_API_KEY,
-        now: clock.now,
-        outputRoot: outDir,
-      }),
-      interceptors: { activity: [clock.interceptor()] },
-    });
+    const worker = await createTestWorker(taskQueue);
     const result = await worker.runUntil(
       env().client.workflow.execute(promptWorkflow, {
         taskQueue,

@@ -2,6 +2,7 @@ import { setMaxListeners } from 'node:events';
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import type { Client } from '@temporalio/client';
 import { BatchValidationError, followBatch, startOrAttachBatch } from './batches';
 import { connectClient, withClient } from './client';
 import { BatchAction, batchStatus, controlBatch, listBatches } from './commands/batch-control';
@@ -122,19 +123,43 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
     .command('validate <file>')
     .description('Check a batch file: every problem with its line number; nothing is started or charged')
     .option('--model <id>', 'model of rows that name none')
+    .option(
+      '--catalog',
+      "also check models against the account's catalog and estimate the cost (asks a running worker)",
+    )
     .option('--json', 'print the report as JSON')
-    .action(async (file: string, opts: { model?: string; json?: boolean }) => {
-      const report = await validate({ file, ...(opts.model ? { defaultModel: opts.model } : {}) });
-      if (opts.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+    .action(async (file: string, opts: { model?: string; catalog?: boolean; json?: boolean }) => {
+      const run = async (catalog?: { client: Client; taskQueue: string }) =>
+        validate({ file, ...(opts.model ? { defaultModel: opts.model } : {}), ...(catalog ? { catalog } : {}) });
+      const res = opts.catalog
+        ? await (async () => {
+            const { client, config, close } = await connectClient(process.env);
+            try {
+              return await run({ client, taskQueue: config.taskQueue });
+            } finally {
+              await close();
+            }
+          })()
+        : await run();
+      const { report } = res;
+      if (opts.json) process.stdout.write(`${JSON.stringify(res, null, 2)}\n`);
       else {
         for (const p of report.problems) stderr(`${file}:${p.line}${p.field ? ` (${p.field})` : ''}: ${p.message}`);
-        const models = Object.entries(report.models).map(([m, u]) => `${m}: ${u.rows} rows, ${u.images} images`);
+        if (report.problemsDropped > 0) stderr(`${file}: ... and ${report.problemsDropped} more problems`);
+        const models = res.models
+          ? res.models.map(
+              (m) =>
+                `${m.model}: ${m.rows} rows, ${m.images} images, ${m.available ? (m.priceUsd === undefined ? 'no price' : `$${m.priceUsd} each`) : 'NOT AVAILABLE to this account'}`,
+            )
+          : Object.entries(report.models).map(([m, u]) => `${m}: ${u.rows} rows, ${u.images} images`);
+        const estimate =
+          res.estimatedCostUsd === undefined ? '' : `\nestimated cost: $${res.estimatedCostUsd.toFixed(2)}`;
         process.stdout.write(
           `${report.rows} rows, ${report.validRows} valid, ${report.problemCount} problem(s)` +
-            `${models.length ? `\n${models.join('\n')}` : ''}\n`,
+            `${models.length ? `\n${models.join('\n')}` : ''}${estimate}\n`,
         );
       }
-      if (!report.ok) result.code = ExitCode.InvalidInput;
+      if (!res.ok) result.code = ExitCode.InvalidInput;
     });
 
   program

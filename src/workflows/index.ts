@@ -2,5 +2,6 @@ export * from './ping';
 export * from './prompt-workflow';
 export * from './batch-workflow';
 export * from './scheduled-batch-workflow';
+export * from './catalog-workflow';
 export * from './definitions';
 export * from './model';

@@ -3,6 +3,7 @@ import {
   ParentClosePolicy,
   condition,
   continueAsNew,
+  patched,
   getExternalWorkflowHandle,
   proxyActivities,
   setHandler,
@@ -73,6 +74,9 @@ export interface BatchWorkflowInput {
   /** @internal State carried across continue-as-new. */
   state?: BatchState;
 }
+
+/** Patch id: rows that fit the window start together (see the main loop). */
+export const PARALLEL_ROW_STARTS = 'parallel-row-starts';
 
 const { readBatchPage, fetchModels, lookupRow } = proxyActivities<Activities>({
   startToCloseTimeout: '2 minutes',
@@ -226,8 +230,20 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
     }
 
     waiting = undefined;
-    const row = state.pending.shift()!;
-    await startRow(row);
+    if (!patched(PARALLEL_ROW_STARTS)) {
+      // Histories recorded before the patch started one row per workflow task.
+      await startRow(state.pending.shift()!);
+      continue;
+    }
+    // Start every row the window has room for at once: their start commands go out in one workflow task,
+    // instead of one round trip to the server per row (about 3 rows/s on the dev server's SQLite before).
+    const starts: Promise<void>[] = [];
+    for (;;) {
+      const next = state.pending[0];
+      if (!next || windowFull() || blockedReason() || spendCapHold(next) || deadlinePassed()) break;
+      starts.push(startRow(state.pending.shift()!));
+    }
+    await Promise.all(starts);
   }
 
   // No more rows will start: cancel what is in flight if asked, and count what never started.

@@ -2,11 +2,11 @@ import { existsSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parse } from 'csv-parse/sync';
+import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FaultKind } from '../../src/simulator';
 import type { BatchProgress } from '../../src/workflows';
-import { cli, cliJson, describeRun, waitUntil } from './helpers';
+import { cli, cliJson, describeRun, readCsv, waitUntil } from './helpers';
 import { chargedKeys, rowOfKey, startStack, type CliStack } from './stack';
 
 /**
@@ -16,6 +16,7 @@ import { chargedKeys, rowOfKey, startStack, type CliStack } from './stack';
  * resume and cancel on a running batch. The simulator's ledger shows what was charged.
  */
 
+// Every bound is generous: CI runs this on 2 loaded cores; a bound is a hang detector, never a speed test.
 let stack: CliStack;
 
 beforeAll(async () => {
@@ -35,6 +36,27 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.stop();
 });
+
+/** For a failure message: the Temporal status of each row workflow `c1..cN` of a batch. */
+async function rowStates(batchId: string, rows: number): Promise<string> {
+  const connection = await Connection.connect({ address: stack.server.address });
+  try {
+    const client = new Client({ connection });
+    const states = await Promise.all(
+      Array.from({ length: rows }, async (_, i) => {
+        const id = `${batchId}/c${i + 1}`;
+        const d = await client.workflow
+          .getHandle(id)
+          .describe()
+          .catch(() => undefined);
+        return `${id}: ${d ? `${d.status.name}, ${d.raw.pendingActivities?.length ?? 0} pending activities` : 'none'}`;
+      }),
+    );
+    return states.join('\n');
+  } finally {
+    await connection.close();
+  }
+}
 
 /** Temporal settings only: the CLI never needs the API key. */
 const env = () => ({ env: stack.cliEnv });
@@ -69,7 +91,9 @@ function runMainBatch(): Promise<MainBatch> {
     await writeFile(file, `${MAIN_ROWS.join('\n')}\n`);
     const args = ['run', file, '--batch-id', 'cli-main', '--model', 'flux-dev', '--out', out];
     args.push('--max-attempts', '1', '--concurrency', '4', '--follow', '--json');
-    const r = await cli(args, { ...env(), timeoutMs: 60_000 });
+    const r = await cli(args, { ...env(), timeoutMs: 60_000 }).catch((err: Error) => {
+      throw new Error(`${err.message}\nworker output:\n${stack.worker.output().slice(-4000)}`);
+    });
     expect(r.code, describeRun(args, r)).toBe(0);
     expect(r.stderr).toContain('started batch cli-main (7 rows)');
     return { file, out, args, final: JSON.parse(r.stdout) as BatchProgress };
@@ -77,7 +101,7 @@ function runMainBatch(): Promise<MainBatch> {
   return mainBatch;
 }
 
-describe('run --follow --json, status, ls', () => {
+describe('run --follow --json, status, ls', { timeout: 120_000 }, () => {
   it('runs the batch to its end and prints the final counts as JSON', async () => {
     const { final } = await runMainBatch();
     expect(final).toMatchObject({
@@ -122,7 +146,7 @@ describe('run --follow --json, status, ls', () => {
   });
 });
 
-describe('results', () => {
+describe('results', { timeout: 120_000 }, () => {
   it('writes results.csv (one row per input row), results.jsonl, errors.csv and index.html', async () => {
     const { out } = await runMainBatch();
     const written = await cliJson<Record<string, string | number>>(['results', 'cli-main', '--json'], env());
@@ -135,10 +159,7 @@ describe('results', () => {
       errorRows: 3,
     });
 
-    const csv = parse(await readFile(path.join(out, 'results.csv'), 'utf8'), { columns: true }) as Record<
-      string,
-      string
-    >[];
+    const csv = await readCsv(path.join(out, 'results.csv'));
     expect(csv.map((r) => r.row_id)).toEqual(MAIN_IDS);
     expect(csv.map((r) => r.state)).toEqual([
       'succeeded',
@@ -165,10 +186,7 @@ describe('results', () => {
       .map((l) => JSON.parse(l) as { row_id: string; state: string });
     expect(jsonl.map((r) => [r.row_id, r.state])).toEqual(csv.map((r) => [r.row_id, r.state]));
 
-    const errors = parse(await readFile(path.join(out, 'errors.csv'), 'utf8'), { columns: true }) as Record<
-      string,
-      string
-    >[];
+    const errors = await readCsv(path.join(out, 'errors.csv'));
     expect(errors.map((r) => r.id)).toEqual(FAILED_IDS);
     expect(errors[1]).toMatchObject({ prompt: '[unsafe] a dragon over a burning village', model: 'flux-dev' });
 
@@ -213,7 +231,7 @@ describe('results', () => {
   });
 });
 
-describe('pause, resume, cancel', () => {
+describe('pause, resume, cancel', { timeout: 120_000 }, () => {
   it('act on a running batch, and status --json shows each effect', async () => {
     const rows = 16;
     const file = path.join(stack.dir, 'ctl.csv');
@@ -239,7 +257,7 @@ describe('pause, resume, cancel', () => {
         const p = await status();
         return p.inFlight === 0 ? p : undefined;
       },
-      20_000,
+      45_000,
     );
     expect(settled).toMatchObject({ status: 'paused', done: false, waiting: { kind: 'paused' } });
     expect(settled.started).toBeLessThan(rows);
@@ -254,19 +272,22 @@ describe('pause, resume, cancel', () => {
     await waitUntil(
       'the resumed batch to start another row',
       async () => ((await status()).started > settled.started ? true : undefined),
-      20_000,
+      45_000,
     );
 
     const cancelled = await cliJson<BatchProgress>(['cancel', 'cli-ctl', '--json'], env());
     expect(['cancelling', 'cancelled']).toContain(cancelled.status);
+    let last: BatchProgress | undefined;
     const final = await waitUntil(
       'the cancelled batch to end',
       async () => {
-        const p = await status();
-        return p.done ? p : undefined;
+        last = await status();
+        return last.done ? last : undefined;
       },
-      30_000,
-    );
+      45_000,
+    ).catch(async (err: Error) => {
+      throw new Error(`${err.message}\nlast status: ${JSON.stringify(last)}\n${await rowStates('cli-ctl', rows)}`);
+    });
     expect(final.status).toBe('cancelled');
     expect(final.started).toBeLessThan(rows);
     const c = final.counts;
@@ -278,6 +299,6 @@ describe('pause, resume, cancel', () => {
     expect(stack.sim.ledger.chargedTwice()).toEqual([]);
 
     const list = await cliJson<{ batchId: string; status: string }[]>(['ls', '--json'], env());
-    expect(list.map((b) => b.batchId)).toEqual(expect.arrayContaining(['cli-ctl', 'cli-main']));
+    expect(list).toContainEqual(expect.objectContaining({ batchId: 'cli-ctl', status: 'completed' }));
   });
 });

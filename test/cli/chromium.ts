@@ -93,7 +93,10 @@ export class HeadlessChromium {
   }
 
   /** Starts Chromium headless with a fresh profile in a temporary folder. */
-  static async launch(executable: string, options: { width?: number; height?: number } = {}): Promise<HeadlessChromium> {
+  static async launch(
+    executable: string,
+    options: { width?: number; height?: number } = {},
+  ): Promise<HeadlessChromium> {
     const userDataDir = await mkdtemp(path.join(os.tmpdir(), 'imagebatch-chromium-'));
     const args = [
       '--headless',
@@ -192,12 +195,10 @@ export class HeadlessChromium {
 
   /** Evaluates an expression in the page (awaiting a promise) and returns its value as JSON. */
   async evaluate<T>(sessionId: string, expression: string, timeoutMs = 20_000): Promise<T> {
-    const r = await this.send<{ result: { value?: unknown }; exceptionDetails?: { text: string; exception?: unknown } }>(
-      'Runtime.evaluate',
-      { expression, awaitPromise: true, returnByValue: true },
-      sessionId,
-      timeoutMs,
-    );
+    const r = await this.send<{
+      result: { value?: unknown };
+      exceptionDetails?: { text: string; exception?: unknown };
+    }>('Runtime.evaluate', { expression, awaitPromise: true, returnByValue: true }, sessionId, timeoutMs);
     if (r.exceptionDetails) throw new Error(`the page threw: ${JSON.stringify(r.exceptionDetails)}`);
     return r.result.value as T;
   }

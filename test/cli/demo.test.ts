@@ -3,10 +3,9 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { DemoResult } from '../../src/cli/commands/demo';
-import { baseEnv, cli, describeRun, ensureDistIsFresh } from './helpers';
+import { baseEnv, cli, describeRun, ensureDistIsFresh, readCsv } from './helpers';
 
 /**
  * `imagebatch demo --home <tmp> --json` as a user runs it: the embedded dev server, the simulator and a worker in
@@ -49,9 +48,9 @@ it('demo --json runs the bundled batch to its end and writes the results and the
   expect(fileURLToPath(res.galleryUrl)).toBe(res.results.gallery);
   expect(existsSync(path.join(home, 'temporal.sqlite'))).toBe(true);
 
-  const csv = parse(await readFile(res.results.resultsCsv, 'utf8'), { columns: true }) as Record<string, string>[];
+  const csv = await readCsv(res.results.resultsCsv);
   expect(csv).toHaveLength(50);
-  const errors = parse(await readFile(res.results.errorsCsv, 'utf8'), { columns: true }) as unknown[];
+  const errors = await readCsv(res.results.errorsCsv);
   expect(errors).toHaveLength(res.results.errorRows);
   expect(res.results.errorRows).toBe(50 - c.succeeded);
 

@@ -82,10 +82,9 @@ it('every thumbnail of a results gallery loads in headless Chromium', async () =
   const r = await cli(run, { env: stack.cliEnv, timeoutMs: 60_000 });
   expect(r.code, describeRun(run, r)).toBe(0);
   expect(JSON.parse(r.stdout)).toMatchObject({ status: 'completed', counts: { succeeded: 4, failed: 1 } });
-  const written = await cliJson<{ gallery: string; resultsJsonl: string }>(
-    ['results', 'cli-gallery', '--json'],
-    { env: stack.cliEnv },
-  );
+  const written = await cliJson<{ gallery: string; resultsJsonl: string }>(['results', 'cli-gallery', '--json'], {
+    env: stack.cliEnv,
+  });
   const records = (await readFile(written.resultsJsonl, 'utf8'))
     .trim()
     .split('\n')

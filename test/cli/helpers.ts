@@ -1,9 +1,11 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { parse } from 'csv-parse/sync';
 
 /**
  * Helpers of the CLI tests: `node bin/imagebatch.js ...` as a user runs it (a child process with a bounded
@@ -125,7 +127,8 @@ export class WorkerProcess {
       const deadline = Date.now() + readyTimeoutMs;
       while (!/worker polling/.test(worker.log)) {
         if (!worker.running) throw new Error(`the worker exited before it was ready:\n${worker.log}`);
-        if (Date.now() > deadline) throw new Error(`the worker was not ready within ${readyTimeoutMs} ms:\n${worker.log}`);
+        if (Date.now() > deadline)
+          throw new Error(`the worker was not ready within ${readyTimeoutMs} ms:\n${worker.log}`);
         await sleep(50);
       }
     } catch (err) {
@@ -174,7 +177,8 @@ export async function waitUntil<T>(
       last = err;
     }
     if (Date.now() > deadline) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+      const why = last instanceof Error ? `: ${last.message}` : '';
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${why}`);
     }
     await sleep(everyMs);
   }
@@ -229,4 +233,9 @@ export async function ensureDistIsFresh(): Promise<void> {
   } finally {
     rmSync(lock, { recursive: true, force: true });
   }
+}
+
+/** A CSV file with a header line, as a spreadsheet would read it: one record per row, keyed by column. */
+export async function readCsv(file: string): Promise<Record<string, string>[]> {
+  return parse<Record<string, string>>(await readFile(file, 'utf8'), { columns: true });
 }

@@ -38,19 +38,41 @@ afterAll(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-describe('--help', () => {
-  it('the program lists every command, and exits 0', async () => {
-    const r = await cli(['--help']);
-    expect(r.code, describeRun(['--help'], r)).toBe(0);
-    for (const command of COMMANDS) expect(r.stdout).toMatch(new RegExp(`^  ${command}\\b`, 'm'));
-  });
+/** The commands a `Commands:` section of a help text lists (without `help`). */
+function listedCommands(help: string): string[] {
+  const section = help.split(/^Commands:\n/m)[1] ?? '';
+  return [...section.matchAll(/^ {2}(\S+)/gm)].map((m) => m[1]!).filter((c) => c !== 'help');
+}
 
-  it.each(COMMANDS)('%s --help shows its usage and exits 0', async (command) => {
-    const r = await cli([command, '--help']);
-    expect(r.code, describeRun([command, '--help'], r)).toBe(0);
-    expect(r.stdout).toContain(`Usage: imagebatch ${command}`);
-    expect(r.stdout).toContain('--help');
-    expect(r.stderr).toBe('');
+describe('--help', { timeout: 120_000 }, () => {
+  it('every command and subcommand the help lists has its own --help, exiting 0', async () => {
+    const root = await cli(['--help']);
+    expect(root.code, describeRun(['--help'], root)).toBe(0);
+    const top = listedCommands(root.stdout);
+    expect(top).toEqual(expect.arrayContaining([...COMMANDS]));
+    // Walk the tree a level at a time, four commands at once.
+    const seen: string[] = [];
+    let level = top.map((c) => [c]);
+    while (level.length > 0) {
+      const next: string[][] = [];
+      for (let i = 0; i < level.length; i += 4) {
+        await Promise.all(
+          level.slice(i, i + 4).map(async (command) => {
+            const args = [...command, '--help'];
+            const r = await cli(args);
+            expect(r.code, describeRun(args, r)).toBe(0);
+            expect(r.stdout).toContain(`Usage: imagebatch ${command.join(' ')} `);
+            expect(r.stdout).toContain('-h, --help');
+            expect(r.stderr).toBe('');
+            seen.push(command.join(' '));
+            for (const sub of listedCommands(r.stdout)) next.push([...command, sub]);
+          }),
+        );
+      }
+      expect(seen.length, 'a bounded command tree').toBeLessThan(100);
+      level = next;
+    }
+    expect(seen).toEqual(expect.arrayContaining([...COMMANDS]));
   });
 });
 
@@ -77,7 +99,7 @@ describe('validate', () => {
 
     const json = await cli([...args, '--json']);
     expect(json.code).toBe(0);
-    expect(JSON.parse(json.stdout)).toMatchObject({ ok: true, rows: 3, validRows: 3, problemCount: 0 });
+    expect(JSON.parse(json.stdout)).toMatchObject({ ok: true, report: { rows: 3, validRows: 3, problemCount: 0 } });
   });
 
   it('a bad file: exit 3 and every problem as file:line (field)', async () => {
@@ -114,7 +136,7 @@ describe('validate', () => {
   });
 });
 
-describe('usage errors exit 2', () => {
+describe.concurrent('usage errors exit 2', () => {
   it.each([
     [['no-such-command'], /unknown command 'no-such-command'/],
     [['run'], /missing required argument 'file'/],
@@ -134,10 +156,10 @@ describe('the API key is never an argument and never printed', () => {
     baseEnv({ TEMPORAL_ADDRESS: '127.0.0.1:9', IMAGEGEN_BASE_URL: 'http://127.0.0.1:9/api/public/v1', ...extra });
 
   it.each([
-    ['worker', '--api-key', SECRET_KEY],
-    ['worker', `--api-key=${SECRET_KEY}`],
-    ['worker', SECRET_KEY],
-  ])('imagebatch %s %s exits 2 without echoing the key', async (...args) => {
+    ['worker --api-key KEY', ['worker', '--api-key', SECRET_KEY]],
+    ['worker --api-key=KEY', ['worker', `--api-key=${SECRET_KEY}`]],
+    ['worker KEY', ['worker', SECRET_KEY]],
+  ])('imagebatch %s exits 2 without echoing the key', async (_label, args) => {
     const r = await cli(args, { env: env({ IMAGEGEN_API_KEY: DEMO_API_KEY }) });
     expect(r.code, describeRun(args, r)).toBe(2);
     expect(r.stdout + r.stderr).not.toContain(SECRET_KEY);

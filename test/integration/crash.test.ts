@@ -39,6 +39,7 @@ beforeAll(async () => {
         [FaultKind.InternalAfterCharge]: 0.02,
         [FaultKind.GenerationFailed]: 0.02,
         [FaultKind.FailGeneration]: 0.03,
+        [FaultKind.ProviderUnavailable]: 0.01,
       },
       providerRetryAfterSeconds: 1,
     },
@@ -98,45 +99,65 @@ describe('a 200-row batch survives a killed worker and a restarted server', () =
         100,
       );
 
-    const samples: string[] = [];
+    // A timeline for the log: every 2 s, rows ended / rows in flight (`-` when nobody answers the query).
+    const samples: [number, string][] = [];
+    const sampling = new Set<Promise<void>>();
     const sampler = setInterval(() => {
-      handle.query(progressQuery).then(
-        (p) => samples.push(`${((Date.now() - t0) / 1000).toFixed(0)}s:${ended(p)}/${p.inFlight}`),
-        () => samples.push(`${((Date.now() - t0) / 1000).toFixed(0)}s:-`),
+      const at = () => Math.round((Date.now() - t0) / 1000);
+      const sample = handle.query(progressQuery).then(
+        (p) => void samples.push([at(), `${at()}s:${ended(p)}/${p.inFlight}`]),
+        () => void samples.push([at(), `${at()}s:-`]),
       );
+      sampling.add(sample);
+      void sample.finally(() => sampling.delete(sample));
     }, 2000);
-    // 1. SIGKILL the worker once some rows have ended, and start a new one.
-    const beforeKill = await progressAfter(8, '8 rows to end');
-    await worker.kill();
-    const killedAt = Date.now();
-    worker = await startWorker(taskQueue);
-    const readyMs = Date.now() - killedAt;
-    const afterKill = await progressAfter(ended(beforeKill) + 1, 'a row to end after the kill');
-    console.log(
-      `[crash] killed the worker at ${ended(beforeKill)} rows ended (${beforeKill.inFlight} in flight); ` +
-        `the new one polled after ${readyMs} ms and ended a row ${Date.now() - killedAt} ms after the kill`,
-    );
-
-    // 2. Stop the dev server (SIGTERM) mid-batch and start it again on the same SQLite file and port.
-    const beforeRestart = await progressAfter(Math.max(100, ended(afterKill) + 10), '100 rows to end');
-    const port = Number(server!.address.split(':').pop());
-    await server!.stop();
-    const downAt = Date.now();
-    server = await DevServer.start({ dbFile: path.join(dir, 'temporal.sqlite'), uiPort: false, port });
-    const upAt = Date.now();
-    const firstAfterRestart = ended(await progressAfter(0, 'the batch to answer after the server restart'));
-    const afterRestart = await progressAfter(firstAfterRestart + 8, 'rows to end after the server restart');
-    console.log(
-      `[crash] restarted the server at ${ended(beforeRestart)} rows ended (down ${upAt - downAt} ms); ` +
-        `${ended(afterRestart) - firstAfterRestart} more rows ended within ${Date.now() - upAt} ms after it was up`,
-    );
-
-    const progress = await within('the batch', 150_000, handle.result()).catch((err: unknown) => {
-      throw new Error(`${String(err)}\nworker output:\n${worker.output()}`);
-    });
+    let progress: BatchProgress;
+    try {
+      progress = await killAndRestart();
+    } finally {
+      clearInterval(sampler);
+      // No query may still be retrying when the connection closes.
+      await Promise.allSettled([...sampling]);
+    }
     const elapsed = Date.now() - t0;
-    clearInterval(sampler);
-    console.log(samples.join(' '));
+    const timeline = samples.sort((a, b) => a[0] - b[0]).map(([, text]) => text);
+    console.log(`[crash] timeline (ended/in flight): ${timeline.join(' ')}`);
+    const retried = worker.output().match(/gRPC call \w+ retried/g)?.length ?? 0;
+    console.log(`[crash] the second worker logged ${retried} gRPC call(s) retried while the server was down`);
+
+    async function killAndRestart(): Promise<BatchProgress> {
+      // 1. SIGKILL the worker once some rows have ended, and start a new one.
+      const beforeKill = await progressAfter(8, '8 rows to end');
+      expect(beforeKill.inFlight).toBeGreaterThan(0);
+      await worker.kill();
+      const killedAt = Date.now();
+      worker = await startWorker(taskQueue);
+      const readyMs = Date.now() - killedAt;
+      const afterKill = await progressAfter(ended(beforeKill) + 1, 'a row to end after the kill');
+      console.log(
+        `[crash] killed the worker at ${ended(beforeKill)} rows ended (${beforeKill.inFlight} in flight); ` +
+          `the new one polled after ${readyMs} ms and ended a row ${Date.now() - killedAt} ms after the kill`,
+      );
+
+      // 2. Stop the dev server (SIGTERM) mid-batch and start it again on the same SQLite file and port.
+      const beforeRestart = await progressAfter(Math.max(100, ended(afterKill) + 10), '100 rows to end');
+      const port = Number(server!.address.split(':').pop());
+      await server!.stop();
+      const downAt = Date.now();
+      server = await DevServer.start({ dbFile: path.join(dir, 'temporal.sqlite'), uiPort: false, port });
+      const upAt = Date.now();
+      const firstAfterRestart = ended(await progressAfter(0, 'the batch to answer after the server restart'));
+      const afterRestart = await progressAfter(firstAfterRestart + 8, 'rows to end after the server restart');
+      console.log(
+        `[crash] restarted the server at ${ended(beforeRestart)} rows ended (down ${upAt - downAt} ms); ` +
+          `${ended(afterRestart) - firstAfterRestart} more rows ended within ${Date.now() - upAt} ms after it was up`,
+      );
+
+      return within('the batch', 150_000, handle.result()).catch((err: unknown) => {
+        throw new Error(`${String(err)}\nworker output:\n${worker.output()}`);
+      });
+    }
+
     // The second worker lived through the server restart: it reconnected by itself.
     expect(worker.running).toBe(true);
     expect(workers).toHaveLength(2);

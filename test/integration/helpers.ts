@@ -17,7 +17,7 @@ import type { PromptResult } from '../../src/workflows';
 
 export const REPO_ROOT = path.resolve(__dirname, '..', '..');
 const BIN = path.join(REPO_ROOT, 'bin', 'imagebatch.js');
-const LOG_TAIL = 16_384;
+const LOG_TAIL = 65_536;
 
 /** The first source file that is newer than its build output in `dist/` (or has none), if any. */
 function firstStaleSource(): string | undefined {
@@ -236,7 +236,11 @@ export interface RowOutcome {
   result?: PromptResult;
 }
 
-/** Describes every row workflow (`${batchId}/${rowId}`), a few at a time. */
+/**
+ * Every row workflow (`${batchId}/${rowId}`) as it ended, a few at a time. A batch ends once every row has
+ * reported to it, which each row does just before its workflow completes: a row may still be closing, so each
+ * is awaited (bounded) before it is described.
+ */
 export async function rowOutcomes(client: Client, batchId: string, rowIds: readonly string[]): Promise<RowOutcome[]> {
   const out: RowOutcome[] = [];
   const queue = [...rowIds];
@@ -244,12 +248,13 @@ export async function rowOutcomes(client: Client, batchId: string, rowIds: reado
     Array.from({ length: 16 }, async () => {
       for (let rowId = queue.shift(); rowId !== undefined; rowId = queue.shift()) {
         const handle = client.workflow.getHandle<() => Promise<PromptResult>>(`${batchId}/${rowId}`);
+        const result = await within(`row ${rowId}`, 30_000, handle.result()).catch(() => undefined);
         const { status, startTime, closeTime } = await handle.describe();
         out.push({
           rowId,
           status: status.name,
           ...(closeTime ? { durationMs: closeTime.getTime() - startTime.getTime() } : {}),
-          ...(status.name === 'COMPLETED' ? { result: await handle.result() } : {}),
+          ...(result ? { result } : {}),
         });
       }
     }),

@@ -22,9 +22,9 @@ import {
  * not enforce task-queue rate limits, hence the dev server. The simulator keeps no count of its answers, so a
  * proxy in front of it counts them.
  */
-const ROWS = 32;
+const ROWS = 40;
 const SERVICE_RATE = 5;
-const WORKER_RATE = 4.5;
+const WORKER_RATE = 4;
 
 let dir: string;
 let server: DevServer | undefined;
@@ -86,12 +86,8 @@ describe('the task-queue rate limit on the dev server', () => {
     });
     const seconds = (Date.now() - t0) / 1000;
 
-    expect(progress.counts.succeeded).toBe(ROWS);
     const requests = proxy!.total();
     const tooMany = proxy!.statuses.get(429) ?? 0;
-    expect(requests).toBeGreaterThanOrEqual(2 * ROWS);
-    expect(tooMany).toBeLessThanOrEqual(requests * 0.01);
-    expect(sim!.ledger.violations().chargedTwice).toEqual([]);
     console.log(
       `[rate-limit] ${ROWS} rows in ${seconds.toFixed(1)} s: ${requests} requests ` +
         `(${(requests / seconds).toFixed(2)}/s against a limit of ${SERVICE_RATE}/s, worker at ${WORKER_RATE}/s), ` +
@@ -99,5 +95,9 @@ describe('the task-queue rate limit on the dev server', () => {
         `${tooMany ? `: ${JSON.stringify(Object.fromEntries(proxy!.tooManyByReason))}` : ''}); ` +
         `statuses ${JSON.stringify(Object.fromEntries(proxy!.statuses))}`,
     );
+    expect(progress.counts.succeeded).toBe(ROWS);
+    expect(requests).toBeGreaterThanOrEqual(2 * ROWS);
+    expect(tooMany).toBeLessThanOrEqual(requests * 0.01);
+    expect(sim!.ledger.violations().chargedTwice).toEqual([]);
   }, 150_000);
 });

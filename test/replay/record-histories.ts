@@ -33,7 +33,8 @@ import {
   type PromptWorkflowInput,
 } from '../../src/workflows';
 
-const HISTORIES_DIR = path.join(__dirname, 'histories');
+// IMAGEBATCH_HISTORIES_DIR records elsewhere (e.g. to add a new version's histories beside the old ones).
+const HISTORIES_DIR = process.env.IMAGEBATCH_HISTORIES_DIR ?? path.join(__dirname, 'histories');
 const TASK_QUEUE = 'replay-recording';
 
 async function main(): Promise<void> {

@@ -5,10 +5,11 @@
 //
 //   node scripts/setup.mjs            everything
 //   node scripts/setup.mjs --no-build dependencies and toolchain only
+//   node scripts/setup.mjs --browser  also Chromium, for the gallery browser test (npm test passes it)
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = dirname(dirname(fileURLToPath(import.meta.url)));
@@ -99,6 +100,42 @@ function temporalToolchain() {
   writeFileSync(stamp, hash);
 }
 
+/** The first executable `name` on PATH, or undefined. */
+function onPath(name) {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (dir && existsSync(join(dir, name))) return join(dir, name);
+  }
+  return undefined;
+}
+
+/**
+ * Chromium, for the gallery browser test (test/cli/gallery-browser.test.ts), which fails without it. Installed
+ * with apt-get when it is missing and this runs as root on a system with apt-get; otherwise a note, and set-up
+ * goes on. Skipped when `chromium` is on PATH already.
+ */
+function chromium() {
+  const found = onPath('chromium');
+  if (found) {
+    log(`chromium present (${found}): not installing it`);
+    return;
+  }
+  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  const apt = process.platform === 'linux' ? onPath('apt-get') : undefined;
+  const hint = 'the gallery browser test will fail until Chromium is installed (or IMAGEBATCH_CHROMIUM names one)';
+  if (!isRoot || !apt) {
+    log(`note: chromium is not on PATH and cannot be installed here (${isRoot ? 'no apt-get' : 'not root'}); ${hint}`);
+    return;
+  }
+  log('chromium is not on PATH: apt-get update, then apt-get install -y --no-install-recommends chromium');
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  // The install is tried even when the update fails: the package lists already there may be enough.
+  if (!run('apt-get', ['update'], { env }).ok) log('apt-get update failed; trying the install anyway');
+  const ok = run('apt-get', ['install', '-y', '--no-install-recommends', 'chromium'], { env }).ok;
+  const installed = onPath('chromium');
+  if (ok && installed) log(`chromium installed (${installed})`);
+  else log(`note: apt-get could not install chromium; ${hint}`);
+}
+
 function build() {
   log('building (tsc -p tsconfig.build.json, incremental)');
   const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
@@ -108,6 +145,7 @@ function build() {
 try {
   npmDependencies();
   temporalToolchain();
+  if (args.has('--browser')) chromium();
   if (!args.has('--no-build')) build();
 } catch (err) {
   log(`failed: ${err instanceof Error ? err.message : String(err)}`);

@@ -90,7 +90,8 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<Prompt
   }
   // Awaited, which costs a row of a batch five history events (22 on its happy path, 17 for a row alone). Sent
   // without waiting it would cost one, but the time-skipping test server then stops skipping time (seen here).
-  await notifyParent(input.parentWorkflowId, reportTo(result));
+  // Not cancellable: a cancel arriving while the row reports must not lose the report (the batch waits for it).
+  await CancellationScope.nonCancellable(() => notifyParent(input.parentWorkflowId, reportTo(result)));
   return result;
 
   async function run(): Promise<void> {

@@ -344,6 +344,20 @@ function describeBody(status: number, body: string | undefined): string {
 }
 
 /**
+ * A non-retryable answer of the interface that the workflow handles (a refund, a rejection, a batch stop): benign,
+ * so the SDK logs it at DEBUG rather than as a worker warning.
+ */
+function handledAnswer(type: FailureType, message: string, details: unknown): ApplicationFailure {
+  return ApplicationFailure.create({
+    type,
+    message,
+    nonRetryable: true,
+    category: ApplicationFailureCategory.BENIGN,
+    details: [details],
+  });
+}
+
+/**
  * The ApplicationFailure for a failing outcome. `retryDelayMs` is the wait before the next attempt for the
  * outcomes whose wait the caller computes (backoff after an unknown outcome, the poll interval).
  */
@@ -390,32 +404,23 @@ export function toApplicationFailure(outcome: FailureOutcome, retryDelayMs?: num
         details: [{ status: outcome.status }],
       });
     case 'refunded':
-      return ApplicationFailure.create({
-        type: FailureType.Refunded,
-        message: `HTTP ${outcome.details.httpStatus} ${outcome.details.code}: ${outcome.details.message} (refunded)`,
-        nonRetryable: true,
-        // An answer of the interface that the workflow handles: logged at DEBUG, not as a worker warning.
-        category: ApplicationFailureCategory.BENIGN,
-        details: [outcome.details],
-      });
+      return handledAnswer(
+        FailureType.Refunded,
+        `HTTP ${outcome.details.httpStatus} ${outcome.details.code}: ${outcome.details.message} (refunded)`,
+        outcome.details,
+      );
     case 'rejected':
-      return ApplicationFailure.create({
-        type: FailureType.Rejected,
-        message: `HTTP ${outcome.details.httpStatus} ${outcome.details.code}: ${outcome.details.message}`,
-        nonRetryable: true,
-        // An answer of the interface that the workflow handles: logged at DEBUG, not as a worker warning.
-        category: ApplicationFailureCategory.BENIGN,
-        details: [outcome.details],
-      });
+      return handledAnswer(
+        FailureType.Rejected,
+        `HTTP ${outcome.details.httpStatus} ${outcome.details.code}: ${outcome.details.message}`,
+        outcome.details,
+      );
     case 'batchStop':
-      return ApplicationFailure.create({
-        type: FailureType.BatchStop,
-        message: `HTTP ${outcome.details.httpStatus} ${outcome.details.reason}: ${outcome.details.message}`,
-        nonRetryable: true,
-        // An answer of the interface that the workflow handles: logged at DEBUG, not as a worker warning.
-        category: ApplicationFailureCategory.BENIGN,
-        details: [outcome.details],
-      });
+      return handledAnswer(
+        FailureType.BatchStop,
+        `HTTP ${outcome.details.httpStatus} ${outcome.details.reason}: ${outcome.details.message}`,
+        outcome.details,
+      );
     case 'notFound':
       return ApplicationFailure.create({
         type: FailureType.CreationNotFound,

@@ -1,18 +1,17 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parse } from 'csv-parse/sync';
+import { REPO_ROOT, ensureDistIsFresh } from '../helpers/dist';
+
+export { REPO_ROOT, ensureDistIsFresh };
 
 /**
  * Helpers of the CLI tests: `node bin/imagebatch.js ...` as a user runs it (a child process with a bounded
  * run time and its own environment), a long-running `imagebatch worker` child, and a fresh build of dist/.
  */
 
-export const REPO_ROOT = path.resolve(__dirname, '..', '..');
 export const BIN = path.join(REPO_ROOT, 'bin', 'imagebatch.js');
 const LOG_TAIL = 32_768;
 
@@ -181,57 +180,6 @@ export async function waitUntil<T>(
       throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${why}`);
     }
     await sleep(everyMs);
-  }
-}
-
-/** The first source file newer than its build output in dist/ (or without one). */
-function firstStaleSource(): string | undefined {
-  const srcRoot = path.join(REPO_ROOT, 'src');
-  const distRoot = path.join(REPO_ROOT, 'dist');
-  const walk = (dir: string): string[] =>
-    readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
-      e.isDirectory() ? walk(path.join(dir, e.name)) : [path.join(dir, e.name)],
-    );
-  for (const file of walk(srcRoot)) {
-    if (!file.endsWith('.ts') || file.endsWith('.test.ts') || file.endsWith('.d.ts')) continue;
-    const built = path.join(distRoot, path.relative(srcRoot, file)).replace(/\.ts$/, '.js');
-    const builtAt = statSync(built, { throwIfNoEntry: false })?.mtimeMs;
-    if (builtAt === undefined || statSync(file).mtimeMs > builtAt) return path.relative(REPO_ROOT, file);
-  }
-  return undefined;
-}
-
-/**
- * The CLI runs dist/, so dist/ must hold the current src/. `npm test` builds first; after an edit and a bare
- * `vitest run` this runs the same incremental build, one test process at a time (the same lock as the
- * integration tests). A failed build fails the test.
- */
-export async function ensureDistIsFresh(): Promise<void> {
-  if (!firstStaleSource()) return;
-  const lock = path.join(
-    os.tmpdir(),
-    `imagebatch-build-${createHash('sha256').update(REPO_ROOT).digest('hex').slice(0, 12)}`,
-  );
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    try {
-      mkdirSync(lock);
-      break;
-    } catch {
-      if (Date.now() > deadline) throw new Error(`another build held ${lock} for 2 minutes (remove it if stale)`);
-      await sleep(200);
-    }
-  }
-  try {
-    const stale = firstStaleSource();
-    if (!stale) return;
-    const tsc = path.join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-    const build = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: REPO_ROOT, encoding: 'utf8' });
-    if (build.status !== 0) {
-      throw new Error(`dist/ is older than ${stale} and the build failed:\n${build.stdout}${build.stderr}`);
-    }
-  } finally {
-    rmSync(lock, { recursive: true, force: true });
   }
 }
 

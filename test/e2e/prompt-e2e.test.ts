@@ -171,6 +171,29 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
     expectLedgerClean();
   });
 
+  it('a 400 (a body the service rejects) ends the row with every field error, not retried', async () => {
+    const { result } = await runRow('a bridge at night', {
+      request: { prompt: 'a bridge at night', model: 'flux-dev', width: 100 },
+    });
+    expect(result.state).toBe('failed');
+    expect(result.error).toMatch(/width/);
+    expect(result.errorRetryable).toBe(false);
+    expect(result.attempts).toHaveLength(1);
+    expectLedgerClean();
+  });
+
+  it('a 403 (account disabled) holds the row until it is resumed, then the same key succeeds', async () => {
+    sim.setAccountDisabled(DEMO_ACCOUNT_ID, true);
+    const { result } = await runRow('a lantern in the fog', {}, async (workflowId) => {
+      await env().sleep(30_000);
+      sim.setAccountDisabled(DEMO_ACCOUNT_ID, false);
+      await env().client.workflow.getHandle(workflowId).signal(rowResumeSignal);
+    });
+    expect(result.state).toBe('succeeded');
+    expect(result.attempts).toHaveLength(1);
+    expectLedgerClean();
+  });
+
   it('a model the account lacks ends the row as failed at once', async () => {
     const taskQueue = `e2e-${randomUUID()}`;
     const worker = await createTestWorker(taskQueue);

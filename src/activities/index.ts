@@ -7,7 +7,12 @@ import type { HoldRegistry } from '../api/holds';
 import { loadServiceConfig, type ServiceConfig } from '../config/service-config';
 import { createBatchFileActivities } from './batch-file';
 import { createScheduleActivities } from './schedule-activities';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { rowDoneSignal } from '../workflows/definitions';
 import { createImageActivities } from './image-activities';
+import type { CollectCreationInput, CollectCreationResult } from './types';
+
+type ImageActivities = ReturnType<typeof createImageActivities>;
 import { createRowActivities } from './rows';
 
 /** What the activities need from the outside world; tests pass fakes. */
@@ -89,6 +94,7 @@ export function createActivities(deps: ActivityDeps = {}) {
       return { reply: `pong: ${name}`, attempt: info.attempt, at: now() };
     },
     ...image,
+    ...(deps.temporalClient ? reportingCollect((input) => image.collectCreation(input), deps.temporalClient) : {}),
     ...createBatchFileActivities({ outputRoot }),
     ...createScheduleActivities({
       outputRoot,
@@ -99,6 +105,27 @@ export function createActivities(deps: ActivityDeps = {}) {
 }
 
 export type Activities = ReturnType<typeof createActivities>;
+
+/**
+ * collectCreation that also tells the batch a row succeeded (input.reportOnSuccess). Signalling again on a retry
+ * is harmless: the batch counts a row once. A batch that has closed has nobody to tell.
+ */
+function reportingCollect(collect: ImageActivities['collectCreation'], client: Client) {
+  return {
+    async collectCreation(input: CollectCreationInput): Promise<CollectCreationResult> {
+      const res = await collect(input);
+      if (input.reportOnSuccess && res.poll.outcome === 'succeeded') {
+        const { parentWorkflowId, summary } = input.reportOnSuccess;
+        try {
+          await client.workflow.getHandle(parentWorkflowId).signal(rowDoneSignal, { ...summary, state: 'succeeded' });
+        } catch (err) {
+          if (!(err instanceof WorkflowNotFoundError)) throw err;
+        }
+      }
+      return res;
+    },
+  };
+}
 
 /** The Temporal activity logger (it adds the activity's ids); silent outside an activity. */
 const activityLogger: Logger = {

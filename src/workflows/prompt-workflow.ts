@@ -6,6 +6,7 @@ import {
   condition,
   getExternalWorkflowHandle,
   isCancellation,
+  patched,
   proxyActivities,
   setHandler,
   sleep,
@@ -24,6 +25,9 @@ import { idempotencyKeyFor } from './keys';
 import { RowState, type AttemptRecord, type PromptResult, type PromptWorkflowInput, type RowSummary } from './model';
 
 const DEFAULT_MAX_ATTEMPTS = 3;
+
+/** Patch id: the collect activity reports a row's success to its batch (see CollectCreationInput). */
+export const REPORT_FROM_ACTIVITY = 'report-from-activity';
 const DEFAULT_MAX_POLL_WAIT_MS = 30 * 60_000;
 
 /** Failure types that end an activity at once; listed in the retry policies too, as a second guard. */
@@ -49,6 +53,9 @@ const NON_RETRYABLE = [
  */
 export async function promptWorkflow(input: PromptWorkflowInput): Promise<PromptResult> {
   const maxAttempts = input.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
+  // Rows of a batch started after this patch have their success reported by the collect activity itself.
+  const reportFromActivity = input.parentWorkflowId !== undefined && patched(REPORT_FROM_ACTIVITY);
+  let reported = false;
   const { submitCreation, collectCreation } = activitiesFor(input.maxPollWaitMs ?? DEFAULT_MAX_POLL_WAIT_MS);
   const result: PromptResult = {
     batchId: input.batchId,
@@ -91,7 +98,9 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<Prompt
   // Awaited, which costs a row of a batch five history events (22 on its happy path, 17 for a row alone). Sent
   // without waiting it would cost one, but the time-skipping test server then stops skipping time (seen here).
   // Not cancellable: a cancel arriving while the row reports must not lose the report (the batch waits for it).
-  await CancellationScope.nonCancellable(() => notifyParent(input.parentWorkflowId, reportTo(result)));
+  if (!reported) {
+    await CancellationScope.nonCancellable(() => notifyParent(input.parentWorkflowId, reportTo(result)));
+  }
   return result;
 
   async function run(): Promise<void> {
@@ -245,7 +254,11 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<Prompt
           batchId: input.batchId,
           rowId: input.rowId,
           outDir: input.outDir,
+          ...(reportFromActivity && input.parentWorkflowId
+            ? { reportOnSuccess: { parentWorkflowId: input.parentWorkflowId, summary: summaryOf(result) } }
+            : {}),
         });
+        if (reportFromActivity && ended.poll.outcome === 'succeeded') reported = true;
         return { kind: 'ended', ...ended };
       } catch (err) {
         if (err instanceof ActivityFailure && err.cause instanceof TimeoutFailure) {
@@ -311,14 +324,19 @@ function unknownStop(message: string): BatchStopDetails {
   return { reason: 'authentication_required', httpStatus: 0, message };
 }
 
-function reportTo(result: PromptResult) {
-  const summary: RowSummary = {
+/** What the batch learns of a row. */
+function summaryOf(result: PromptResult): RowSummary {
+  return {
     rowId: result.rowId,
     state: result.state,
     chargedUsd: result.chargedUsd,
     refundedUsd: result.refundedUsd,
     attempts: result.attempts.length,
   };
+}
+
+function reportTo(result: PromptResult) {
+  const summary = summaryOf(result);
   return (h: ReturnType<typeof getExternalWorkflowHandle>) => h.signal(rowDoneSignal, summary);
 }
 

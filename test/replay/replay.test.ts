@@ -24,6 +24,8 @@ const EXPECTED = [
   'v2-parallel-starts-batch-stop-resume',
   'v2-parallel-starts-batch-continue-as-new-run1',
   'v2-parallel-starts-batch-continue-as-new-run2',
+  // Recorded after the `report-from-activity` patch (the collect activity reports a row's success).
+  'v3-report-from-activity-prompt-batch-stop-resume',
 ];
 
 type History = temporal.api.history.v1.History;

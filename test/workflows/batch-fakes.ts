@@ -1,7 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
-import type { BatchCursor, BatchRowInput, ReadBatchPageInput, ReadBatchPageResult } from '../../src/activities/types';
+import type { Client } from '@temporalio/client';
+import type {
+  BatchCursor,
+  BatchRowInput,
+  CollectCreationInput,
+  ReadBatchPageInput,
+  ReadBatchPageResult,
+} from '../../src/activities/types';
+import { rowDoneSignal } from '../../src/workflows/definitions';
 import { FailureType } from '../../src/api/failure-types';
 import type { BatchWorkflowInput } from '../../src/workflows';
 import { workflowBundle } from '../helpers/temporal';
@@ -19,6 +27,7 @@ export function rows(n: number): BatchRowInput[] {
  * of the row id and its submission count. Records the largest number of rows open at once.
  */
 export function batchActivities(
+  client: Client,
   all: BatchRowInput[],
   behaviour: (rowId: string, submission: number) => 'ok' | 'stop' | 'slow',
 ) {
@@ -64,9 +73,14 @@ export function batchActivities(
         stats.maxOpen = Math.max(stats.maxOpen, open.size);
         return { creationId: `c-${rowId}-${n}`, status: 'queued', costUsd: 0.04 };
       },
-      async collectCreation(input: { rowId: string; creationId: string }) {
+      async collectCreation(input: CollectCreationInput) {
         if (behaviour(input.rowId, 0) === 'slow') await new Promise((r) => setTimeout(r, 50));
         open.delete(input.rowId);
+        // As the real activity does: a row of a batch reports its success from here.
+        if (input.reportOnSuccess) {
+          const { parentWorkflowId, summary } = input.reportOnSuccess;
+          await client.workflow.getHandle(parentWorkflowId).signal(rowDoneSignal, { ...summary, state: 'succeeded' });
+        }
         return {
           poll: { outcome: 'succeeded' as const, status: 'succeeded', images: [] },
           images: [{ url: 'u', path: `${input.rowId}.png`, sha256: 'x', bytes: 1 }],
@@ -79,11 +93,11 @@ export function batchActivities(
 export async function startBatch(
   env: () => TestWorkflowEnvironment,
   all: BatchRowInput[],
-  behaviour: Parameters<typeof batchActivities>[1],
+  behaviour: Parameters<typeof batchActivities>[2],
   extra: Partial<BatchWorkflowInput>,
 ) {
   const taskQueue = `batch-${randomUUID()}`;
-  const fake = batchActivities(all, behaviour);
+  const fake = batchActivities(env().client, all, behaviour);
   const worker = await Worker.create({
     connection: env().nativeConnection,
     taskQueue,

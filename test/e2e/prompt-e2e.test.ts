@@ -7,7 +7,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../src/activities';
 import { FailureMessage } from '../../src/api/contract';
 import { defaultServiceConfig } from '../../src/config/service-config';
-import { DEMO_ACCOUNT_ID, DEMO_API_KEY, FaultKind, startSimulator, type Simulator } from '../../src/simulator';
+import {
+  DEMO_ACCOUNT_ID,
+  DEMO_API_KEY,
+  DEMO_KEY_ID,
+  FaultKind,
+  startSimulator,
+  type Simulator,
+} from '../../src/simulator';
 import { promptWorkflow, rowResumeSignal, type PromptWorkflowInput } from '../../src/workflows';
 import { idempotencyKeyFor } from '../../src/workflows/keys';
 import { createTimeSkippingEnv, useTestEnv, workflowBundle } from '../helpers/temporal';
@@ -187,6 +194,18 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
     const { result } = await runRow('a lantern in the fog', {}, async (workflowId) => {
       await env().sleep(30_000);
       sim.setAccountDisabled(DEMO_ACCOUNT_ID, false);
+      await env().client.workflow.getHandle(workflowId).signal(rowResumeSignal);
+    });
+    expect(result.state).toBe('succeeded');
+    expect(result.attempts).toHaveLength(1);
+    expectLedgerClean();
+  });
+
+  it('a 401 (key revoked) holds the row; once the key is valid again and the row resumed, the same key succeeds', async () => {
+    sim.revokeKey(DEMO_KEY_ID);
+    const { result } = await runRow('a kite above dunes', {}, async (workflowId) => {
+      await env().sleep(30_000);
+      sim.addKey(DEMO_ACCOUNT_ID, `${DEMO_KEY_ID}-again`, DEMO_API_KEY);
       await env().client.workflow.getHandle(workflowId).signal(rowResumeSignal);
     });
     expect(result.state).toBe('succeeded');

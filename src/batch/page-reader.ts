@@ -2,9 +2,9 @@ import { type ColumnIndex, indexColumns, parseHeader } from './header';
 import { IdTable } from './id-table';
 import { type BatchProblem, BatchFileError, ProblemCode, ProblemCollector } from './problems';
 import { type ScanLimits, type ScannedRecord, scanRecords } from './scan';
-import { type BatchRow, validateRow } from './schema';
+import type { BatchRow } from './schema';
 import { type FileFingerprint, inspectSource } from './source';
-import { badUtf8Problem } from './validate';
+import { badUtf8Problem, checkRecord } from './validate';
 
 /**
  * Where the next page starts. Plain JSON data: it travels through workflow history. The header is read once,
@@ -129,36 +129,19 @@ export async function readBatchPage(
       return headerFailed;
     }
     rowsInPage += 1;
-    const result = validateRow({
-      cells: record.cells,
-      line: record.line,
-      rowNumber: state.rowsBefore + rowsInPage,
-      width: state.header.length,
-      index,
-      defaultModel: options.defaultModel,
-    });
-    const rowId = result.ok ? result.row.rowId : result.rowId;
-    let valid = result.ok;
-    if (record.badUtf8Line !== undefined) {
-      valid = false;
-      collector.add(badUtf8Problem(record, rowId, state.header));
-    }
-    if (!result.ok) result.problems.forEach((p) => collector.add(p));
-    if (rowId !== undefined) {
-      const firstLine = ids.add(rowId, record.line);
-      if (firstLine !== undefined) {
-        valid = false;
-        collector.add({
-          code: ProblemCode.DuplicateId,
-          line: record.line,
-          field: 'id',
-          rowId,
-          firstLine,
-          message: `row id "${rowId}" is already used by the row on line ${firstLine}`,
-        });
-      }
-    }
-    if (valid && result.ok) rows.push(result.row);
+    const row = checkRecord(
+      record,
+      {
+        rowNumber: state.rowsBefore + rowsInPage,
+        width: state.header.length,
+        index,
+        columns: state.header,
+        defaultModel: options.defaultModel,
+      },
+      ids,
+      collector,
+    );
+    if (row) rows.push(row);
     else invalidRows += 1;
     return rowsInPage >= maxRows || record.endOffset - start >= maxBytes;
   };

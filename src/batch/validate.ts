@@ -2,7 +2,7 @@ import { type ColumnIndex, parseHeader } from './header';
 import { IdTable } from './id-table';
 import { type BatchProblem, ProblemCode, ProblemCollector } from './problems';
 import { type ScanLimits, type ScannedRecord, scanRecords } from './scan';
-import { validateRow } from './schema';
+import { type BatchRow, validateRow } from './schema';
 import { inspectSource } from './source';
 
 export interface ValidateOptions extends ScanLimits {
@@ -106,38 +106,21 @@ export async function validateBatchFile(path: string, options: ValidateOptions =
         return false;
       }
       report.rows += 1;
-      const result = validateRow({
-        cells: record.cells,
-        line: record.line,
-        rowNumber: report.rows,
-        width: header.width,
-        index: header.index,
-        defaultModel: options.defaultModel,
-      });
-      const rowId = result.ok ? result.row.rowId : result.rowId;
-      let valid = result.ok;
-      if (record.badUtf8Line !== undefined) {
-        valid = false;
-        collector.add(badUtf8Problem(record, rowId, report.columns ?? []));
-      }
-      if (!result.ok) result.problems.forEach((p) => collector.add(p));
-      if (rowId !== undefined) {
-        const firstLine = ids.add(rowId, record.line);
-        if (firstLine !== undefined) {
-          valid = false;
-          collector.add({
-            code: ProblemCode.DuplicateId,
-            line: record.line,
-            field: 'id',
-            rowId,
-            firstLine,
-            message: `row id "${rowId}" is already used by the row on line ${firstLine}`,
-          });
-        }
-      }
-      if (valid && result.ok) {
+      const row = checkRecord(
+        record,
+        {
+          rowNumber: report.rows,
+          width: header.width,
+          index: header.index,
+          columns: report.columns ?? [],
+          defaultModel: options.defaultModel,
+        },
+        ids,
+        collector,
+      );
+      if (row) {
         report.validRows += 1;
-        const { model, num_images: images = 1 } = result.row.request;
+        const { model, num_images: images = 1 } = row.request;
         let usage = models.get(model);
         if (usage === undefined && models.size < maxModels) models.set(model, (usage = { rows: 0, images: 0 }));
         usage ??= report.otherModels;
@@ -199,4 +182,58 @@ export function badUtf8Problem(
     ...(rowId === undefined ? {} : { rowId }),
     message: `line ${line} has bytes that are not UTF-8; save the file as UTF-8`,
   };
+}
+
+/** Where a data record sits and how to read it, for {@link checkRecord}. */
+export interface RecordContext {
+  /** 1-based data-row number (for `row-<n>` ids). */
+  rowNumber: number;
+  width: number;
+  index: ColumnIndex;
+  /** Header columns, for messages. */
+  columns: readonly string[];
+  defaultModel: string | undefined;
+}
+
+/**
+ * Checks one data record — its cells, its bytes and whether its id was seen before — reporting every problem to
+ * `collector`. Returns the row when it is valid. The validator and the page reader share it, so a file is judged
+ * the same way whole or page by page.
+ */
+export function checkRecord(
+  record: ScannedRecord,
+  context: RecordContext,
+  ids: IdTable,
+  collector: ProblemCollector,
+): BatchRow | undefined {
+  const result = validateRow({
+    cells: record.cells,
+    line: record.line,
+    rowNumber: context.rowNumber,
+    width: context.width,
+    index: context.index,
+    defaultModel: context.defaultModel,
+  });
+  const rowId = result.ok ? result.row.rowId : result.rowId;
+  let valid = result.ok;
+  if (record.badUtf8Line !== undefined) {
+    valid = false;
+    collector.add(badUtf8Problem(record, rowId, [...context.columns]));
+  }
+  if (!result.ok) result.problems.forEach((p) => collector.add(p));
+  if (rowId !== undefined) {
+    const firstLine = ids.add(rowId, record.line);
+    if (firstLine !== undefined) {
+      valid = false;
+      collector.add({
+        code: ProblemCode.DuplicateId,
+        line: record.line,
+        field: 'id',
+        rowId,
+        firstLine,
+        message: `row id "${rowId}" is already used by the row on line ${firstLine}`,
+      });
+    }
+  }
+  return valid && result.ok ? result.row : undefined;
 }

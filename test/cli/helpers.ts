@@ -1,11 +1,12 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parse } from 'csv-parse/sync';
 import { REPO_ROOT, ensureDistIsFresh } from '../helpers/dist';
+import { WorkerProcess } from '../helpers/worker-process';
 
-export { REPO_ROOT, ensureDistIsFresh };
+export { REPO_ROOT, ensureDistIsFresh, WorkerProcess };
 
 /**
  * Helpers of the CLI tests: `node bin/imagebatch.js ...` as a user runs it (a child process with a bounded
@@ -13,7 +14,6 @@ export { REPO_ROOT, ensureDistIsFresh };
  */
 
 export const BIN = path.join(REPO_ROOT, 'bin', 'imagebatch.js');
-const LOG_TAIL = 32_768;
 
 /** The test process's environment without any imagebatch, Temporal or image-service setting. */
 export function baseEnv(extra: Record<string, string> = {}): Record<string, string> {
@@ -101,61 +101,6 @@ export async function cliJson<T>(args: readonly string[], options: CliOptions = 
     return JSON.parse(r.stdout) as T;
   } catch {
     throw new Error(`stdout is not JSON: ${describeRun(args, r)}`);
-  }
-}
-
-/** A worker child process (`node bin/imagebatch.js worker`), configured from its environment only. */
-export class WorkerProcess {
-  private log = '';
-  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-
-  private constructor(private readonly child: ChildProcess) {
-    this.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-    const keep = (chunk: Buffer) => {
-      this.log = (this.log + chunk.toString('utf8')).slice(-LOG_TAIL);
-    };
-    child.stdout?.on('data', keep);
-    child.stderr?.on('data', keep);
-  }
-
-  /** Starts `imagebatch worker` with exactly `env` and resolves once it polls its task queue. */
-  static async start(env: Record<string, string>, readyTimeoutMs = 60_000): Promise<WorkerProcess> {
-    const child = spawn(process.execPath, [BIN, 'worker'], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    const worker = new WorkerProcess(child);
-    try {
-      const deadline = Date.now() + readyTimeoutMs;
-      while (!/worker polling/.test(worker.log)) {
-        if (!worker.running) throw new Error(`the worker exited before it was ready:\n${worker.log}`);
-        if (Date.now() > deadline)
-          throw new Error(`the worker was not ready within ${readyTimeoutMs} ms:\n${worker.log}`);
-        await sleep(50);
-      }
-    } catch (err) {
-      await worker.stop(0);
-      throw err;
-    }
-    return worker;
-  }
-
-  /** What the worker wrote (the last 32 KiB of stdout and stderr). */
-  output(): string {
-    return this.log;
-  }
-
-  get running(): boolean {
-    return this.child.exitCode === null && this.child.signalCode === null;
-  }
-
-  /** SIGTERM, then SIGKILL after `graceMs`; resolves once the process has gone. */
-  async stop(graceMs = 5_000): Promise<void> {
-    if (!this.running) return;
-    this.child.kill(graceMs > 0 ? 'SIGTERM' : 'SIGKILL');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
-    try {
-      await this.exited;
-    } finally {
-      clearTimeout(timer);
-    }
   }
 }
 

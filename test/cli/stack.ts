@@ -41,14 +41,14 @@ export async function startStack(options: {
   try {
     [server, sim] = await Promise.all([DevServer.start({ uiPort: false }), startSimulator(options.simulator)]);
     const temporal = { TEMPORAL_ADDRESS: server.address, TEMPORAL_TASK_QUEUE: options.taskQueue ?? 'imagebatch-cli' };
-    worker = await WorkerProcess.start(
-      baseEnv({
+    worker = await WorkerProcess.start({
+      env: baseEnv({
         ...temporal,
         IMAGEGEN_BASE_URL: sim.baseUrl,
         IMAGEGEN_API_KEY: DEMO_API_KEY,
         IMAGEGEN_MIN_POLL_INTERVAL_MS: String(options.minPollIntervalMs),
       }),
-    );
+    });
     return { server, sim, worker, dir, cliEnv: baseEnv(temporal), stop };
   } catch (err) {
     await stop();

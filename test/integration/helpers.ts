@@ -1,108 +1,19 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
 import type { PromptResult } from '../../src/workflows';
 import { REPO_ROOT, ensureDistIsFresh } from '../helpers/dist';
+import { WorkerProcess } from '../helpers/worker-process';
 
-export { REPO_ROOT, ensureDistIsFresh };
+export { REPO_ROOT, ensureDistIsFresh, WorkerProcess };
 
 /**
  * Helpers of the dev-server integration tests: the worker as a child process (`node bin/imagebatch.js worker`),
  * batch files, a counting proxy in front of the simulator, and row look-ups.
  */
-
-const BIN = path.join(REPO_ROOT, 'bin', 'imagebatch.js');
-const LOG_TAIL = 65_536;
-
-/** A worker child process (`node bin/imagebatch.js worker`). */
-export class WorkerProcess {
-  private log = '';
-  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-
-  private constructor(private readonly child: ChildProcess) {
-    this.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-    const keep = (chunk: Buffer) => {
-      this.log = (this.log + chunk.toString('utf8')).slice(-LOG_TAIL);
-    };
-    child.stdout?.on('data', keep);
-    child.stderr?.on('data', keep);
-  }
-
-  /**
-   * Starts a worker with exactly these settings (the test's own IMAGEGEN_* and TEMPORAL_* variables are not
-   * inherited) and resolves once it polls.
-   */
-  static async start(options: {
-    env: Record<string, string>;
-    outputRoot: string;
-    readyTimeoutMs?: number;
-  }): Promise<WorkerProcess> {
-    const inherited = Object.fromEntries(
-      Object.entries(process.env).filter(
-        ([k]) => !k.startsWith('IMAGEGEN_') && !k.startsWith('TEMPORAL_') && !k.startsWith('IMAGEBATCH_'),
-      ),
-    );
-    const child = spawn(process.execPath, [BIN, 'worker', '--output-root', options.outputRoot], {
-      cwd: REPO_ROOT,
-      env: { ...inherited, ...options.env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const worker = new WorkerProcess(child);
-    try {
-      await worker.waitFor(/worker polling/, options.readyTimeoutMs ?? 60_000);
-    } catch (err) {
-      await worker.kill();
-      throw err;
-    }
-    return worker;
-  }
-
-  get pid(): number | undefined {
-    return this.child.pid;
-  }
-
-  /** The last lines the worker wrote (stdout and stderr). */
-  output(): string {
-    return this.log;
-  }
-
-  get running(): boolean {
-    return this.child.exitCode === null && this.child.signalCode === null;
-  }
-
-  private async waitFor(pattern: RegExp, timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!pattern.test(this.log)) {
-      if (!this.running) throw new Error(`the worker exited before it was ready:\n${this.log}`);
-      if (Date.now() > deadline) throw new Error(`the worker was not ready within ${timeoutMs} ms:\n${this.log}`);
-      await sleep(50);
-    }
-  }
-
-  /** SIGKILL, as a crash would; resolves once the process has gone. */
-  async kill(): Promise<void> {
-    if (!this.running) return;
-    this.child.kill('SIGKILL');
-    await this.exited;
-  }
-
-  /** SIGTERM (the worker finishes what it runs), then SIGKILL after `graceMs`. */
-  async stop(graceMs = 10_000): Promise<void> {
-    if (!this.running) return;
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
-    try {
-      await this.exited;
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-}
 
 /** Writes a batch file of `rows` distinct prompts (long enough never to be declined as generic) and ids. */
 export async function writeBatchCsv(file: string, rows: number): Promise<string[]> {

@@ -8,6 +8,8 @@ import { loadServiceConfig, type ServiceConfig } from '../config/service-config'
 import { createBatchFileActivities } from './batch-file';
 import { createScheduleActivities } from './schedule-activities';
 import { WorkflowNotFoundError } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { FailureType } from '../api/failure-types';
 import { rowDoneSignal } from '../workflows/definitions';
 import { createImageActivities } from './image-activities';
 import type { CollectCreationInput, CollectCreationResult } from './types';
@@ -94,7 +96,7 @@ export function createActivities(deps: ActivityDeps = {}) {
       return { reply: `pong: ${name}`, attempt: info.attempt, at: now() };
     },
     ...image,
-    ...(deps.temporalClient ? reportingCollect((input) => image.collectCreation(input), deps.temporalClient) : {}),
+    ...reportingCollect((input) => image.collectCreation(input), deps.temporalClient),
     ...createBatchFileActivities({ outputRoot }),
     ...createScheduleActivities({
       outputRoot,
@@ -110,11 +112,19 @@ export type Activities = ReturnType<typeof createActivities>;
  * collectCreation that also tells the batch a row succeeded (input.reportOnSuccess). Signalling again on a retry
  * is harmless: the batch counts a row once. A batch that has closed has nobody to tell.
  */
-function reportingCollect(collect: ImageActivities['collectCreation'], client: Client) {
+function reportingCollect(collect: ImageActivities['collectCreation'], client: Client | undefined) {
   return {
     async collectCreation(input: CollectCreationInput): Promise<CollectCreationResult> {
+      if (input.reportOnSuccess && !client) {
+        // Without a client the report could not be sent, and the batch would wait for the row forever.
+        throw ApplicationFailure.create({
+          type: FailureType.Config,
+          message: 'collectCreation must report to its batch, but the worker has no Temporal client',
+          nonRetryable: true,
+        });
+      }
       const res = await collect(input);
-      if (input.reportOnSuccess && res.poll.outcome === 'succeeded') {
+      if (client && input.reportOnSuccess && res.poll.outcome === 'succeeded') {
         const { parentWorkflowId, summary } = input.reportOnSuccess;
         try {
           await client.workflow.getHandle(parentWorkflowId).signal(rowDoneSignal, { ...summary, state: 'succeeded' });

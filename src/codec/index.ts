@@ -1,0 +1,5 @@
+/** Payload encryption for Temporal: an AES-256-GCM codec, its errors, and the converters that use it. */
+export { AesGcmPayloadCodec, ENCRYPTED_ENCODING, KEY_ID_METADATA, payloadKeyId } from './aes-gcm-codec';
+export { PayloadCodecError, PayloadCodecErrorCode } from './errors';
+export { clientDataConverter, failureConverterPath, payloadCodecFromEnv, workerDataConverter } from './data-converter';
+export { startCodecServer, type CodecServer, type CodecServerOptions } from './codec-server';

@@ -1,0 +1,125 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { loadClientConfig, type ClientConfigProfile } from '@temporalio/envconfig';
+import { ConfigError } from './service-config';
+
+/**
+ * Temporal connection profiles: the TOML client config file that the `temporal` CLI and every Temporal SDK read
+ * (`[profile.<name>]` with `address`, `namespace`, `api_key`, `[profile.<name>.tls]`, `[profile.<name>.grpc_meta]`).
+ * Parsing is `@temporalio/envconfig`'s; choosing the file and the profile, and every error message, are ours, so
+ * that a mistake names the variable or the file and never quotes a line of the file (it may hold an API key).
+ */
+
+/** Path of the config file. Unset: the standard location (see {@link defaultConfigFile}). */
+export const TEMPORAL_CONFIG_FILE_ENV = 'TEMPORAL_CONFIG_FILE';
+/** Name of the profile to use. Unset: `default`, when the file has one. */
+export const TEMPORAL_PROFILE_ENV = 'TEMPORAL_PROFILE';
+const DEFAULT_PROFILE = 'default';
+
+/** A profile read from a config file, and where it came from (for error messages). */
+export interface LoadedProfile {
+  /** The profile's name. */
+  name: string;
+  /** The file it was read from. */
+  file: string;
+  /** Its settings, as `@temporalio/envconfig` parses them (not yet validated). */
+  settings: ClientConfigProfile;
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/**
+ * The standard location of the config file, as Temporal's envconfig defines it: `temporalio/temporal.toml` under
+ * `$XDG_CONFIG_HOME` (or `~/.config`) on Linux, `~/Library/Application Support` on macOS, `%APPDATA%` on Windows.
+ */
+export function defaultConfigFile(env: Env, platform: NodeJS.Platform = process.platform): string | undefined {
+  const home = blankToUndefined(env.HOME);
+  let dir: string | undefined;
+  if (platform === 'win32') dir = blankToUndefined(env.APPDATA);
+  else if (platform === 'darwin') dir = home && path.join(home, 'Library', 'Application Support');
+  else {
+    const xdg = blankToUndefined(env.XDG_CONFIG_HOME);
+    // The XDG spec ignores a relative XDG_CONFIG_HOME; so does envconfig.
+    dir = xdg ? (path.isAbsolute(xdg) ? xdg : undefined) : home && path.join(home, '.config');
+  }
+  return dir && path.join(dir, 'temporalio', 'temporal.toml');
+}
+
+/**
+ * The profile that applies, or undefined when there is none: no config file at the standard location and none
+ * named, or a file without a `default` profile while `TEMPORAL_PROFILE` is unset. A file named by
+ * `TEMPORAL_CONFIG_FILE` must exist, and a profile named by `TEMPORAL_PROFILE` must be in it.
+ */
+export function loadTemporalProfile(env: Env): LoadedProfile | undefined {
+  const namedFile = blankToUndefined(env[TEMPORAL_CONFIG_FILE_ENV]);
+  const wanted = blankToUndefined(env[TEMPORAL_PROFILE_ENV]);
+  const file = namedFile ?? defaultConfigFile(env);
+  const text = file === undefined ? undefined : readConfigFile(file, namedFile !== undefined);
+  if (file === undefined || text === undefined) {
+    if (wanted) {
+      throw new ConfigError(
+        TEMPORAL_PROFILE_ENV,
+        `names profile "${wanted}", but there is no config file to read it from ` +
+          `(set ${TEMPORAL_CONFIG_FILE_ENV}${file ? `, or create ${file}` : ''})`,
+      );
+    }
+    return undefined;
+  }
+  const profiles = parseProfiles(text, file);
+  const name = wanted ?? DEFAULT_PROFILE;
+  const settings = profiles[name];
+  if (settings === undefined) {
+    if (!wanted) return undefined;
+    const names = Object.keys(profiles);
+    throw new ConfigError(
+      TEMPORAL_PROFILE_ENV,
+      `there is no profile "${wanted}" in ${file} (${names.length > 0 ? `profiles: ${names.join(', ')}` : 'it has no profiles'})`,
+    );
+  }
+  return { name, file, settings };
+}
+
+/** The file's text; undefined when a file at the standard location does not exist (it need not). */
+function readConfigFile(file: string, named: boolean): string | undefined {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? 'error';
+    if (!named && code === 'ENOENT') return undefined;
+    throw new ConfigError(
+      TEMPORAL_CONFIG_FILE_ENV,
+      named ? `cannot read ${file} (${code})` : `not set, and the config file ${file} cannot be read (${code})`,
+    );
+  }
+}
+
+function parseProfiles(text: string, file: string): Record<string, ClientConfigProfile> {
+  if (text.trim() === '') return {};
+  let profiles: unknown;
+  try {
+    profiles = loadClientConfig({ configSource: { data: text } }).profiles;
+  } catch (err) {
+    // envconfig fails this way on valid TOML without a `profile` table: a file with no profiles.
+    if (err instanceof TypeError) return {};
+    throw new ConfigError(file, `not a valid Temporal config file: ${describeParseError(err)}`);
+  }
+  for (const [name, profile] of Object.entries(profiles as Record<string, unknown>)) {
+    if (typeof profile !== 'object' || profile === null || Array.isArray(profile)) {
+      throw new ConfigError(file, `profile.${name} must be a table ([profile.${name}])`);
+    }
+  }
+  return profiles as Record<string, ClientConfigProfile>;
+}
+
+/**
+ * The parser's reason and position only: its message goes on to quote the offending lines, which may hold a key.
+ */
+function describeParseError(err: unknown): string {
+  const { message, line, column } = err as { message?: unknown; line?: unknown; column?: unknown };
+  const reason = (typeof message === 'string' ? message.split('\n')[0] : undefined) || 'unreadable';
+  return typeof line === 'number' && typeof column === 'number' ? `${reason} (line ${line}, column ${column})` : reason;
+}
+
+function blankToUndefined(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === '' ? undefined : value.trim();
+}

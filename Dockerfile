@@ -1,0 +1,40 @@
+# syntax=docker/dockerfile:1
+# The imagebatch image: `worker` by default; `simulator`, `run`, `status` ... with the same image (docker-compose.yml).
+#
+#   docker build -t imagebatch .
+#
+# Two stages. `build` installs every dependency and compiles src/ to dist/ with `npm run build`; `runtime` holds
+# only the production dependencies, dist/, bin/ and the example batch, and runs as the unprivileged `node` user.
+# scripts/check-artifact.mjs repeats these steps outside Docker (it reads the COPY and RUN lines below) and runs
+# the result, so keep to COPY lines with plain paths and to npm in RUN lines.
+#
+# `npm install` rather than `npm ci`, as in scripts/setup.mjs: the lock file may lack other platforms' optional
+# native packages, which `npm ci` refuses; Linux needs only the linux-x64/arm64 ones, which the lock file has.
+
+ARG NODE_IMAGE=node:24.21.0-bookworm-slim
+
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm install --no-audit --no-fund --loglevel=error
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npm run build
+
+FROM ${NODE_IMAGE} AS runtime
+ENV NODE_ENV=production
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm install --omit=dev --no-audit --no-fund --loglevel=error && npm cache clean --force
+COPY bin ./bin
+COPY examples ./examples
+COPY --from=build /app/dist ./dist
+# The batch folder (a volume shared by the worker and the CLI) and the simulator's state, writable by `node` only.
+RUN mkdir -p /batches /var/lib/imagebatch && chown node:node /batches /var/lib/imagebatch
+USER node
+WORKDIR /batches
+# PID 1 should forward SIGTERM and reap children: run with `docker run --init` or compose's `init: true`.
+ENTRYPOINT ["node", "/app/bin/imagebatch.js"]
+CMD ["worker"]
+# Healthy when the Temporal server lists a poller of this container on the task queue (imagebatch healthcheck).
+HEALTHCHECK --interval=30s --timeout=20s --start-period=90s --retries=3 CMD ["node", "/app/bin/imagebatch.js", "healthcheck"]

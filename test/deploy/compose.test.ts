@@ -1,0 +1,245 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { assertApiKeyFormat } from '../../src/api/api-key';
+import { DEMO_API_KEY, simulatorConfigSchema } from '../../src/simulator/config';
+import { REPO_ROOT } from '../helpers/dist';
+
+/**
+ * docker-compose.yml and the Dockerfile, checked without a Docker engine (none runs on these machines):
+ * `docker-compose config` (Debian's docker-compose 1.29, installed by `node scripts/setup.mjs --compose`)
+ * validates the file against the Compose schema and resolves it; the tests then read the resolved services.
+ */
+
+interface Healthcheck {
+  test?: string[];
+  disable?: boolean;
+}
+interface Service {
+  image?: string;
+  build?: { context: string };
+  container_name?: string;
+  hostname?: string;
+  ports?: unknown[];
+  command?: string[];
+  environment?: Record<string, string>;
+  secrets?: { source: string; target?: string }[] | string[];
+  volumes?: string[];
+  depends_on?: Record<string, { condition: string }>;
+  healthcheck?: Healthcheck;
+  init?: boolean;
+  profiles?: string[];
+}
+interface ComposeConfig {
+  services: Record<string, Service>;
+  secrets?: Record<string, { file?: string }>;
+  volumes?: Record<string, unknown>;
+}
+
+const composeBinary = process.env.IMAGEBATCH_DOCKER_COMPOSE || 'docker-compose';
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'imagebatch-compose-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** Runs docker-compose in the repository with a clean environment (so no variable of this shell changes the file). */
+function compose(...args: string[]): string {
+  const res = spawnSync(composeBinary, ['-f', 'docker-compose.yml', ...args], {
+    cwd: REPO_ROOT,
+    encoding: 'utf8',
+    env: { PATH: process.env.PATH ?? '', HOME: scratch },
+    timeout: 60_000,
+  });
+  if (res.error && (res.error as NodeJS.ErrnoException).code === 'ENOENT') {
+    throw new Error(
+      `${composeBinary} is not installed, so docker-compose.yml cannot be validated. Install Debian's package ` +
+        '(`node scripts/setup.mjs --compose` does it as root; or `apt-get install docker-compose`), or set ' +
+        'IMAGEBATCH_DOCKER_COMPOSE to a docker-compose binary.',
+    );
+  }
+  if (res.error) throw res.error;
+  expect(res.stderr, `docker-compose ${args.join(' ')} failed`).not.toMatch(/invalid|error/i);
+  expect(res.status, `docker-compose ${args.join(' ')}:\n${res.stderr}`).toBe(0);
+  return res.stdout;
+}
+
+/** YAML to JSON with PyYAML, which Debian's docker-compose depends on (this project has no YAML parser). */
+function yamlToJson(yaml: string): unknown {
+  const res = spawnSync('python3', ['-c', 'import sys, json, yaml; json.dump(yaml.safe_load(sys.stdin), sys.stdout)'], {
+    input: yaml,
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  expect(res.status, `python3 could not read the YAML: ${res.stderr}`).toBe(0);
+  return JSON.parse(res.stdout);
+}
+
+/** The Dockerfile's instructions by stage, continuation lines joined, comments dropped. */
+function dockerfileStages(): { name: string; from: string; instructions: { op: string; args: string }[] }[] {
+  const text = readFileSync(path.join(REPO_ROOT, 'Dockerfile'), 'utf8').replace(/\\\n/g, ' ');
+  const args = new Map<string, string>();
+  const stages: { name: string; from: string; instructions: { op: string; args: string }[] }[] = [];
+  for (const line of text.split('\n')) {
+    const m = /^\s*([A-Z]+)\s+(.*)$/.exec(line);
+    if (!m || line.trim().startsWith('#')) continue;
+    const [, op = '', rest = ''] = m;
+    if (op === 'ARG' && stages.length === 0) {
+      const [k = '', v = ''] = rest.split('=');
+      args.set(k.trim(), v.trim());
+    } else if (op === 'FROM') {
+      const [image = '', , name = ''] = rest.split(/\s+/);
+      stages.push({ name, from: image.replace(/^\$\{(\w+)\}$/, (_, k: string) => args.get(k) ?? k), instructions: [] });
+    } else stages.at(-1)?.instructions.push({ op, args: rest.trim() });
+  }
+  return stages;
+}
+
+let resolved: ComposeConfig | undefined;
+/** The resolved file, read once; without docker-compose every test of it fails, saying how to install it. */
+function composeConfig(): ComposeConfig {
+  return (resolved ??= yamlToJson(compose('config')) as ComposeConfig);
+}
+
+const service = (name: string): Service => {
+  const s = composeConfig().services[name];
+  if (!s) throw new Error(`docker-compose.yml has no service ${name}`);
+  return s;
+};
+
+describe('docker-compose.yml (validated by docker-compose config)', { timeout: 90_000 }, () => {
+  it('has PostgreSQL, the Temporal server with its schema and namespace jobs, the UI, the simulator, worker and CLI', () => {
+    const expected = [
+      'postgresql',
+      'temporal-schema',
+      'temporal',
+      'temporal-namespace',
+      'temporal-ui',
+      'simulator',
+      'worker',
+      'cli',
+    ];
+    expect(Object.keys(composeConfig().services).sort()).toEqual([...expected].sort());
+    expect(compose('config', '--services').trim().split('\n').sort()).toEqual([...expected].sort());
+  });
+
+  it('pins every image by version (no latest, no bare major)', () => {
+    for (const [name, s] of Object.entries(composeConfig().services)) {
+      if (s.build) {
+        expect(s.build.context, name).toBe(REPO_ROOT);
+        continue;
+      }
+      expect(s.image, name).toMatch(/^[\w./-]+:\d+\.\d+(\.\d+)?(-[\w.]+)?$/);
+    }
+    expect(service('temporal').image).toBe('temporalio/server:1.31.0');
+    expect(service('temporal-schema').image).toBe(service('temporal-namespace').image);
+  });
+
+  it('health checks on postgres, temporal, the UI, the simulator and the worker; start-up waits on them', () => {
+    for (const name of ['postgresql', 'temporal', 'temporal-ui', 'simulator', 'worker']) {
+      const test = service(name).healthcheck?.test ?? [];
+      expect(test.length, name).toBeGreaterThan(1);
+      expect(test[0], name).toMatch(/^CMD(-SHELL)?$/);
+    }
+    expect(service('worker').healthcheck?.test).toEqual(['CMD', 'node', '/app/bin/imagebatch.js', 'healthcheck']);
+    const waits = (name: string) =>
+      Object.fromEntries(Object.entries(service(name).depends_on ?? {}).map(([k, v]) => [k, v.condition]));
+    expect(waits('temporal-schema')).toEqual({ postgresql: 'service_healthy' });
+    expect(waits('temporal')).toEqual({ 'temporal-schema': 'service_completed_successfully' });
+    expect(waits('temporal-namespace')).toEqual({ temporal: 'service_healthy' });
+    expect(waits('temporal-ui')).toEqual({ temporal: 'service_healthy' });
+    expect(waits('worker')).toEqual({
+      'temporal-namespace': 'service_completed_successfully',
+      simulator: 'service_healthy',
+    });
+  });
+
+  it('the worker scales (--scale worker=N): no container name, host name or host port', () => {
+    const worker = service('worker');
+    expect(worker.container_name).toBeUndefined();
+    expect(worker.hostname).toBeUndefined();
+    expect(worker.ports).toBeUndefined();
+    expect(worker.command).toEqual(['worker']);
+    expect(worker.init).toBe(true);
+    expect(worker.environment).toMatchObject({ TEMPORAL_ADDRESS: 'temporal:7233', TEMPORAL_TASK_QUEUE: 'imagebatch' });
+  });
+
+  it('the image service key reaches the worker only, as a secret file, never as a variable', () => {
+    const secretFile = composeConfig().secrets?.imagegen_api_key?.file;
+    expect(secretFile).toBe(path.join(REPO_ROOT, 'deploy', 'secrets', 'simulator-api-key'));
+    const worker = service('worker');
+    expect((worker.secrets ?? []).map((s) => (typeof s === 'string' ? s : s.source))).toEqual(['imagegen_api_key']);
+    expect(worker.environment?.IMAGEGEN_API_KEY_FILE).toBe('/run/secrets/imagegen_api_key');
+    for (const [name, s] of Object.entries(composeConfig().services)) {
+      expect(Object.keys(s.environment ?? {}), name).not.toContain('IMAGEGEN_API_KEY');
+      if (name !== 'worker') expect(s.secrets, name).toBeUndefined();
+    }
+    // The default secret is the simulator's demo key, in the format the worker checks at start.
+    const key = readFileSync(secretFile!, 'utf8').replace(/\n$/, '');
+    expect(key).toBe(DEMO_API_KEY);
+    expect(() => assertApiKeyFormat(key)).not.toThrow();
+  });
+
+  it('the batch folder is one named volume mounted at the same path in the worker and the CLI', () => {
+    expect(Object.keys(composeConfig().volumes ?? {})).toContain('batches');
+    expect(service('worker').volumes).toContain('batches:/batches:rw');
+    expect(service('cli').volumes).toContain('batches:/batches:rw');
+    expect(service('cli').profiles).toEqual(['cli']);
+    expect(service('cli').secrets).toBeUndefined();
+  });
+
+  it("the simulator listens on its service name and ports, where the worker's base URL points", () => {
+    const mounted = (service('simulator').volumes ?? []).find((v) => v.endsWith(':/etc/imagebatch/simulator.json:ro'));
+    expect(mounted).toBeDefined();
+    const simConfig = simulatorConfigSchema.parse(JSON.parse(readFileSync(mounted!.split(':')[0]!, 'utf8')));
+    expect(simConfig.host).toBe('simulator');
+    const baseUrl = new URL(service('worker').environment?.IMAGEGEN_BASE_URL ?? '');
+    expect([baseUrl.hostname, Number(baseUrl.port)]).toEqual(['simulator', simConfig.port]);
+    expect(simConfig.stateFile?.startsWith('/var/lib/imagebatch/')).toBe(true);
+    expect(service('simulator').volumes).toContain('simulator-state:/var/lib/imagebatch:rw');
+    expect(service('simulator').healthcheck?.test?.join(' ')).toContain(`http://simulator:${simConfig.port}/`);
+  });
+});
+
+describe('Dockerfile', () => {
+  const stages = dockerfileStages();
+  const runtime = stages.at(-1)!;
+  const ops = (op: string) => runtime.instructions.filter((i) => i.op === op).map((i) => i.args);
+
+  it('is multi-stage on a pinned Node image', () => {
+    expect(stages.map((s) => s.name)).toEqual(['build', 'runtime']);
+    for (const s of stages) expect(s.from).toMatch(/^node:\d+\.\d+\.\d+-bookworm-slim$/);
+  });
+
+  it('runs as the unprivileged node user, with a health check and the CLI as entry point', () => {
+    expect(ops('USER')).toEqual(['node']);
+    const userAt = runtime.instructions.findIndex((i) => i.op === 'USER');
+    const lastRunAt = runtime.instructions.map((i) => i.op).lastIndexOf('RUN');
+    expect(userAt).toBeGreaterThan(lastRunAt);
+    expect(ops('ENTRYPOINT')).toEqual(['["node", "/app/bin/imagebatch.js"]']);
+    expect(ops('CMD')).toEqual(['["worker"]']);
+    expect(ops('HEALTHCHECK')).toHaveLength(1);
+    expect(ops('HEALTHCHECK')[0]).toContain('"/app/bin/imagebatch.js", "healthcheck"');
+  });
+
+  it('the runtime stage has production dependencies only and takes only dist/ from the build', () => {
+    expect(ops('RUN').filter((r) => r.startsWith('npm install'))).toEqual([
+      expect.stringContaining('--omit=dev') as string,
+    ]);
+    const copies = ops('COPY');
+    expect(copies.filter((c) => c.startsWith('--from='))).toEqual(['--from=build /app/dist ./dist']);
+    expect(copies.some((c) => /\b(src|node_modules|test)\b/.test(c))).toBe(false);
+  });
+
+  it('.dockerignore lets in only what the Dockerfile copies', () => {
+    const ignore = readFileSync(path.join(REPO_ROOT, '.dockerignore'), 'utf8')
+      .split('\n')
+      .filter((l) => l.trim() && !l.startsWith('#'));
+    expect(ignore[0]).toBe('*');
+    const allowed = ignore.slice(1).map((l) => l.replace(/^!/, '').replace(/\/$/, ''));
+    const copied = stages
+      .flatMap((s) => s.instructions.filter((i) => i.op === 'COPY' && !i.args.startsWith('--from=')))
+      .flatMap((i) => i.args.split(/\s+/).slice(0, -1));
+    expect(allowed.sort()).toEqual([...new Set(copied)].sort());
+    for (const p of allowed) expect(existsSync(path.join(REPO_ROOT, p)), p).toBe(true);
+  });
+});

@@ -14,7 +14,8 @@ const LINE_BLANK = 2;
  * invalid bytes with U+FFFD silently. Physical lines do not depend on quoting (a line ends at LF, CRLF or a
  * lone CR, exactly the record delimiters the parser is given), so this stage stays a simple byte loop.
  *
- * Memory: it keeps the start offsets of lines that no query has passed yet. Queries come for every record, and
+ * Memory: it keeps the start offsets of lines that no query has passed yet. Queries come for every record, the
+ * scanner calls `forgetBefore` after each chunk the parser ends between records (blank lines make no record), and
  * this stage runs at most a few stream chunks ahead of the parser, so the window is bounded by the chunk size
  * plus the largest record (`maxRecordBytes`).
  */
@@ -133,7 +134,9 @@ export class LineIndex extends Transform {
   /** Index into `starts` of the line holding absolute byte `offset`; moves forward only. */
   private seek(offset: number): number {
     while (this.head + 1 < this.starts.length && this.starts[this.head + 1]! <= offset) this.head += 1;
-    if (this.head > 4096) {
+    // Compacts once the forgotten lines are at least half the arrays: amortised constant time per line, even
+    // when this stage runs a few chunks (hundreds of thousands of short lines) ahead of the queries.
+    if (this.head > 4096 && this.head * 2 >= this.starts.length) {
       this.starts.splice(0, this.head);
       this.kinds.splice(0, this.head);
       this.firstLine += this.head;
@@ -148,6 +151,17 @@ export class LineIndex extends Transform {
    */
   lineOf(offset: number): number {
     return this.firstLine + this.seek(offset);
+  }
+
+  /**
+   * Forgets the lines before the one holding byte `offset - 1`. The scanner calls it when the parser has consumed
+   * everything before `offset` and holds no partial record: every line before is then part of a record already
+   * asked about, or blank. Why: the parser skips blank lines without a record, hence without a query, so a file of
+   * 50 MB of line breaks would otherwise keep 50 million line starts here (gigabytes). After this, `lineOf` must
+   * not be asked about an offset below `offset`; `recordLineFrom` may be, since it skips blank lines forward.
+   */
+  forgetBefore(offset: number): void {
+    if (offset > this.starts[0]!) this.seek(offset - 1);
   }
 
   /**

@@ -25,7 +25,7 @@ export interface ScanLimits {
    */
   maxRecordBytes?: number;
   /**
-   * Most fields of one record held while parsing (checked after each 64 KiB chunk, see `guardFieldCount`).
+   * Most fields of one record held while parsing (checked after each 64 KiB chunk, see `watchChunks`).
    * More stops the scan with `csv.too_many_fields`. A complete record with more fields than the header is
    * reported as a ragged row.
    * @default 256
@@ -73,25 +73,44 @@ class TooManyFields extends Error {
   }
 }
 
-/** The parts of csv-parse's parser that the field guard reads (public on `Parser` "for backward compatibility"). */
+/** The parts of csv-parse's parser that the chunk hook reads (public on `Parser` "for backward compatibility"). */
 interface ParserInternals {
-  state?: { record?: unknown[] };
+  state?: {
+    record?: unknown[];
+    field?: { length: number };
+    quoting?: boolean;
+    wasQuoting?: boolean;
+    /** Bytes consumed before the part of the input the parser still holds back (a possible CRLF, a quote). */
+    bufBytesStart?: number;
+  };
   info: { bytes: number };
 }
 
 /**
- * csv-parse does not count delimiters towards `max_record_size`, so a line of a million commas would grow one
- * record array without bound. After each chunk (64 KiB) is parsed, a record still in progress with more than
- * `maxFields` fields stops the scan: memory stays under `maxFields` + one chunk's worth of fields. (csv-parse's
- * `cast` hook could count per field, but it builds three info objects per field and tripled the run time.)
+ * Runs after each chunk (64 KiB) is parsed, for two bounds on memory that csv-parse does not give.
+ *
+ * Fields: csv-parse does not count delimiters towards `max_record_size`, so a line of a million commas would grow
+ * one record array without bound. A record still in progress with more than `maxFields` fields stops the scan:
+ * memory stays under `maxFields` + one chunk's worth of fields. (csv-parse's `cast` hook could count per field,
+ * but it builds three info objects per field and tripled the run time.)
+ *
+ * Blank lines: when no record is in progress, `onIdle` gets the bytes consumed so far, so the line index can
+ * forget the blank lines the parser skipped (see `LineIndex.forgetBefore`).
  */
-function guardFieldCount(parser: Transform, maxFields: number): void {
+function watchChunks(parser: Transform, maxFields: number, onIdle: (consumed: number) => void): void {
   const internals = parser as unknown as ParserInternals;
   const transform = parser._transform.bind(parser);
   parser._transform = (chunk: Buffer, encoding: BufferEncoding, callback: TransformCallback) => {
     transform(chunk, encoding, (err?: Error | null) => {
-      const fields = internals.state?.record?.length ?? 0;
-      callback(err ?? (fields > maxFields ? new TooManyFields(internals.info.bytes) : undefined));
+      const state = internals.state;
+      const fields = state?.record?.length ?? 0;
+      if (fields > maxFields) {
+        callback(err ?? new TooManyFields(internals.info.bytes));
+        return;
+      }
+      const idle = fields === 0 && state?.field?.length === 0 && !state.quoting && !state.wasQuoting;
+      if (!err && idle && typeof state.bufBytesStart === 'number') onIdle(state.bufBytesStart);
+      callback(err);
     });
   };
 }
@@ -196,7 +215,7 @@ export async function scanRecords(input: ScanInput): Promise<ScanResult> {
     },
   });
 
-  guardFieldCount(parser, maxFields);
+  watchChunks(parser, maxFields, (consumed) => index.forgetBefore(base + consumed));
 
   try {
     await pipeline(

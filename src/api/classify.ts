@@ -98,6 +98,17 @@ const REPLAY_HEADERS = [
   'x-idempotency-replayed',
 ];
 
+/**
+ * Bounds on the text and lists an outcome copies from a body. Outcomes travel into workflow history (failure
+ * details, row results), so a hostile or broken body of a megabyte must not become a megabyte of history.
+ */
+export const OutcomeLimit = {
+  /** Characters of one text copied from a body: a message, a code, a status, a field error. */
+  text: 500,
+  /** Field errors kept from a 400's `details.errors`. */
+  fieldErrors: 20,
+} as const;
+
 export function classifyResponse(input: ClassifyInput): Outcome {
   const { kind, status } = input;
   if (status === undefined) {
@@ -110,8 +121,8 @@ export function classifyResponse(input: ClassifyInput): Outcome {
   const json = parseJson(input.body);
   const envelope = ErrorEnvelope.safeParse(json);
   const err = envelope.success ? envelope.data.error : undefined;
-  const code = err?.code ?? `HTTP_${status}`;
-  const message = err?.message ?? describeBody(status, input.body);
+  const code = clip(err?.code ?? `HTTP_${status}`);
+  const message = clip(err?.message ?? describeBody(status, input.body));
   const retryAfterMs = () =>
     retryAfterOr(headerOf(input.headers, 'retry-after'), input.nowMs, input.defaultRetryAfterMs);
 
@@ -125,8 +136,8 @@ export function classifyResponse(input: ClassifyInput): Outcome {
       code,
       message,
       retryAfterMs: retryAfterMs(),
-      ...(typeof d.scope === 'string' ? { scope: d.scope } : {}),
-      ...(typeof d.reason === 'string' ? { reason: d.reason } : {}),
+      ...(typeof d.scope === 'string' ? { scope: clip(d.scope) } : {}),
+      ...(typeof d.reason === 'string' ? { reason: clip(d.reason) } : {}),
     };
   }
 
@@ -165,7 +176,7 @@ function classifySubmit(
     return {
       kind: 'accepted',
       creationId: record.id,
-      status: record.status ?? 'accepted',
+      status: clip(record.status ?? 'accepted'),
       ...(record.cost_usd === undefined ? {} : { costUsd: record.cost_usd }),
       ...(replayed === undefined ? {} : { replayed }),
     };
@@ -218,14 +229,21 @@ function classifyPoll(
         lastError: `HTTP ${status} without a creation status: ${describeBody(status, input.body)}`,
       };
     }
-    const statusName = record.status;
+    const statusName = clip(record.status);
     const normal = statusName.trim().toLowerCase();
     const cost = record.cost_usd === undefined ? {} : { costUsd: record.cost_usd };
     if (normal === FAILED_STATUS) {
-      const error = record.error ?? '';
+      // The contract's error is a string; another type is kept as its JSON text rather than hiding the status.
+      const error = record.error === undefined || record.error === null ? '' : text(record.error);
       return {
         kind: 'ended',
-        result: { outcome: 'failed', status: statusName, ...cost, error, retryable: isRetryableFailureMessage(error) },
+        result: {
+          outcome: 'failed',
+          status: statusName,
+          ...cost,
+          error,
+          retryable: isRetryableFailureMessage(error),
+        },
       };
     }
     if (input.successStatuses.some((s) => s.toLowerCase() === normal)) {
@@ -265,7 +283,7 @@ function authStop(status: number, json: unknown, err: EnvelopeError): BatchStopD
   if (detail !== undefined && known.includes(detail)) reason = detail as BatchStopReason;
   else if (status === 403) reason = BatchStopReason.AccountDisabled;
   else reason = BatchStopReason.ApiKeyInvalid;
-  const message = detail ?? err?.message ?? err?.code ?? `HTTP ${status}`;
+  const message = clip(detail ?? err?.message ?? err?.code ?? `HTTP ${status}`);
   return { reason, httpStatus: status, message };
 }
 
@@ -275,14 +293,15 @@ function paymentStop(err: EnvelopeError): BatchStopDetails {
   const out: BatchStopDetails = {
     reason: monthly ? BatchStopReason.MonthlyBudgetExceeded : BatchStopReason.InsufficientBalance,
     httpStatus: 402,
-    message: err?.message ?? (monthly ? 'monthly budget exceeded' : 'insufficient balance'),
+    message: clip(err?.message ?? (monthly ? 'monthly budget exceeded' : 'insufficient balance')),
   };
   const required = numberOf(d.required ?? d.required_usd ?? d.amount ?? d.amount_usd);
   if (required !== undefined) out.requiredUsd = required;
   const balance = numberOf(d.balance ?? d.balance_usd);
   if (balance !== undefined) out.balanceUsd = balance;
   const url = typeof d.top_up_url === 'string' ? d.top_up_url : firstMatching(d, /url|link|top_?up/i, 'string');
-  if (typeof url === 'string') out.topUpUrl = url;
+  // A URL cut short would be a wrong link: one longer than any real top-up page is left out.
+  if (typeof url === 'string' && url.length <= OutcomeLimit.text) out.topUpUrl = url;
   const cap = numberOf(d.monthly_cap_usd ?? firstMatching(d, /cap|budget|limit/i, 'number'));
   if (cap !== undefined) out.monthlyCapUsd = cap;
   return out;
@@ -291,18 +310,36 @@ function paymentStop(err: EnvelopeError): BatchStopDetails {
 function fieldErrorsOf(details: unknown): RejectedDetails['fieldErrors'] {
   const errors = asRecord(details).errors;
   if (!Array.isArray(errors)) return [];
-  return (errors as unknown[]).map((e) => {
-    if (typeof e === 'string') return { field: '', message: e };
+  return (errors as unknown[]).slice(0, OutcomeLimit.fieldErrors).map((e) => {
+    if (typeof e === 'string') return { field: '', message: clip(e) };
     const r = asRecord(e);
     const field = r.field ?? r.loc ?? r.path ?? r.name ?? '';
     const msg = r.message ?? r.msg ?? r.detail ?? e;
-    return { field: Array.isArray(field) ? field.map(text).join('.') : text(field), message: text(msg) };
+    const path = Array.isArray(field) ? clip(field.slice(0, 32).map(text).join('.')) : text(field);
+    return { field: path, message: text(msg) };
   });
 }
 
-/** A value as text: strings as they are, anything else as JSON. */
+/**
+ * A value as short text: strings as they are, anything else as JSON; clipped. A value nested too deeply for
+ * `JSON.stringify` (which recurses: 100,000 nested arrays overflow the stack) is described, not thrown.
+ */
 function text(v: unknown): string {
-  return typeof v === 'string' ? v : (JSON.stringify(v) ?? '');
+  if (typeof v === 'string') return clip(v);
+  try {
+    return clip(JSON.stringify(v) ?? '');
+  } catch {
+    return Array.isArray(v) ? '[nested too deeply]' : '{nested too deeply}';
+  }
+}
+
+/** Text from a body, cut to {@link OutcomeLimit.text} characters (not inside a surrogate pair). */
+function clip(s: string): string {
+  if (s.length <= OutcomeLimit.text) return s;
+  let end = OutcomeLimit.text - 3;
+  const last = s.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end -= 1;
+  return `${s.slice(0, end)}...`;
 }
 
 function firstMatching(d: Record<string, unknown>, re: RegExp, type: 'string' | 'number'): unknown {

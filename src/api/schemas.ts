@@ -35,11 +35,21 @@ const ImageRefSchema = z.looseObject({
   height: z.number().optional().catch(undefined),
 });
 
-/** A creation record; only `id` (on submit) and `status` (on poll) are relied upon. */
+/** The longest creation id taken as one: a longer one would go into every poll URL and into workflow history. */
+export const MAX_CREATION_ID_LENGTH = 1024;
+
+/**
+ * A creation record; only `id` (on submit) and `status` (on poll) are relied upon. Each field is read on its own
+ * (`catch`): one field of a wrong type leaves it unset instead of hiding the others, so a 202 with a numeric
+ * `status` still gives its id. `error` is the service's text for a failed creation, of any type.
+ */
 export const CreationRecord = z.looseObject({
-  id: z.union([z.string().min(1), z.number().transform(String)]).optional(),
-  status: z.string().optional(),
-  error: z.string().nullish(),
+  id: z
+    .union([z.string().min(1).max(MAX_CREATION_ID_LENGTH), z.number().transform(String)])
+    .optional()
+    .catch(undefined),
+  status: z.string().optional().catch(undefined),
+  error: z.unknown().optional(),
   cost_usd: usd.optional().catch(undefined),
   images: z.array(z.unknown()).optional().catch(undefined),
 });

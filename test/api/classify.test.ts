@@ -8,7 +8,8 @@ import {
 } from '../../src/api/classify';
 import { DEFAULT_SUCCESS_STATUSES, ErrorCode, FailureMessage, HTTP_STATUS_OF } from '../../src/api/contract';
 import { BatchStopReason, FailureType } from '../../src/api/failure-types';
-import { parseRetryAfter } from '../../src/api/retry-after';
+import { RequestTimeoutError } from '../../src/api/http';
+import { MAX_RETRY_AFTER_MS, parseRetryAfter } from '../../src/api/retry-after';
 
 const NOW = Date.parse('2026-11-21T10:00:00Z');
 
@@ -39,6 +40,12 @@ describe('Retry-After', () => {
     expect(parseRetryAfter('0.5', NOW)).toBe(500);
     expect(parseRetryAfter('Sat, 21 Nov 2026 10:00:07 GMT', NOW)).toBe(7000);
     expect(parseRetryAfter(['2', '9'], NOW)).toBe(2000);
+  });
+  it('caps a wait longer than an hour at an hour, in either form', () => {
+    expect(parseRetryAfter('7200', NOW)).toBe(MAX_RETRY_AFTER_MS);
+    expect(parseRetryAfter('9'.repeat(400), NOW)).toBe(MAX_RETRY_AFTER_MS);
+    expect(parseRetryAfter('Fri, 31 Dec 9999 23:59:59 GMT', NOW)).toBe(MAX_RETRY_AFTER_MS);
+    expect(parseRetryAfter('3600', NOW)).toBe(3_600_000);
   });
   it('gives 0 for a date in the past and undefined for garbage or nothing', () => {
     expect(parseRetryAfter('Sat, 21 Nov 2026 09:00:00 GMT', NOW)).toBe(0);
@@ -254,6 +261,44 @@ describe('classifyResponse: submission', () => {
         defaultRetryAfterMs: 1000,
       }),
     ).toEqual({ kind: 'ambiguous', httpStatus: 202, lastError: 'HTTP 202: UND_ERR_BODY_TIMEOUT: Body Timeout Error' });
+  });
+
+  it('reads each field of a creation on its own: a wrong type leaves that field out, not the others', () => {
+    expect(classify(RequestKind.Submit, 202, { id: 'cr_1', status: 7, cost_usd: {} })).toEqual({
+      kind: 'accepted',
+      creationId: 'cr_1',
+      status: 'accepted',
+    });
+    expect(classify(RequestKind.Poll, 200, { status: 'failed', error: { code: 'E', message: 'No image' } })).toEqual({
+      kind: 'ended',
+      result: { outcome: 'failed', status: 'failed', error: '{"code":"E","message":"No image"}', retryable: false },
+    });
+    // An id longer than any real one is not taken as one: the same key will ask again.
+    expect(classify(RequestKind.Submit, 202, { id: 'x'.repeat(1025) })).toMatchObject({ kind: 'ambiguous' });
+  });
+
+  it('copies at most 500 characters of any text and 20 field errors from a body', () => {
+    const errors = Array.from({ length: 50 }, (_, i) => ({ field: `f${i}`, message: 'm'.repeat(10_000) }));
+    const out = classify(RequestKind.Submit, 400, envelope('E'.repeat(10_000), 'é'.repeat(10_000), { errors }));
+    if (out.kind !== 'rejected') throw new Error(out.kind);
+    expect([out.details.code.length, out.details.message.length]).toEqual([500, 500]);
+    expect(out.details.fieldErrors).toHaveLength(20);
+    expect(out.details.fieldErrors[0]).toEqual({ field: 'f0', message: `${'m'.repeat(497)}...` });
+  });
+
+  it('a request past its total deadline is ambiguous, before or after the headers (the same key goes again)', () => {
+    const timedOut = `REQUEST_TIMEOUT: ${new RequestTimeoutError(60_000).message}`;
+    const base = { nowMs: NOW, successStatuses: DEFAULT_SUCCESS_STATUSES, defaultRetryAfterMs: 1000 };
+    for (const kind of Object.values(RequestKind)) {
+      expect(classifyResponse({ kind, error: timedOut, ...base })).toEqual({ kind: 'ambiguous', lastError: timedOut });
+      expect(classifyResponse({ kind, status: 202, headers: {}, error: timedOut, ...base })).toEqual({
+        kind: 'ambiguous',
+        httpStatus: 202,
+        lastError: `HTTP 202: ${timedOut}`,
+      });
+    }
+    const failure = toApplicationFailure({ kind: 'ambiguous', lastError: timedOut }, 2000);
+    expect([failure.type, failure.nonRetryable]).toEqual([FailureType.Ambiguous, false]);
   });
 
   it('every documented error code has an outcome for a submission', () => {

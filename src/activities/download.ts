@@ -6,24 +6,33 @@ import { ApplicationFailure } from '@temporalio/common';
 import { request, type Dispatcher } from 'undici';
 import { retryAfterOr } from '../api/retry-after';
 import { FailureType, type DownloadFailedDetails } from '../api/failure-types';
-import { describeError } from '../api/http';
+import { abandon, declaredLength, describeError, requestTimeoutOf, startDeadline, type Deadline } from '../api/http';
 import type { DownloadedImage, DownloadImagesInput, ImageRef } from './types';
 
 /**
  * Image downloads: streamed to a temporary file beside the final one, hashed while streaming, then renamed
  * into place, with a sidecar `<name>.json` recording the checksum. An image whose sidecar and file agree is
  * not downloaded again. Requests carry no API key and no credentials of any kind; redirects are followed by
- * hand, a bounded number of times, with the same bare headers.
+ * hand, a bounded number of times, with the same bare headers. Each image has a size limit (declared or actual)
+ * and a total deadline covering its redirects and its body.
  */
 
 export interface DownloadOptions {
   dispatcher: Dispatcher;
   /** Folder that relative `outDir`s are resolved against. */
   outputRoot: string;
+  /** Largest image; a larger one (declared or streamed) fails the download, non-retryably. */
   maxBytes: number;
   maxRedirects: number;
   headersTimeoutMs: number;
+  /** Longest silence between two chunks of a body. */
   bodyTimeoutMs: number;
+  /**
+   * Total time for one image: every redirect and the whole body. Running out is a retryable failure.
+   * @default requestTimeoutOf(dispatcher): the configured `requestTimeoutMs` for a dispatcher made by
+   * `createDownloadDispatcher`, else 60000
+   */
+  requestTimeoutMs?: number;
   defaultRetryAfterMs: number;
   now: () => number;
   /** Called while streaming, at most every 256 KiB (the activity heartbeats). */
@@ -98,6 +107,22 @@ async function downloadOne(
   base: string,
   options: DownloadOptions,
 ): Promise<Sidecar> {
+  const deadline = startDeadline(options.requestTimeoutMs ?? requestTimeoutOf(options.dispatcher), options.signal);
+  try {
+    return await fetchTo(image, index, rowDir, base, options, deadline);
+  } finally {
+    deadline.clear();
+  }
+}
+
+async function fetchTo(
+  image: ImageRef,
+  index: number,
+  rowDir: string,
+  base: string,
+  options: DownloadOptions,
+  deadline: Deadline,
+): Promise<Sidecar> {
   const fail = (reason: string, retryable: boolean, extra: { httpStatus?: number; retryAfterMs?: number } = {}) => {
     const details: DownloadFailedDetails = {
       url: image.url,
@@ -126,15 +151,15 @@ async function downloadOne(
         headers: { accept: 'image/*', 'user-agent': 'imagebatch' },
         headersTimeout: options.headersTimeoutMs,
         bodyTimeout: options.bodyTimeoutMs,
-        ...(options.signal ? { signal: options.signal } : {}),
+        signal: deadline.signal,
       });
     } catch (err) {
       if (options.signal?.aborted) throw err;
-      throw fail(describeError(err), true);
+      throw fail(describeError(deadline.expired ? deadline.error : err), true);
     }
     const location = header(res.headers, 'location');
     if (res.statusCode >= 300 && res.statusCode < 400 && location !== undefined) {
-      await res.body.dump();
+      await discard(res);
       if (hop >= options.maxRedirects) throw fail(`more than ${options.maxRedirects} redirects`, false);
       url = new URL(location, url).toString();
       continue;
@@ -144,7 +169,7 @@ async function downloadOne(
 
   const status = res.statusCode;
   if (status !== 200) {
-    await res.body.dump();
+    await discard(res);
     const retryable = status === 429 || status === 408 || status >= 500;
     const retryAfterMs =
       status === 429 || status === 503
@@ -157,14 +182,14 @@ async function downloadOne(
   }
   const contentType = (header(res.headers, 'content-type') ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
   if (!contentType.startsWith('image/')) {
-    await res.body.dump();
+    await discard(res);
     throw fail(`content type ${JSON.stringify(contentType || '(none)')} is not an image`, false, {
       httpStatus: status,
     });
   }
-  const declared = Number(header(res.headers, 'content-length'));
-  if (Number.isFinite(declared) && declared > options.maxBytes) {
-    res.body.destroy();
+  const declared = declaredLength(res.headers);
+  if (declared !== undefined && declared > options.maxBytes) {
+    abandon(res.body);
     throw fail(`image of ${declared} bytes exceeds the limit of ${options.maxBytes} bytes`, false, {
       httpStatus: status,
     });
@@ -184,7 +209,7 @@ async function downloadOne(
         const buf = chunk as Buffer;
         bytes += buf.length;
         if (bytes > options.maxBytes) {
-          res.body.destroy();
+          abandon(res.body);
           throw fail(`image exceeds the limit of ${options.maxBytes} bytes`, false, { httpStatus: status });
         }
         hash.update(buf);
@@ -196,7 +221,8 @@ async function downloadOne(
       }
     } catch (err) {
       if (err instanceof ApplicationFailure || options.signal?.aborted) throw err;
-      throw fail(`download interrupted: ${describeError(err)}`, true, { httpStatus: status });
+      const why = describeError(deadline.expired ? deadline.error : err);
+      throw fail(`download interrupted: ${why}`, true, { httpStatus: status });
     } finally {
       await fh.close();
     }
@@ -227,6 +253,14 @@ export function safeSegment(value: string, what: string): string {
     });
   }
   return s;
+}
+
+/**
+ * Reads and drops a body that is not wanted (an error page, a redirect), so the connection can be reused; a body
+ * that fails or runs past the deadline meanwhile only loses the connection.
+ */
+async function discard(res: Dispatcher.ResponseData): Promise<void> {
+  await res.body.dump().catch(() => undefined);
 }
 
 async function sha256File(file: string): Promise<string> {

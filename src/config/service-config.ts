@@ -76,6 +76,14 @@ export interface ServiceConfig {
    */
   bodyTimeoutMs: number;
   /**
+   * Longest time one request may take from sending to the last byte of its body, and one image download (its
+   * redirects and its body): the body timeout only bounds the silence between two chunks, so a body that drips
+   * one byte at a time would otherwise never end. A submission that runs out of time is an unknown outcome
+   * (retried with the same key). `IMAGEGEN_REQUEST_TIMEOUT_MS`.
+   * @default 60000
+   */
+  requestTimeoutMs: number;
+  /**
    * Largest service (JSON) response body read; a larger one is aborted and treated as no answer.
    * `IMAGEGEN_MAX_RESPONSE_BYTES`.
    * @default 1048576
@@ -205,6 +213,7 @@ const SETTINGS = {
   connectTimeoutMs: ['IMAGEGEN_CONNECT_TIMEOUT_MS', int(1, 600_000), '10000'],
   headersTimeoutMs: ['IMAGEGEN_HEADERS_TIMEOUT_MS', int(1, 600_000), '30000'],
   bodyTimeoutMs: ['IMAGEGEN_BODY_TIMEOUT_MS', int(1, 600_000), '30000'],
+  requestTimeoutMs: ['IMAGEGEN_REQUEST_TIMEOUT_MS', int(1, 3_600_000), '60000'],
   maxResponseBytes: ['IMAGEGEN_MAX_RESPONSE_BYTES', int(1024), String(1024 * 1024)],
   maxDownloadBytes: ['IMAGEGEN_MAX_DOWNLOAD_BYTES', int(1), String(50 * 1024 * 1024)],
   downloadMaxRedirects: ['IMAGEGEN_DOWNLOAD_MAX_REDIRECTS', int(0, 20), '3'],

@@ -26,6 +26,7 @@ describe('loadServiceConfig', () => {
       connectTimeoutMs: 10_000,
       headersTimeoutMs: 30_000,
       bodyTimeoutMs: 30_000,
+      requestTimeoutMs: 60_000,
       maxResponseBytes: 1024 * 1024,
       maxDownloadBytes: 50 * 1024 * 1024,
       downloadMaxRedirects: 3,
@@ -50,6 +51,7 @@ describe('loadServiceConfig', () => {
       IMAGEGEN_IDEMPOTENCY_HEADER: 'X-Idem',
       IMAGEGEN_EMPTY_IS_DEFAULT: '',
       IMAGEGEN_HEADERS_TIMEOUT_MS: '',
+      IMAGEGEN_REQUEST_TIMEOUT_MS: '15000',
     });
     expect(c).toMatchObject({
       baseUrl: 'https://api.example.com/api/public/v1',
@@ -60,6 +62,7 @@ describe('loadServiceConfig', () => {
       maxAmbiguousTries: 3,
       idempotencyHeader: 'X-Idem',
       headersTimeoutMs: 30_000,
+      requestTimeoutMs: 15_000,
     });
     expect(Object.keys(SERVICE_CONFIG_ENV)).toHaveLength(Object.keys(c).length);
   });
@@ -77,6 +80,9 @@ describe('loadServiceConfig', () => {
     [{ IMAGEGEN_MIN_POLL_INTERVAL_MS: '2s' }, 'IMAGEGEN_MIN_POLL_INTERVAL_MS', 'whole number'],
     [{ IMAGEGEN_MAX_AMBIGUOUS_TRIES: '0' }, 'IMAGEGEN_MAX_AMBIGUOUS_TRIES', '>='],
     [{ IMAGEGEN_MAX_DOWNLOAD_BYTES: '-1' }, 'IMAGEGEN_MAX_DOWNLOAD_BYTES', 'whole number'],
+    [{ IMAGEGEN_REQUEST_TIMEOUT_MS: '0' }, 'IMAGEGEN_REQUEST_TIMEOUT_MS', '>='],
+    [{ IMAGEGEN_REQUEST_TIMEOUT_MS: '1m' }, 'IMAGEGEN_REQUEST_TIMEOUT_MS', 'whole number'],
+    [{ IMAGEGEN_REQUEST_TIMEOUT_MS: '3600001' }, 'IMAGEGEN_REQUEST_TIMEOUT_MS', '<='],
     [{ IMAGEGEN_BACKOFF_BASE_MS: '5000', IMAGEGEN_BACKOFF_MAX_MS: '1000' }, 'IMAGEGEN_BACKOFF_MAX_MS', 'at least'],
   ])('names the variable and the problem (%#)', (env, variable, problem) => {
     const err = errorOf(env);

@@ -1,6 +1,8 @@
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
+import { Context } from '@temporalio/activity';
 import { BatchFileError, readBatchPage } from '../batch';
+import { whileHeartbeating } from './heartbeat';
 import type { ReadBatchPageInput, ReadBatchPageResult } from './types';
 
 /** The failure type of a batch file that cannot be read (gone, unreadable, changed since the first page). */
@@ -12,10 +14,14 @@ export function createBatchFileActivities(deps: { outputRoot: string }) {
     async readBatchPage(input: ReadBatchPageInput): Promise<ReadBatchPageResult> {
       const file = path.resolve(deps.outputRoot, input.file);
       try {
-        const page = await readBatchPage(file, input.cursor, {
-          maxRows: input.maxRows,
-          ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
-        });
+        // Heartbeats while it reads: a file on a slow disk or share must not look like a dead worker.
+        const page = await whileHeartbeating(
+          Context.current(),
+          readBatchPage(file, input.cursor, {
+            maxRows: input.maxRows,
+            ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
+          }),
+        );
         // Problems stay out of the workflow's history (they can be many and long); `imagebatch validate` lists
         // them. The count is kept.
         return { rows: page.rows, invalidRows: page.invalidRows, nextCursor: page.nextCursor, done: page.done };

@@ -7,6 +7,7 @@ import type { ApiKeyProvider } from '../api/api-key';
 import { createDownloadDispatcher } from '../api/http';
 import type { ServiceConfig } from '../config/service-config';
 import { downloadImages } from './download';
+import { currentDetails, heartbeat, whileHeartbeating } from './heartbeat';
 import type {
   CollectCreationInput,
   CollectCreationResult,
@@ -22,6 +23,8 @@ import type {
 /**
  * The image-service activities. Each attempt sends at most one request to the service; every wait (Retry-After,
  * the poll interval, backoff after an unknown outcome) is the activity's next retry, through `nextRetryDelay`.
+ * While a request or a download is in flight the activity heartbeats (see heartbeat.ts), so that the short
+ * heartbeat timeouts of the workflows notice a dead worker within seconds.
  */
 
 export interface ImageActivityDeps {
@@ -77,13 +80,13 @@ export function createImageActivities(deps: ImageActivityDeps) {
   async function pollOnce(input: PollCreationInput): Promise<PollCreationResult> {
     const ctx = Context.current();
     const prior = priorTries();
-    const outcome = await api().getCreation(input.creationId, ctx.cancellationSignal);
+    const outcome = await whileHeartbeating(ctx, api().getCreation(input.creationId, ctx.cancellationSignal));
     const transient = (o: FailureOutcome): never => {
-      ctx.heartbeat({ ambiguousTries: prior + 1 } satisfies SubmitHeartbeat);
+      heartbeat(ctx, { ambiguousTries: prior + 1 } satisfies SubmitHeartbeat);
       return fail(o, backoffMs(prior + 1));
     };
     if (prior > 0 && outcome.kind !== 'ambiguous' && outcome.kind !== 'malformed') {
-      ctx.heartbeat({ ambiguousTries: 0 } satisfies SubmitHeartbeat);
+      heartbeat(ctx, { ambiguousTries: 0 } satisfies SubmitHeartbeat);
     }
     switch (outcome.kind) {
       case 'ended':
@@ -109,7 +112,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
   async function download(input: DownloadImagesInput): Promise<DownloadedImage[]> {
     const ctx = Context.current();
     downloadDispatcher ??= createDownloadDispatcher(deps.config);
-    return downloadImages(input, {
+    const work = downloadImages(input, {
       dispatcher: downloadDispatcher,
       outputRoot: deps.outputRoot,
       maxBytes: deps.config.maxDownloadBytes,
@@ -118,9 +121,11 @@ export function createImageActivities(deps: ImageActivityDeps) {
       bodyTimeoutMs: deps.config.bodyTimeoutMs,
       defaultRetryAfterMs: deps.config.defaultRetryAfterMs,
       now: deps.now,
-      progress: (p) => ctx.heartbeat(p),
+      // Progress joins the details already there (the count of unknown outcomes stays for the next attempt).
+      progress: (p) => heartbeat(ctx, { ...asRecord(currentDetails(ctx)), download: p }),
       signal: ctx.cancellationSignal,
     });
+    return whileHeartbeating(ctx, work);
   }
 
   return {
@@ -132,7 +137,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
     async submitCreation(input: SubmitCreationInput): Promise<SubmitCreationResult> {
       const ctx = Context.current();
       const prior = priorTries();
-      const outcome: ClientOutcome = await api().submit(input, ctx.cancellationSignal);
+      const outcome: ClientOutcome = await whileHeartbeating(ctx, api().submit(input, ctx.cancellationSignal));
       const ambiguous = (lastError: string, o: FailureOutcome): never => {
         const tries = prior + 1;
         if (tries >= deps.config.maxAmbiguousTries) {
@@ -143,7 +148,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
           return fail({ kind: 'unknown', details: { idempotencyKey: input.idempotencyKey, tries, lastError } });
         }
         // Durable across attempts: the next attempt reads it back from `info.heartbeatDetails`.
-        ctx.heartbeat({ ambiguousTries: tries } satisfies SubmitHeartbeat);
+        heartbeat(ctx, { ambiguousTries: tries } satisfies SubmitHeartbeat);
         return fail(o, backoffMs(tries));
       };
       switch (outcome.kind) {
@@ -205,7 +210,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
     /** GET the model catalog (prices in USD per request where the service says them). */
     async fetchModels(): Promise<ModelInfo[]> {
       const ctx = Context.current();
-      const outcome = await api().listModels(ctx.cancellationSignal);
+      const outcome = await whileHeartbeating(ctx, api().listModels(ctx.cancellationSignal));
       switch (outcome.kind) {
         case 'models':
           return outcome.models;
@@ -226,4 +231,8 @@ export function createImageActivities(deps: ImageActivityDeps) {
       }
     },
   };
+}
+
+function asRecord(value: unknown): Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
 }

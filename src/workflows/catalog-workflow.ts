@@ -1,9 +1,12 @@
 import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { ModelInfo } from '../activities/types';
+import { HEARTBEAT_TIMEOUT } from './timeouts';
 
+// The CLI waits for this workflow at most 2 minutes (`validate --catalog`): three short attempts fit in that.
 const { fetchModels } = proxyActivities<Activities>({
   startToCloseTimeout: '30 seconds',
+  heartbeatTimeout: HEARTBEAT_TIMEOUT,
   retry: { maximumAttempts: 3 },
 });
 

@@ -3,6 +3,7 @@ import type { Activities } from '../activities';
 import { batchWorkflow, type BatchWorkflowInput } from './batch-workflow';
 import { batchWorkflowId } from './keys';
 import type { BatchProgress } from './model';
+import { HEARTBEAT_TIMEOUT } from './timeouts';
 
 export interface ScheduledBatchWorkflowInput extends Omit<BatchWorkflowInput, 'batchId' | 'file' | 'outDir' | 'state'> {
   /** The schedule's id: runs are named after it. */
@@ -25,9 +26,10 @@ export interface ScheduledBatchResult {
   progress: BatchProgress;
 }
 
+// Both heartbeat while they work (a source download, every row's result), so a dead worker shows within seconds.
 const { prepareScheduledRun, recordSucceededRows } = proxyActivities<Activities>({
   startToCloseTimeout: '30 minutes',
-  heartbeatTimeout: '2 minutes',
+  heartbeatTimeout: HEARTBEAT_TIMEOUT,
   retry: { initialInterval: '5 seconds', maximumInterval: '5 minutes', maximumAttempts: 10 },
 });
 

@@ -1,0 +1,51 @@
+/**
+ * The bounds of every activity the workflows schedule, in one place (the README's "Every wait and its bound"
+ * table lists them). Changing them changes no workflow command, so running workflows replay unchanged; a new
+ * value applies to the activities scheduled after the worker runs it.
+ */
+
+/**
+ * Heartbeat timeout of every activity that waits on the network or a file: the activities heartbeat every few
+ * seconds while they wait (src/activities/heartbeat.ts), so a worker killed mid-request is noticed, and the
+ * attempt retried on another worker, within this time instead of the start-to-close timeout.
+ */
+export const HEARTBEAT_TIMEOUT = '20 seconds';
+
+/**
+ * One submission attempt: longer than the HTTP client's own bounds (connect, headers, body, total deadline), so
+ * that a slow service ends an attempt as an unknown outcome the activity counts, not as a Temporal timeout.
+ */
+export const SUBMIT_START_TO_CLOSE = '2 minutes';
+
+/** One poll-and-download attempt: a poll, then images of up to `IMAGEGEN_MAX_DOWNLOAD_BYTES` each. */
+export const COLLECT_START_TO_CLOSE = '5 minutes';
+
+/**
+ * The longest total wait for one creation to end, polls and waits between them included, when the row's input
+ * names none (`--max-poll-wait`); the collect activity's schedule-to-close timeout.
+ */
+export const DEFAULT_MAX_POLL_WAIT_MS = 30 * 60_000;
+
+/** One attempt of a batch's own activities: a page of the file, the model catalog, a row look-up. */
+export const BATCH_ACTIVITY_START_TO_CLOSE = '2 minutes';
+
+/** How often a batch waiting on rows it cannot see close (rows of an earlier run) asks whether they still run. */
+export const ROW_CHECK_EVERY_MS = 5 * 60_000;
+
+/**
+ * Why a row gave up on its creation, and what to do: the creation was paid for at acceptance and may still end
+ * at the service (a failure is refunded there), so running the row again pays again.
+ */
+export function maxWaitMessage(creationId: string, maxPollWaitMs: number): string {
+  return (
+    `creation ${creationId} did not end within the maximum wait of ${formatWait(maxPollWaitMs)}; ` +
+    'it was paid for and may still end at the service (a failure is refunded). If the service is only slow, ' +
+    'run the row again with a longer --max-poll-wait (a new creation, paid again).'
+  );
+}
+
+function formatWait(ms: number): string {
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000} h`;
+  if (ms % 60_000 === 0) return `${ms / 60_000} min`;
+  return `${Math.round(ms / 1000)} s`;
+}

@@ -1,0 +1,232 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Client, Connection } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEMO_API_KEY, FaultKind, startSimulator, type Simulator } from '../../src/simulator';
+import { DevServer } from '../../src/temporal/dev-server';
+import { promptWorkflow, type PromptResult } from '../../src/workflows';
+import { idempotencyKeyFor } from '../../src/workflows/keys';
+import { maxWaitMessage } from '../../src/workflows/timeouts';
+import { ensureDistIsFresh } from '../helpers/dist';
+import { WorkerProcess } from '../helpers/worker-process';
+
+/**
+ * The heartbeats of an activity whose request is in flight, on the real server code with worker processes:
+ * a request held longer than the heartbeat timeout does not fail a live worker's attempt, and the attempt of a
+ * worker killed with SIGKILL mid-request is retried by another worker after the heartbeat timeout (20 s), not
+ * after the submission's start-to-close timeout (2 minutes; 1 minute before heartbeats). The retry re-sends the
+ * same idempotency key: one charge.
+ */
+const HEARTBEAT_TIMEOUT_MS = 20_000;
+const TASK_QUEUE = `killed-${randomUUID()}`;
+
+let dir: string;
+let server: DevServer | undefined;
+let sim: Simulator | undefined;
+let proxy: RecordingProxy | undefined;
+let connection: Connection | undefined;
+let client: Client;
+let frozenAt: number | undefined;
+const workers: WorkerProcess[] = [];
+
+beforeAll(async () => {
+  await ensureDistIsFresh();
+  dir = await mkdtemp(path.join(os.tmpdir(), 'imagebatch-killed-'));
+  server = await DevServer.start({ uiPort: false });
+  sim = await startSimulator({
+    // The last test stops this clock, so that a creation never ends.
+    clock: { now: () => frozenAt ?? Date.now() },
+    generation: { queuedMs: { minMs: 50, maxMs: 100 }, runningMs: { minMs: 200, maxMs: 400 } },
+    limits: { minPollIntervalMs: 500, requestsPerSecond: 1000, burst: 1000 },
+  });
+  proxy = await startRecordingProxy(sim.baseUrl);
+  connection = await Connection.connect({ address: server.address });
+  client = new Client({ connection });
+  const env = {
+    TEMPORAL_ADDRESS: server.address,
+    TEMPORAL_TASK_QUEUE: TASK_QUEUE,
+    IMAGEGEN_BASE_URL: proxy.baseUrl,
+    IMAGEGEN_API_KEY: DEMO_API_KEY,
+    IMAGEGEN_MIN_POLL_INTERVAL_MS: '500',
+    // The HTTP bounds well above the held requests: only heartbeats can keep these attempts alive.
+    IMAGEGEN_HEADERS_TIMEOUT_MS: '110000',
+    IMAGEGEN_BODY_TIMEOUT_MS: '110000',
+    IMAGEGEN_REQUEST_TIMEOUT_MS: '110000',
+  };
+  // Two workers on one task queue: the test kills whichever runs the submission; the other takes over.
+  workers.push(
+    ...(await Promise.all([0, 1].map(() => WorkerProcess.start({ env, outputRoot: dir, readyTimeoutMs: 120_000 })))),
+  );
+}, 300_000);
+
+afterAll(async () => {
+  for (const w of workers) await w.kill();
+  await connection?.close();
+  await proxy?.close();
+  await sim?.close();
+  await server?.stop();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+function startRow(rowId: string, prompt: string, maxPollWaitMs?: number) {
+  const batchId = `k${randomUUID().slice(0, 8)}`;
+  return client.workflow
+    .start(promptWorkflow, {
+      taskQueue: TASK_QUEUE,
+      workflowId: `${batchId}/${rowId}`,
+      args: [
+        {
+          batchId,
+          rowId,
+          request: { prompt, model: 'flux-dev' },
+          outDir: 'out',
+          ...(maxPollWaitMs === undefined ? {} : { maxPollWaitMs }),
+        },
+      ],
+    })
+    .then((handle) => ({ handle, key: idempotencyKeyFor(batchId, rowId, 1) }));
+}
+
+type HistoryEvent = NonNullable<temporal.api.history.v1.IHistory['events']>[number];
+
+/** The submitCreation activity as the row's history tells it: its options and its last attempt. */
+async function submitActivity(workflowId: string) {
+  const events = (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+  const scheduled = events.find(
+    (e: HistoryEvent) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'submitCreation',
+  );
+  const started = events.find(
+    (e: HistoryEvent) =>
+      e.activityTaskStartedEventAttributes?.scheduledEventId?.toString() === String(scheduled?.eventId),
+  );
+  return {
+    heartbeatTimeoutS: Number(scheduled?.activityTaskScheduledEventAttributes?.heartbeatTimeout?.seconds ?? 0),
+    attempt: started?.activityTaskStartedEventAttributes?.attempt,
+    lastTimeoutType: started?.activityTaskStartedEventAttributes?.lastFailure?.timeoutFailureInfo?.timeoutType,
+  };
+}
+
+function chargesFor(key: string) {
+  return sim!.ledger.byIdempotencyKey().find((s) => s.idempotencyKey === key);
+}
+
+describe('activities heartbeat while a request is in flight (dev server, worker processes)', () => {
+  it('a request held longer than the heartbeat timeout completes on its first attempt', async () => {
+    const prompt = `a lighthouse in slow fog [held-${randomUUID()}]`;
+    sim!.scriptFor(prompt, [{ kind: FaultKind.Slow, delayMs: HEARTBEAT_TIMEOUT_MS + 10_000 }]);
+    const { handle, key } = await startRow('held', prompt);
+    const result: PromptResult = await handle.result();
+    expect(result.state).toBe('succeeded');
+    expect(proxy!.posts(key)).toHaveLength(1);
+    const submit = await submitActivity(handle.workflowId);
+    expect(submit.heartbeatTimeoutS).toBe(HEARTBEAT_TIMEOUT_MS / 1000);
+    expect(submit.attempt).toBe(1);
+    expect(chargesFor(key)?.creationIds).toHaveLength(1);
+  }, 120_000);
+
+  it('the attempt of a worker killed mid-request is retried after the heartbeat timeout, with the same key', async () => {
+    const prompt = `a harbour in slow rain [killed-${randomUUID()}]`;
+    sim!.scriptFor(prompt, [{ kind: FaultKind.Slow, delayMs: 35_000 }]);
+    const { handle, key } = await startRow('killed', prompt);
+    const firstPost = await waitFor('the submission to reach the service', async () => proxy!.posts(key)[0], 30_000);
+    // The worker that holds the request, by its identity (`<pid>@<host>`).
+    const identity = await waitFor(
+      'the submission to be running',
+      async () => (await handle.describe()).raw.pendingActivities?.[0]?.lastWorkerIdentity ?? undefined,
+      30_000,
+    );
+    const holder = workers.find((w) => w.running && identity.startsWith(`${w.pid}@`));
+    expect(holder, `a worker with identity ${identity}`).toBeDefined();
+    await holder!.kill();
+    const killedAt = Date.now();
+
+    const result: PromptResult = await handle.result();
+    expect(result.state).toBe('succeeded');
+    expect(result.attempts).toHaveLength(1);
+    const posts = proxy!.posts(key);
+    expect(posts).toHaveLength(2);
+    const retriedAfterKillMs = posts[1]! - killedAt;
+    const retriedAfterFirstMs = posts[1]! - firstPost;
+    console.log(
+      `[killed-worker] the killed worker's submission was sent again ${retriedAfterKillMs} ms after the kill ` +
+        `(${retriedAfterFirstMs} ms after the first send; heartbeat timeout ${HEARTBEAT_TIMEOUT_MS} ms)`,
+    );
+    // Retried because the heartbeats stopped: the start-to-close timeout (2 min) cannot have fired this soon.
+    const submit = await submitActivity(handle.workflowId);
+    expect(submit.attempt).toBe(2);
+    expect(submit.lastTimeoutType).toBe(temporal.api.enums.v1.TimeoutType.TIMEOUT_TYPE_HEARTBEAT);
+    expect(retriedAfterFirstMs).toBeLessThan(60_000);
+    // The same key twice, charged once.
+    expect(chargesFor(key)?.creationIds).toHaveLength(1);
+    expect(sim!.ledger.violations().chargedTwice).toEqual([]);
+  }, 180_000);
+
+  it('a creation that never ends fails its row at the maximum wait, with a clear message', async () => {
+    frozenAt = Date.now();
+    try {
+      const { handle } = await startRow('max-wait', `a glacier at dusk ${randomUUID()}`, 3_000);
+      const result: PromptResult = await handle.result();
+      expect(result.state).toBe('failed');
+      expect(result.errorRetryable).toBe(true);
+      expect(result.attempts[0]?.outcome).toBe('timed_out');
+      expect(result.error).toBe(maxWaitMessage(result.creationIds[0]!, 3_000));
+    } finally {
+      frozenAt = undefined;
+    }
+  }, 60_000);
+});
+
+/** Polls `probe` every 100 ms until it returns a value; throws after `timeoutMs`. */
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+interface RecordingProxy {
+  baseUrl: string;
+  /** When each POST with this idempotency key reached the proxy (ms since the epoch), in order. */
+  posts(key: string): number[];
+  close(): Promise<void>;
+}
+
+/** A loopback reverse proxy in front of the simulator that records when every submission arrived. */
+async function startRecordingProxy(target: string): Promise<RecordingProxy> {
+  const upstream = new URL(target);
+  const seen: { at: number; key: string }[] = [];
+  const server: Server = createServer((req, res) => {
+    const key = req.headers['idempotency-key'];
+    if (req.method === 'POST' && typeof key === 'string') seen.push({ at: Date.now(), key });
+    const forward = request(
+      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    forward.on('error', () => res.destroy());
+    res.on('error', () => undefined);
+    req.pipe(forward);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    baseUrl: `http://127.0.0.1:${port}${upstream.pathname}`,
+    posts: (key) => seen.filter((s) => s.key === key).map((s) => s.at),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

@@ -11,6 +11,7 @@ import {
   setHandler,
   sleep,
 } from '@temporalio/workflow';
+import { RetryState } from '@temporalio/common';
 import type { Activities } from '../activities';
 import type { PollCreationResult, SubmitCreationResult } from '../activities/types';
 import {
@@ -23,12 +24,24 @@ import {
 import { rowBlockedSignal, rowDoneSignal, rowResumeSignal } from './definitions';
 import { idempotencyKeyFor } from './keys';
 import { RowState, type AttemptRecord, type PromptResult, type PromptWorkflowInput, type RowSummary } from './model';
+import {
+  COLLECT_START_TO_CLOSE,
+  DEFAULT_MAX_POLL_WAIT_MS,
+  HEARTBEAT_TIMEOUT,
+  SUBMIT_START_TO_CLOSE,
+  maxWaitMessage,
+} from './timeouts';
 
 const DEFAULT_MAX_ATTEMPTS = 3;
 
 /** Patch id: the collect activity reports a row's success to its batch (see CollectCreationInput). */
 export const REPORT_FROM_ACTIVITY = 'report-from-activity';
-const DEFAULT_MAX_POLL_WAIT_MS = 30 * 60_000;
+/**
+ * Patch id: the maximum wait also ends a row when the server stops retrying the collect activity because the next
+ * poll would pass it (retry state TIMEOUT, the last poll's failure as cause). Before, only a deadline reached
+ * during an attempt (a TimeoutFailure) did, and a creation that stayed in flight failed the row's workflow.
+ */
+export const MAX_WAIT_RETRY_STATE = 'max-wait-retry-state';
 
 /** Failure types that end an activity at once; listed in the retry policies too, as a second guard. */
 const NON_RETRYABLE = [
@@ -56,7 +69,8 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<Prompt
   // Rows of a batch started after this patch have their success reported by the collect activity itself.
   const reportFromActivity = input.parentWorkflowId !== undefined && patched(REPORT_FROM_ACTIVITY);
   let reported = false;
-  const { submitCreation, collectCreation } = activitiesFor(input.maxPollWaitMs ?? DEFAULT_MAX_POLL_WAIT_MS);
+  const maxPollWaitMs = input.maxPollWaitMs ?? DEFAULT_MAX_POLL_WAIT_MS;
+  const { submitCreation, collectCreation } = activitiesFor(maxPollWaitMs);
   const result: PromptResult = {
     batchId: input.batchId,
     rowId: input.rowId,
@@ -261,11 +275,12 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<Prompt
         if (reportFromActivity && ended.poll.outcome === 'succeeded') reported = true;
         return { kind: 'ended', ...ended };
       } catch (err) {
-        if (err instanceof ActivityFailure && err.cause instanceof TimeoutFailure) {
-          return {
-            kind: 'timeout',
-            message: `creation ${creationId} did not end within the maximum wait of ${Math.round((input.maxPollWaitMs ?? DEFAULT_MAX_POLL_WAIT_MS) / 1000)} s`,
-          };
+        if (
+          err instanceof ActivityFailure &&
+          (err.cause instanceof TimeoutFailure ||
+            (err.retryState === RetryState.TIMEOUT && patched(MAX_WAIT_RETRY_STATE)))
+        ) {
+          return { kind: 'timeout', message: maxWaitMessage(creationId, maxPollWaitMs) };
         }
         const failure = applicationFailureOf(err);
         if (failure?.type === FailureType.BatchStop) {
@@ -281,9 +296,15 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<Prompt
   }
 }
 
+/**
+ * The row's two activities. Both heartbeat while a request is in flight, so a dead worker's attempt is retried
+ * after HEARTBEAT_TIMEOUT; the collect activity's schedule-to-close timeout is the row's maximum wait for its
+ * creation, every poll and wait between polls included.
+ */
 function activitiesFor(maxPollWaitMs: number) {
   const submit = proxyActivities<Activities>({
-    startToCloseTimeout: '1 minute',
+    startToCloseTimeout: SUBMIT_START_TO_CLOSE,
+    heartbeatTimeout: HEARTBEAT_TIMEOUT,
     retry: {
       initialInterval: '1 second',
       backoffCoefficient: 2,
@@ -292,8 +313,8 @@ function activitiesFor(maxPollWaitMs: number) {
     },
   });
   const collect = proxyActivities<Activities>({
-    startToCloseTimeout: '5 minutes',
-    heartbeatTimeout: '1 minute',
+    startToCloseTimeout: COLLECT_START_TO_CLOSE,
+    heartbeatTimeout: HEARTBEAT_TIMEOUT,
     scheduleToCloseTimeout: maxPollWaitMs,
     retry: {
       initialInterval: '1 second',

@@ -1,12 +1,16 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy } from '@temporalio/common';
 import {
+  CancelledFailure,
+  ChildWorkflowFailure,
   ParentClosePolicy,
+  TerminatedFailure,
   condition,
   continueAsNew,
   patched,
   getExternalWorkflowHandle,
   proxyActivities,
   setHandler,
+  sleep,
   startChild,
   workflowInfo,
 } from '@temporalio/workflow';
@@ -26,6 +30,7 @@ import { batchWorkflowId, promptWorkflowId } from './keys';
 import { RowState, type BatchProgress, type RowSummary, type WaitReason } from './model';
 import { promptWorkflow } from './prompt-workflow';
 import { workflowNow } from './time';
+import { BATCH_ACTIVITY_START_TO_CLOSE, HEARTBEAT_TIMEOUT, ROW_CHECK_EVERY_MS } from './timeouts';
 
 export interface BatchWorkflowInput {
   batchId: string;
@@ -62,7 +67,8 @@ export interface BatchWorkflowInput {
    */
   deadline?: string;
   /**
-   * Longest wait for one creation to end.
+   * Longest total wait for one creation to end (polls and the waits between them); a row whose creation has not
+   * ended by then fails with a message that says so (`imagebatch run --max-poll-wait`).
    * @default the row's default (30 minutes)
    */
   maxPollWaitMs?: number;
@@ -71,15 +77,28 @@ export interface BatchWorkflowInput {
    * @default 10_000
    */
   maxHistoryEvents?: number;
+  /**
+   * How often the batch asks after rows in flight whose close it cannot see (rows started by an earlier run),
+   * while it waits on them: one that was terminated by hand is then counted instead of waited for forever.
+   * @default ROW_CHECK_EVERY_MS (5 minutes)
+   */
+  rowCheckEveryMs?: number;
   /** @internal State carried across continue-as-new. */
   state?: BatchState;
 }
 
 /** Patch id: rows that fit the window start together (see the main loop). */
 export const PARALLEL_ROW_STARTS = 'parallel-row-starts';
+/**
+ * Patch id: a row that closes without reporting (terminated by hand, timed out) is counted instead of being
+ * waited for forever: the batch sees its own children close, and asks after the rows of earlier runs.
+ */
+export const ROWS_CLOSED_UNREPORTED = 'rows-closed-unreported';
 
+// Every one of them heartbeats while it works, so a dead worker is noticed within the heartbeat timeout.
 const { readBatchPage, fetchModels, lookupRow } = proxyActivities<Activities>({
-  startToCloseTimeout: '2 minutes',
+  startToCloseTimeout: BATCH_ACTIVITY_START_TO_CLOSE,
+  heartbeatTimeout: HEARTBEAT_TIMEOUT,
   retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
 });
 
@@ -94,6 +113,10 @@ const { readBatchPage, fetchModels, lookupRow } = proxyActivities<Activities>({
  *
  * A batch-level stop (authentication, balance, monthly budget) pauses the batch instead of failing rows: the
  * rows that met it wait, nothing is charged for the pause, and `resumeSignal` carries on.
+ *
+ * A row that never reports (terminated by hand) would hold its place in the window, and the batch's end,
+ * forever. The batch therefore watches its own children close (events its history has anyway), and asks every
+ * ROW_CHECK_EVERY_MS after the rows it cannot watch (started by an earlier run), while it waits on them.
  */
 export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchProgress> {
   const concurrency = Math.max(1, input.concurrency ?? 8);
@@ -104,6 +127,10 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
   const selfId = workflowInfo().workflowId;
   let waiting: WaitReason | undefined;
   let resumeRequested = false;
+  /** Rows whose close this run cannot see: carried from an earlier run, or found running when started again. */
+  const unwatched = new Set(Object.keys(state.inFlight));
+  let rowCheckDue = false;
+  let rowCheckArmed = false;
 
   setHandler(progressQuery, () => progressOf(input.batchId, state, workflowNow(), waiting, false));
   setHandler(rowDoneSignal, (summary: RowSummary) => {
@@ -162,7 +189,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
     state.inFlight[row.rowId] = priceOf(row);
     state.started += 1;
     try {
-      await startChild(promptWorkflow, {
+      const child = await startChild(promptWorkflow, {
         workflowId,
         parentClosePolicy: ParentClosePolicy.ABANDON,
         // A row that has ended is never run again under the same batch id: a re-run resumes, it does not repay.
@@ -182,11 +209,17 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
           },
         ],
       });
+      // A row reports before it closes; one that closes without a report was terminated (or timed out).
+      void child.result().then(
+        () => undefined,
+        (err: unknown) => closedUnreported(row.rowId, closedStateOf(err)),
+      );
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
       // The batch was started again over rows that exist already: a running row will report to us; a closed
       // one is counted from its own result.
       const found = await lookupRow({ workflowId });
+      if (found.status === 'running') unwatched.add(row.rowId);
       if (found.status === 'closed') {
         applyRowDone(state, {
           rowId: row.rowId,
@@ -204,6 +237,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
   // The main loop: one row at a time, waiting whenever the window is full or the batch is held.
   for (;;) {
     await applyResume();
+    if (rowCheckDue) await checkUnwatchedRows();
     if (state.cancelling || deadlinePassed()) break;
 
     const held = blockedReason();
@@ -225,7 +259,10 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
 
     if (windowFull()) {
       waiting = { kind: 'window_full', concurrency };
-      await waitUntil(() => !windowFull() || resumeRequested || state.cancelling || blockedReason() !== undefined);
+      armRowCheck();
+      await waitUntil(
+        () => !windowFull() || resumeRequested || state.cancelling || blockedReason() !== undefined || rowCheckDue,
+      );
       continue;
     }
 
@@ -267,7 +304,9 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
   while (Object.keys(state.inFlight).length > 0) {
     // Rows still blocked by a batch-level stop wait for a resume even now that the file is read.
     await applyResume();
-    await condition(() => Object.keys(state.inFlight).length === 0 || resumeRequested);
+    if (rowCheckDue) await checkUnwatchedRows();
+    armRowCheck();
+    await condition(() => Object.keys(state.inFlight).length === 0 || resumeRequested || rowCheckDue);
   }
   return progressOf(input.batchId, state, workflowNow(), undefined, true);
 
@@ -298,9 +337,61 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
     return { kind: 'spend_cap', capUsd: input.spendCapUsd, spentUsd: state.spentUsd };
   }
 
+  /** A row closed without reporting: counted as it closed (behind the patch; earlier code waited for it). */
+  function closedUnreported(rowId: string, rowState: RowState, summary?: Partial<RowSummary>): void {
+    if (!(rowId in state.inFlight) || !patched(ROWS_CLOSED_UNREPORTED)) return;
+    applyRowDone(state, { rowId, state: rowState, chargedUsd: 0, refundedUsd: 0, attempts: 0, ...summary });
+  }
+
+  function unwatchedInFlight(): string[] {
+    return [...unwatched].filter((rowId) => rowId in state.inFlight);
+  }
+
+  /** Starts the timer of the next look-up of the unwatched rows in flight, if there are any (one timer at a time). */
+  function armRowCheck(): void {
+    if (rowCheckArmed || unwatchedInFlight().length === 0 || !patched(ROWS_CLOSED_UNREPORTED)) return;
+    rowCheckArmed = true;
+    void sleep(input.rowCheckEveryMs ?? ROW_CHECK_EVERY_MS).then(
+      () => {
+        rowCheckArmed = false;
+        rowCheckDue = true;
+      },
+      () => undefined,
+    );
+  }
+
+  /** Asks after every unwatched row in flight; those that closed are counted as they ended. */
+  async function checkUnwatchedRows(): Promise<void> {
+    rowCheckDue = false;
+    const rowIds = unwatchedInFlight();
+    const found = await Promise.all(
+      rowIds.map((rowId) => lookupRow({ workflowId: promptWorkflowId(input.batchId, rowId) })),
+    );
+    found.forEach((f, i) => {
+      const rowId = rowIds[i]!;
+      if (f.status === 'running') return;
+      unwatched.delete(rowId);
+      if (f.summary) {
+        const { chargedUsd, refundedUsd, attempts } = f.summary;
+        closedUnreported(rowId, f.summary.state as RowState, { chargedUsd, refundedUsd, attempts });
+      } else {
+        closedUnreported(
+          rowId,
+          f.closedAs === 'TERMINATED' || f.closedAs === 'CANCELED' ? RowState.Cancelled : RowState.Failed,
+        );
+      }
+    });
+  }
+
   function continueAsNewWith(): Promise<never> {
     return continueAsNew<typeof batchWorkflow>({ ...input, state });
   }
+}
+
+/** How a row that closed without reporting is counted: terminated or cancelled rows as cancelled, others failed. */
+function closedStateOf(err: unknown): RowState {
+  const cause = err instanceof ChildWorkflowFailure ? err.cause : err;
+  return cause instanceof TerminatedFailure || cause instanceof CancelledFailure ? RowState.Cancelled : RowState.Failed;
 }
 
 export { batchWorkflowId };

@@ -17,15 +17,19 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { ApplicationFailure } from '@temporalio/common';
+import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { format, resolveConfig } from 'prettier';
 import { defaultServiceConfig } from '../../src/config/service-config';
 import { DEMO_ACCOUNT_ID, DEMO_API_KEY, FaultKind, startSimulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
-import { createWorker } from '../../src/worker';
+import { FailureType } from '../../src/api/failure-types';
+import { createWorker, workflowsPath } from '../../src/worker';
 import {
   batchWorkflow,
   batchWorkflowId,
+  cancelSignal,
+  pauseSignal,
   progressQuery,
   promptWorkflow,
   resumeSignal,
@@ -40,7 +44,10 @@ const TASK_QUEUE = 'replay-recording';
 async function main(): Promise<void> {
   Runtime.install({ logger: new DefaultLogger('WARN') });
   const server = await DevServer.start({ uiPort: false });
+  // The simulator's clock, which the max-wait scenario stops so that a creation never ends.
+  let frozenAt: number | undefined;
   const sim = await startSimulator({
+    clock: { now: () => frozenAt ?? Date.now() },
     generation: { queuedMs: { minMs: 10, maxMs: 30 }, runningMs: { minMs: 50, maxMs: 100 } },
     limits: { minPollIntervalMs: 100, requestsPerSecond: 1000, burst: 1000 },
     faults: { providerRetryAfterSeconds: 1 },
@@ -142,6 +149,115 @@ async function main(): Promise<void> {
         await save(`batch-continue-as-new-run${run}`, can, runId);
         runId = history.events?.at(-1)?.workflowExecutionContinuedAsNewEventAttributes?.newExecutionRunId ?? undefined;
       }
+
+      // A creation that never ends (the simulator's clock stopped): the row fails at its maximum wait.
+      frozenAt = Date.now();
+      const waited = await client.workflow.start(promptWorkflow, {
+        ...row('max-wait', 'a glacier under the northern lights'),
+        args: [{ ...row('max-wait', 'a glacier under the northern lights').args[0], maxPollWaitMs: 3_000 }],
+      });
+      const waitedResult = await waited.result();
+      frozenAt = undefined;
+      if (waitedResult.state !== 'failed' || !/maximum wait/.test(waitedResult.error ?? '')) {
+        throw new Error(`max-wait row: ${JSON.stringify(waitedResult)}`);
+      }
+      await save('prompt-max-wait', waited);
+
+      // A row terminated by hand while its submission is held: the paused batch counts it, then is cancelled.
+      const holdFile = path.join(outputRoot, 'hold.csv');
+      const held = 'a lighthouse in a storm [held]';
+      sim.scriptFor(held, [{ kind: FaultKind.Slow, delayMs: 120_000 }]);
+      await writeFile(holdFile, `id,prompt\nheld,${held}\nnext,a harbour at dawn\nlast,a boat at dusk\n`);
+      const holding = await client.workflow.start(batchWorkflow, {
+        taskQueue: TASK_QUEUE,
+        workflowId: batchWorkflowId('replay-terminated'),
+        args: [
+          { batchId: 'replay-terminated', file: holdFile, outDir: 'hold', concurrency: 1, defaultModel: 'flux-dev' },
+        ] as [BatchWorkflowInput],
+      });
+      await waitFor(async () => (await holding.query(progressQuery)).started === 1);
+      await holding.signal(pauseSignal, 'recording');
+      await client.workflow.getHandle('replay-terminated/held').terminate('recording: terminated by hand');
+      await waitFor(async () => (await holding.query(progressQuery)).counts.cancelled === 1);
+      await holding.signal(cancelSignal);
+      const holdProgress = await holding.result();
+      if (holdProgress.status !== 'cancelled' || holdProgress.counts.not_run !== 2) {
+        throw new Error(`terminated-row batch: ${JSON.stringify(holdProgress)}`);
+      }
+      await save('batch-terminated-row-cancelled', holding);
+
+      // A row of an earlier run (carried across continue-as-new) terminated by hand: found by the periodic check.
+      const carryFile = path.join(outputRoot, 'carry.csv');
+      const carried = 'a lighthouse in a storm [carried]';
+      sim.scriptFor(carried, [{ kind: FaultKind.Slow, delayMs: 120_000 }]);
+      const others = Array.from({ length: 5 }, (_, i) => `o${i + 1},a meadow in summer number ${i + 1}`);
+      await writeFile(carryFile, `id,prompt\ncarried,${carried}\n${others.join('\n')}\n`);
+      const carrying = await client.workflow.start(batchWorkflow, {
+        taskQueue: TASK_QUEUE,
+        workflowId: batchWorkflowId('replay-carried'),
+        args: [
+          {
+            batchId: 'replay-carried',
+            file: carryFile,
+            outDir: 'carry',
+            concurrency: 2,
+            pageSize: 1,
+            maxHistoryEvents: 30,
+            rowCheckEveryMs: 1_000,
+            defaultModel: 'flux-dev',
+          },
+        ] as [BatchWorkflowInput],
+      });
+      await waitFor(async () => {
+        const p = await carrying.query(progressQuery);
+        return p.runs >= 2 && p.counts.succeeded === 5;
+      });
+      await client.workflow.getHandle('replay-carried/carried').terminate('recording: terminated by hand');
+      const carryProgress = await carrying.result();
+      if (carryProgress.counts.cancelled !== 1 || carryProgress.counts.succeeded !== 5) {
+        throw new Error(`carried-row batch: ${JSON.stringify(carryProgress)}`);
+      }
+      // The last run: the one that asked after the carried row and counted it.
+      const lastRun = (await carrying.describe()).runId;
+      await save('batch-carried-row-terminated-last-run', carrying, lastRun);
+    });
+
+    // The maximum wait reached between two polls: the server stops retrying the collect activity (retry state
+    // TIMEOUT) with the last poll's failure. The simulator cannot hold one creation in flight on demand, so a
+    // stand-in collect activity answers "still running, poll again in 2 s" (as the real one does, with the
+    // service's interval) and the row may wait 3 s.
+    const standIn = await Worker.create({
+      connection: native,
+      taskQueue: `${TASK_QUEUE}-stand-in`,
+      workflowsPath,
+      activities: {
+        async submitCreation() {
+          return { creationId: 'cr_stand_in', status: 'queued', costUsd: 0.04 };
+        },
+        async collectCreation(): Promise<never> {
+          throw ApplicationFailure.create({ type: FailureType.Pending, message: 'running', nextRetryDelay: 2_000 });
+        },
+      },
+    });
+    await standIn.runUntil(async () => {
+      const stillRunning = await client.workflow.start(promptWorkflow, {
+        taskQueue: `${TASK_QUEUE}-stand-in`,
+        workflowId: 'replay/max-wait-between-polls',
+        args: [
+          {
+            batchId: 'replay',
+            rowId: 'max-wait-between-polls',
+            request: { prompt: 'a glacier at noon', model: 'flux-dev' },
+            outDir: 'replay',
+            maxPollWaitMs: 3_000,
+          },
+        ],
+      });
+      const result = await stillRunning.result();
+      if (result.state !== 'failed' || !/maximum wait/.test(result.error ?? '')) {
+        throw new Error(`max-wait-between-polls row: ${JSON.stringify(result)}`);
+      }
+      await save('prompt-max-wait-between-polls', stillRunning);
     });
 
     await mkdir(HISTORIES_DIR, { recursive: true });

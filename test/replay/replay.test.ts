@@ -26,6 +26,11 @@ const EXPECTED = [
   'v2-parallel-starts-batch-continue-as-new-run2',
   // Recorded after the `report-from-activity` patch (the collect activity reports a row's success).
   'v3-report-from-activity-prompt-batch-stop-resume',
+  // Recorded after the `max-wait-retry-state` and `rows-closed-unreported` patches (bounded waits).
+  'v4-max-wait-retry-state-prompt-max-wait',
+  'v4-max-wait-retry-state-prompt-max-wait-between-polls',
+  'v4-rows-closed-unreported-batch-terminated-row-cancelled',
+  'v4-rows-closed-unreported-batch-carried-row-terminated-last-run',
 ];
 
 type History = temporal.api.history.v1.History;

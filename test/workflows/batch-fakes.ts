@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { Context } from '@temporalio/activity';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import type { Client } from '@temporalio/client';
@@ -12,6 +13,8 @@ import type {
 import { rowDoneSignal } from '../../src/workflows/definitions';
 import { FailureType } from '../../src/api/failure-types';
 import type { BatchWorkflowInput } from '../../src/workflows';
+import { whileHeartbeating } from '../../src/activities/heartbeat';
+import { createRowActivities } from '../../src/activities/rows';
 import { workflowBundle } from '../helpers/temporal';
 
 export function rows(n: number): BatchRowInput[] {
@@ -24,16 +27,18 @@ export function rows(n: number): BatchRowInput[] {
 
 /**
  * Fake activities for a whole batch: pages from an in-memory list, and per-row behaviour decided by a function
- * of the row id and its submission count. Records the largest number of rows open at once.
+ * of the row id and its submission count (`hang`: the submission never ends until it is cancelled). Records the
+ * largest number of rows open at once. Rows are looked up for real (the batch asks Temporal about its rows).
  */
 export function batchActivities(
   client: Client,
   all: BatchRowInput[],
-  behaviour: (rowId: string, submission: number) => 'ok' | 'stop' | 'slow',
+  behaviour: (rowId: string, submission: number) => 'ok' | 'stop' | 'slow' | 'hang',
 ) {
   const submissions = new Map<string, number>();
   const open = new Set<string>();
   const stats = { maxOpen: 0, submits: 0, pagesRead: 0 };
+  const rowLookups = createRowActivities({ temporalClient: client });
   return {
     stats,
     activities: {
@@ -52,14 +57,17 @@ export function batchActivities(
       async fetchModels() {
         return [{ id: 'flux-dev', priceUsd: 0.04 }];
       },
-      async lookupRow() {
-        return { status: 'running' as const };
-      },
+      lookupRow: (input: { workflowId: string }) => rowLookups.lookupRow(input),
       async submitCreation(input: { idempotencyKey: string }) {
         const rowId = input.idempotencyKey.split('.')[2]!;
         const n = (submissions.get(rowId) ?? 0) + 1;
         submissions.set(rowId, n);
         stats.submits += 1;
+        if (behaviour(rowId, n) === 'hang') {
+          // Heartbeats like the real activity, so that it is cancelled (not timed out) when its row goes away.
+          const ctx = Context.current();
+          await whileHeartbeating(ctx, ctx.cancelled, 1_000);
+        }
         if (behaviour(rowId, n) === 'stop') {
           const { ApplicationFailure } = await import('@temporalio/common');
           throw ApplicationFailure.create({

@@ -1,0 +1,96 @@
+import { describe, expect, it } from 'vitest';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import {
+  batchWorkflow,
+  batchWorkflowId,
+  cancelSignal,
+  pauseSignal,
+  progressQuery,
+  type BatchProgress,
+} from '../../src/workflows';
+import { promptWorkflowId } from '../../src/workflows/keys';
+import { createLocalEnv, useTestEnv } from '../helpers/temporal';
+import { rows, startBatch } from './batch-fakes';
+
+// The dev server, not the time-skipping one: the latter never tells a parent that its child was terminated.
+const env = useTestEnv(() => createLocalEnv());
+const hangFirst = (rowId: string) => (rowId === 'row-1' ? ('hang' as const) : ('ok' as const));
+
+/**
+ * A row terminated by hand never reports to its batch. Before the `rows-closed-unreported` patch the batch waited
+ * for it forever (its place in the window, and the batch's end); these tests would then run into their timeout.
+ */
+describe('rows that close without reporting (dev server)', () => {
+  it('a cancelled batch whose row was terminated by hand ends, counting the row as cancelled', async () => {
+    const all = rows(3);
+    const { worker, batchId, taskQueue, input } = await startBatch(env, all, hangFirst, { concurrency: 1 });
+    const progress = await worker.runUntil(async () => {
+      const handle = await env().client.workflow.start(batchWorkflow, {
+        taskQueue,
+        workflowId: batchWorkflowId(batchId),
+        args: [input],
+      });
+      await until(
+        env,
+        () => handle.query(progressQuery),
+        (p) => p.started === 1,
+      );
+      await handle.signal(pauseSignal, 'before the terminate');
+      await env().client.workflow.getHandle(promptWorkflowId(batchId, 'row-1')).terminate('by hand');
+      // The batch sees its child close and counts it; paused, it starts nothing else.
+      const counted = await until(
+        env,
+        () => handle.query(progressQuery),
+        (p) => p.counts.cancelled === 1,
+      );
+      expect(counted).toMatchObject({ inFlight: 0, started: 1 });
+      await handle.signal(cancelSignal);
+      return handle.result();
+    });
+    expect(progress.status).toBe('cancelled');
+    expect(progress.counts).toEqual({ succeeded: 0, failed: 0, unknown: 0, cancelled: 1, not_run: 2 });
+  }, 120_000);
+
+  it('a terminated row of an earlier run (after continue-as-new) is found by the periodic check', async () => {
+    const all = rows(8);
+    const { worker, batchId, taskQueue, input } = await startBatch(env, all, hangFirst, {
+      concurrency: 2,
+      pageSize: 1,
+      maxHistoryEvents: 30,
+      rowCheckEveryMs: 2_000,
+    });
+    const progress = await worker.runUntil(async () => {
+      const handle = await env().client.workflow.start(batchWorkflow, {
+        taskQueue,
+        workflowId: batchWorkflowId(batchId),
+        args: [input],
+      });
+      // row-1 hangs through continue-as-new: the run that carries it cannot see it close.
+      await until(
+        env,
+        () => handle.query(progressQuery),
+        (p) => p.runs >= 2 && p.counts.succeeded === 7,
+      );
+      await env().client.workflow.getHandle(promptWorkflowId(batchId, 'row-1')).terminate('by hand');
+      return handle.result();
+    });
+    expect(progress.status).toBe('completed');
+    expect(progress.runs).toBeGreaterThanOrEqual(2);
+    expect(progress.counts).toEqual({ succeeded: 7, failed: 0, unknown: 0, cancelled: 1, not_run: 0 });
+  }, 120_000);
+});
+
+/** Asks `probe` every second until `done` holds (at most 120 tries). */
+async function until(
+  env: () => TestWorkflowEnvironment,
+  probe: () => Promise<BatchProgress>,
+  done: (p: BatchProgress) => boolean,
+): Promise<BatchProgress> {
+  let last: BatchProgress | undefined;
+  for (let i = 0; i < 120; i++) {
+    last = await probe();
+    if (done(last)) return last;
+    await env().sleep(1_000);
+  }
+  throw new Error(`the batch never got there: ${JSON.stringify(last)}`);
+}

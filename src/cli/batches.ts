@@ -64,26 +64,113 @@ async function isRunning(client: Client, workflowId: string): Promise<boolean> {
   }
 }
 
-/** Follows a batch until it ends: calls `onProgress` every `intervalMs`, returns the final progress. */
+/**
+ * Longest wait for a running batch to answer a progress query. A query is answered by a worker: without one the
+ * server would hold the call for 30 s and then fail with a vague "Failed to query Workflow".
+ */
+export const QUERY_TIMEOUT_MS = 10_000;
+
+/** A running batch did not answer its progress query in time: most likely no worker polls its task queue. */
+export class BatchNoAnswerError extends Error {
+  readonly code = 'BATCH_NO_ANSWER';
+  constructor(
+    readonly batchId: string,
+    readonly waitedMs: number,
+  ) {
+    super(
+      `batch ${batchId} did not answer within ${Math.round(waitedMs / 1000)} s: is a worker running ` +
+        '(imagebatch worker, with the same TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and TEMPORAL_TASK_QUEUE)?',
+    );
+    this.name = 'BatchNoAnswerError';
+  }
+}
+
+/** The progress of a running batch, asked with a deadline; a batch nobody answers for is a BatchNoAnswerError. */
+export async function queryProgress(
+  handle: WorkflowHandle,
+  batchId: string,
+  timeoutMs: number = QUERY_TIMEOUT_MS,
+): Promise<BatchProgress> {
+  try {
+    return await handle.client.withDeadline(Date.now() + timeoutMs, () => handle.query(progressQuery));
+  } catch (err) {
+    if (isDeadlineExceeded(err)) throw new BatchNoAnswerError(batchId, timeoutMs);
+    throw err;
+  }
+}
+
+/** gRPC's DEADLINE_EXCEEDED (code 4), on the error or its cause (the client wraps it in a ServiceError). */
+function isDeadlineExceeded(err: unknown): boolean {
+  const codeOf = (e: unknown) => (typeof e === 'object' && e !== null ? (e as { code?: unknown }).code : undefined);
+  return codeOf(err) === 4 || codeOf((err as { cause?: unknown } | null)?.cause) === 4;
+}
+
+/** Options of {@link followBatch}. */
+export interface FollowOptions {
+  /**
+   * Time between two progress queries.
+   * @default 500
+   */
+  intervalMs?: number;
+  /** Aborted on Ctrl-C: the wait ends at once. */
+  signal?: AbortSignal;
+  /**
+   * Longest wait for one progress query.
+   * @default QUERY_TIMEOUT_MS
+   */
+  queryTimeoutMs?: number;
+  /**
+   * Called once when the batch has not answered for `queryTimeoutMs` (no worker?), and again after it answers
+   * and falls silent again. Following goes on: the batch carries on as soon as a worker runs.
+   * @default nothing
+   */
+  onNoAnswer?: (err: BatchNoAnswerError) => void;
+}
+
+/**
+ * Follows a batch until it ends: calls `onProgress` every `intervalMs`, returns the final progress. Following has
+ * no bound of its own (a batch runs as long as its rows need); Ctrl-C ends it, and a batch that nobody answers
+ * for is reported through `onNoAnswer`.
+ */
 export async function followBatch(
   handle: WorkflowHandle<typeof batchWorkflow>,
   onProgress: (p: BatchProgress) => void,
-  options: { intervalMs?: number; signal?: AbortSignal } = {},
+  options: FollowOptions = {},
 ): Promise<BatchProgress> {
   let finished = false;
+  let silent = false;
   const result = handle.result().finally(() => (finished = true));
   while (!finished) {
     if (options.signal?.aborted) throw new Error('interrupted');
     try {
-      onProgress(await handle.query(progressQuery));
-    } catch {
-      // The run may be between two continue-as-new hops or just ending: ask again next time.
+      onProgress(await queryProgress(handle, handle.workflowId.replace(/^batch\//, ''), options.queryTimeoutMs));
+      silent = false;
+    } catch (err) {
+      // No worker answers: say so once. Otherwise the run may be between two continue-as-new hops or just
+      // ending: ask again next time.
+      if (err instanceof BatchNoAnswerError && !silent && !finished) options.onNoAnswer?.(err);
+      if (err instanceof BatchNoAnswerError) silent = true;
     }
     await Promise.race([result.catch(() => undefined), delay(options.intervalMs ?? 500)]);
   }
   const final = await result;
   onProgress(final);
   return final;
+}
+
+/**
+ * Parses a duration for `--max-poll-wait`: `90s`, `45m`, `2h`, `1500ms`, or a bare number of minutes. At least
+ * one second; a bad value throws a message that names the accepted forms.
+ */
+export function parseDurationMs(value: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$/i.exec(value);
+  const unit = (m?.[2] ?? 'm').toLowerCase();
+  const factor = unit === 'ms' ? 1 : unit === 's' ? 1000 : unit === 'h' ? 3_600_000 : 60_000;
+  const ms = m ? Math.round(Number(m[1]) * factor) : NaN;
+  if (!Number.isFinite(ms) || ms < 1000) {
+    throw new Error('must be a duration of at least 1 s, such as 90s, 45m or 2h (a bare number is minutes)');
+  }
+  return ms;
 }
 
 const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());

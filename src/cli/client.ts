@@ -1,4 +1,5 @@
 import { Client, Connection } from '@temporalio/client';
+import { clientDataConverter, payloadCodecFromEnv } from '../codec';
 import { connectionOptions, loadTemporalConfig, type TemporalConfig } from '../config/temporal-config';
 
 /** A Temporal client from the standard environment variables, and how to close it. */
@@ -6,8 +7,15 @@ export async function connectClient(
   env: Readonly<Record<string, string | undefined>>,
 ): Promise<{ client: Client; config: TemporalConfig; close: () => Promise<void> }> {
   const config = loadTemporalConfig(env);
+  // The same payload keys as the worker's (IMAGEBATCH_PAYLOAD_KEY): inputs, signals, queries and results are encrypted.
+  const codec = payloadCodecFromEnv(env);
   const connection = await Connection.connect({ ...connectionOptions(config), connectTimeout: 10_000 });
-  return { client: new Client({ connection, namespace: config.namespace }), config, close: () => connection.close() };
+  const dataConverter = codec ? { dataConverter: clientDataConverter(codec) } : {};
+  return {
+    client: new Client({ connection, namespace: config.namespace, ...dataConverter }),
+    config,
+    close: () => connection.close(),
+  };
 }
 
 /** Runs `fn` with a client from the environment, and closes it whatever happens. */

@@ -3,16 +3,20 @@ import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import type { Client } from '@temporalio/client';
-import { BatchValidationError, followBatch, startOrAttachBatch } from './batches';
+import { BatchValidationError, followBatch, parseDurationMs, startOrAttachBatch } from './batches';
 import { connectClient, withClient } from './client';
 import { BatchAction, batchStatus, controlBatch, listBatches } from './commands/batch-control';
 import { results } from './commands/results';
 import { validate } from './commands/validate';
 import { progressLine } from './progress-line';
 import { registerScheduleCommands } from './schedule-program';
+import { secretArgumentProblem } from './secret-args';
+import { payloadCodecFromEnv, startCodecServer } from '../codec';
+import { PAYLOAD_KEY_ENV, PAYLOAD_KEY_FILE_ENV } from '../config/codec-config';
 import { demo } from './commands/demo';
 import { simulator } from './commands/simulator';
 import { runWorker } from './commands/worker';
+import { workerHealth } from './commands/healthcheck';
 
 /** Exit codes of the `imagebatch` command. */
 export const ExitCode = {
@@ -103,11 +107,31 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
       await started.simulator.close();
     });
   program
+    .command('codec-server')
+    .description(
+      `Serve /encode and /decode for the Temporal Web UI with the payload keys of ${PAYLOAD_KEY_ENV} (on 127.0.0.1)`,
+    )
+    .option('--port <n>', 'port on 127.0.0.1 (0: any free port)', parsePort, 8888)
+    .option('--allow-origin <url...>', 'Web UI origins allowed by CORS (default: the dev server UI on port 8233)')
+    .action(async (opts: { port: number; allowOrigin?: string[] }) => {
+      const codec = payloadCodecFromEnv(process.env);
+      if (!codec) throw new Error(`set ${PAYLOAD_KEY_ENV} or ${PAYLOAD_KEY_FILE_ENV}: the codec server needs the key`);
+      const started = await startCodecServer({
+        codec,
+        port: opts.port,
+        ...(opts.allowOrigin ? { allowOrigins: opts.allowOrigin } : {}),
+      });
+      process.stdout.write(`codec server: ${started.url} (key id ${codec.keyId}; Ctrl-C stops it)\n`);
+      await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+      await started.close();
+    });
+  program
     .command('worker')
     .description(
       'Run a worker for a Temporal cluster. Settings come from the environment only: TEMPORAL_ADDRESS, ' +
         'TEMPORAL_NAMESPACE, TEMPORAL_API_KEY / TEMPORAL_TLS_*, IMAGEBATCH_RATE_LIMIT, IMAGEGEN_BASE_URL, ' +
-        'IMAGEGEN_API_KEY or IMAGEGEN_API_KEY_FILE (see the README)',
+        'IMAGEGEN_API_KEY or IMAGEGEN_API_KEY_FILE, IMAGEBATCH_PAYLOAD_KEY or _FILE, IMAGEBATCH_METRICS_ADDRESS ' +
+        '(see the README)',
     )
     .option('--output-root <dir>', 'folder that relative batch output folders are resolved against')
     .action(async (opts: { outputRoot?: string }) => {
@@ -118,6 +142,19 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
         ...(opts.outputRoot ? { outputRoot: path.resolve(opts.outputRoot) } : {}),
       });
       stderr('worker stopped');
+    });
+  program
+    .command('healthcheck')
+    .description("Exit 0 when this host's worker polls its task queue (the container health check)")
+    .action(async () => {
+      const { client, config, close } = await connectClient(process.env);
+      try {
+        const health = await workerHealth({ client, namespace: config.namespace, taskQueue: config.taskQueue });
+        stderr(health.detail);
+        if (!health.healthy) result.code = ExitCode.Failure;
+      } finally {
+        await close();
+      }
     });
   program
     .command('validate <file>')
@@ -172,6 +209,11 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
     .option('--max-attempts <n>', 'attempts per row (only refunded failures are retried)', parsePositiveInt, 3)
     .option('--spend-cap <usd>', 'pause when the next row would pass this net spend', parseFloat)
     .option('--deadline <iso>', 'rows not started by then end as not_run')
+    .option(
+      '--max-poll-wait <duration>',
+      'longest wait for one creation to end (90s, 45m, 2h; default 30m); the row then fails and says so',
+      parseDuration,
+    )
     .option('--follow', 'show progress until the batch ends')
     .option('--json', 'print the final progress as JSON')
     .action(async (file: string, opts: RunCliOptions) => {
@@ -194,6 +236,7 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
           ...(opts.model ? { defaultModel: opts.model } : {}),
           ...(opts.spendCap === undefined ? {} : { spendCapUsd: opts.spendCap }),
           ...(opts.deadline ? { deadline: new Date(opts.deadline).toISOString() } : {}),
+          ...(opts.maxPollWait === undefined ? {} : { maxPollWaitMs: opts.maxPollWait }),
         });
         stderr(`${attached ? 'attached to' : 'started'} batch ${batchId} (${report.validRows} rows)`);
         if (!opts.follow) {
@@ -202,9 +245,15 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
         }
         const tty = process.stderr.isTTY && !opts.json;
         const final = await client.withAbortSignal(signal, () =>
-          followBatch(handle, (p) => {
-            if (tty) process.stderr.write(`\r\x1b[2K${progressLine(p, report.validRows)}`);
-          }),
+          followBatch(
+            handle,
+            (p) => {
+              if (tty) process.stderr.write(`\r\x1b[2K${progressLine(p, report.validRows)}`);
+            },
+            {
+              onNoAnswer: (err) => stderr(`${tty ? '\n' : ''}imagebatch: ${err.message} (still waiting; Ctrl-C stops)`),
+            },
+          ),
         );
         if (tty) process.stderr.write('\n');
         process.stdout.write(opts.json ? `${JSON.stringify(final)}\n` : `${progressLine(final, report.validRows)}\n`);
@@ -290,8 +339,18 @@ interface RunCliOptions {
   maxAttempts: number;
   spendCap?: number;
   deadline?: string;
+  /** Milliseconds. */
+  maxPollWait?: number;
   follow?: boolean;
   json?: boolean;
+}
+
+function parseDuration(value: string): number {
+  try {
+    return parseDurationMs(value);
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
 }
 
 function parsePositiveInt(value: string): number {
@@ -309,8 +368,16 @@ function parsePort(value: string): number {
 
 /** Runs the CLI and resolves to its exit code; only the entry point (bin/imagebatch.js) exits the process. */
 export async function main(argv: readonly string[]): Promise<number> {
-  // The SDK's own log lines (worker state, bundler output) only when something is wrong.
-  Runtime.install({ logger: new DefaultLogger(process.env.IMAGEBATCH_LOG_LEVEL === 'debug' ? 'DEBUG' : 'WARN') });
+  const secret = secretArgumentProblem(argv.slice(2));
+  if (secret) {
+    stderr(`imagebatch: ${secret}`);
+    return ExitCode.Usage;
+  }
+  // The SDK's own log lines (worker state, bundler output) only when something is wrong. The worker installs its
+  // own runtime (runWorker), with the Prometheus exporter when IMAGEBATCH_METRICS_ADDRESS asks for it.
+  if (argv[2] !== 'worker') {
+    Runtime.install({ logger: new DefaultLogger(process.env.IMAGEBATCH_LOG_LEVEL === 'debug' ? 'DEBUG' : 'WARN') });
+  }
   const controller = new AbortController();
   setMaxListeners(0, controller.signal); // every client call in flight listens to it
   const onSigint = () => controller.abort();

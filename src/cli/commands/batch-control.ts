@@ -1,12 +1,14 @@
 import type { Client } from '@temporalio/client';
-import { cancelSignal, pauseSignal, progressQuery, resumeSignal, type BatchProgress } from '../../workflows';
+import { cancelSignal, pauseSignal, resumeSignal, type BatchProgress } from '../../workflows';
 import { batchWorkflowId } from '../../workflows/keys';
+import { BatchNoAnswerError, queryProgress } from '../batches';
 
 /** Where a batch is: its live progress while it runs, its result once it has ended. */
 export async function batchStatus(client: Client, batchId: string): Promise<BatchProgress> {
   const handle = client.workflow.getHandle(batchWorkflowId(batchId));
   const description = await handle.describe();
-  if (description.status.name === 'RUNNING') return handle.query(progressQuery);
+  // A running batch answers through a worker: without one, a clear error after QUERY_TIMEOUT_MS.
+  if (description.status.name === 'RUNNING') return queryProgress(handle, batchId);
   if (description.status.name === 'COMPLETED') return (await handle.result()) as BatchProgress;
   throw new Error(`batch ${batchId} ended as ${description.status.name.toLowerCase()}`);
 }
@@ -33,7 +35,13 @@ export async function controlBatch(
       await handle.signal(cancelSignal, options.reason ?? 'cancelled from the command line');
       break;
   }
-  return handle.query(progressQuery);
+  try {
+    return await queryProgress(handle, batchId);
+  } catch (err) {
+    if (!(err instanceof BatchNoAnswerError)) throw err;
+    // The signal is in the batch's history already: it takes effect as soon as a worker runs the batch.
+    throw new Error(`${action} was sent and applies once a worker runs the batch, but ${err.message}`);
+  }
 }
 
 export interface BatchListing {

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
+import { clientDataConverter, payloadCodecFromEnv, workerDataConverter } from '../../codec';
 import { defaultServiceConfig } from '../../config/service-config';
 import { collectResults, writeResults, type WrittenResults } from '../../results';
 import { DEMO_ACCOUNT_ID, DEMO_API_KEY, DEMO_KEY_ID, FaultKind, resolveConfig, startSimulator } from '../../simulator';
@@ -32,6 +33,12 @@ export interface DemoOptions {
    * @default the bundled examples/demo-prompts.csv (50 prompts, every kind of outcome)
    */
   file?: string;
+  /**
+   * Where `IMAGEBATCH_PAYLOAD_KEY` / `IMAGEBATCH_PAYLOAD_KEY_FILE` are read from: when set, every payload of the
+   * demo's workflows is encrypted (the demo's server keeps its history across runs, so keep the same key).
+   * @default process.env
+   */
+  env?: Readonly<Record<string, string | undefined>>;
 }
 
 export interface DemoResult {
@@ -78,6 +85,7 @@ export async function demo(options: DemoOptions): Promise<DemoResult> {
   const file = options.file ?? path.join(projectRoot, 'examples', 'demo-prompts.csv');
   const outDir = path.join(options.home, 'demo');
   const dbFile = path.join(options.home, 'temporal.sqlite');
+  const codec = payloadCodecFromEnv(options.env ?? process.env); // checked before anything starts
   options.log(`starting the embedded Temporal dev server (state in ${dbFile})`);
   const server = await DevServer.start({ dbFile });
   const sim = await startSimulator(demoSimulatorConfig(options.home));
@@ -87,9 +95,11 @@ export async function demo(options: DemoOptions): Promise<DemoResult> {
     const webUi = server.uiUrl ? `${server.uiUrl}/namespaces/default/workflows` : undefined;
     options.log(`Temporal: ${server.address}${webUi ? `  Web UI: ${webUi}` : ''}`);
     options.log(`image service simulator: ${sim.baseUrl}`);
-    const client = new Client({ connection });
+    if (codec) options.log(`payloads encrypted with key id ${codec.keyId}`);
+    const client = new Client({ connection, ...(codec ? { dataConverter: clientDataConverter(codec) } : {}) });
     const worker = await createWorker({
       connection: nativeConnection,
+      ...(codec ? { dataConverter: workerDataConverter(codec) } : {}),
       activityDeps: {
         config: defaultServiceConfig({ baseUrl: sim.baseUrl, minPollIntervalMs: 1000 }),
         apiKey: () => DEMO_API_KEY,

@@ -1,9 +1,12 @@
-import { NativeConnection } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection } from '@temporalio/worker';
 import { Client, Connection } from '@temporalio/client';
 import { lazyApiKeyProvider, loadApiKey } from '../../api/api-key';
+import { clientDataConverter, payloadCodecFromEnv, workerDataConverter } from '../../codec';
+import { loadMetricsConfig } from '../../config/metrics-config';
 import { loadServiceConfig } from '../../config/service-config';
 import { connectionOptions, loadTemporalConfig } from '../../config/temporal-config';
-import { createWorker } from '../../worker';
+import { installWorkerRuntime, WorkerMetrics } from '../../metrics';
+import { createWorker, SHUTDOWN_GRACE_MS } from '../../worker';
 
 /** Options of {@link runWorker}. */
 export interface RunWorkerOptions {
@@ -33,6 +36,13 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSum
   const temporal = loadTemporalConfig(options.env);
   const service = loadServiceConfig(options.env);
   const apiKey = loadApiKey(options.env);
+  const codec = payloadCodecFromEnv(options.env);
+  const metricsConfig = loadMetricsConfig(options.env);
+  // Before the first NativeConnection: the Prometheus exporter is chosen when the runtime is created.
+  const runtime = installWorkerRuntime({
+    logger: new DefaultLogger(options.env.IMAGEBATCH_LOG_LEVEL === 'debug' ? 'DEBUG' : 'WARN'),
+    ...(metricsConfig ? { metrics: metricsConfig } : {}),
+  });
   const connection = await NativeConnection.connect(connectionOptions(temporal));
   const clientConnection = await Connection.connect(connectionOptions(temporal));
   try {
@@ -41,11 +51,24 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSum
       namespace: temporal.namespace,
       taskQueue: temporal.taskQueue,
       maxConcurrentActivityTaskExecutions: temporal.maxConcurrentActivities,
+      shutdownGraceTimeMs: SHUTDOWN_GRACE_MS,
       ...(temporal.ratePerSecond > 0 ? { maxTaskQueueActivitiesPerSecond: temporal.ratePerSecond } : {}),
+      ...(codec ? { dataConverter: workerDataConverter(codec) } : {}),
+      ...(metricsConfig
+        ? {
+            metrics: new WorkerMetrics(
+              runtime.metricMeter.withTags({ namespace: temporal.namespace, task_queue: temporal.taskQueue }),
+            ),
+          }
+        : {}),
       activityDeps: {
         config: service,
         apiKey: lazyApiKeyProvider(() => apiKey),
-        temporalClient: new Client({ connection: clientConnection, namespace: temporal.namespace }),
+        temporalClient: new Client({
+          connection: clientConnection,
+          namespace: temporal.namespace,
+          ...(codec ? { dataConverter: clientDataConverter(codec) } : {}),
+        }),
         ...(options.outputRoot ? { outputRoot: options.outputRoot } : {}),
       },
     });
@@ -54,7 +77,9 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSum
     else options.signal.addEventListener('abort', onAbort, { once: true });
     options.log(
       `worker polling ${temporal.taskQueue} on ${temporal.address} (namespace ${temporal.namespace}` +
-        `${temporal.ratePerSecond > 0 ? `, ${temporal.ratePerSecond} activities/s for the whole queue` : ''})`,
+        `${temporal.ratePerSecond > 0 ? `, ${temporal.ratePerSecond} activities/s for the whole queue` : ''}` +
+        `${codec ? `, payloads encrypted with key id ${codec.keyId}` : ''}` +
+        `${metricsConfig ? `, metrics on http://${metricsConfig.bindAddress}/metrics` : ''})`,
     );
     await worker.run();
     return { address: temporal.address, namespace: temporal.namespace, taskQueue: temporal.taskQueue };

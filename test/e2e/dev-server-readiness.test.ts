@@ -1,0 +1,56 @@
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DevServer } from '../../src/temporal/dev-server';
+
+/**
+ * DevServer.start waits for the server to answer, and no longer than `startTimeoutMs`: a binary that never serves
+ * ends start-up with a clear error and is stopped; one that exits says so with its code.
+ */
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'imagebatch-ready-'));
+});
+afterAll(async () => {
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+async function script(name: string, body: string): Promise<string> {
+  const file = path.join(dir, name);
+  await writeFile(file, `#!/bin/sh\n${body}\n`);
+  await chmod(file, 0o755);
+  return file;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('DevServer.start readiness', () => {
+  it('gives up after startTimeoutMs on a server that never answers, and stops it', async () => {
+    const pidFile = path.join(dir, 'silent.pid');
+    const executable = await script('silent', `echo $$ > ${pidFile}\nexec sleep 600`);
+    const t0 = Date.now();
+    await expect(DevServer.start({ executable, uiPort: false, startTimeoutMs: 2_000 })).rejects.toThrow(
+      /did not answer on 127\.0\.0\.1:\d+ within 2000 ms/,
+    );
+    const tookMs = Date.now() - t0;
+    // The bound plus one probe and the stop: far below the 60 s default, so the option is what ended it.
+    expect(tookMs).toBeLessThan(20_000);
+    const pid = Number((await readFile(pidFile, 'utf8')).trim());
+    expect(alive(pid)).toBe(false);
+  }, 60_000);
+
+  it('reports a server that exits during start-up with its exit code', async () => {
+    const executable = await script('exits', 'echo "no such flag" >&2\nexit 3');
+    await expect(DevServer.start({ executable, uiPort: false, startTimeoutMs: 30_000 })).rejects.toThrow(
+      /exited with code 3 during start-up: no such flag/,
+    );
+  }, 60_000);
+});

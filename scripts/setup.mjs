@@ -6,6 +6,7 @@
 //   node scripts/setup.mjs            everything
 //   node scripts/setup.mjs --no-build dependencies and toolchain only
 //   node scripts/setup.mjs --browser  also Chromium, for the gallery browser test (npm test passes it)
+//   node scripts/setup.mjs --compose  also docker-compose, for the docker-compose.yml test (npm test passes it)
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -136,6 +137,37 @@ function chromium() {
   else log(`note: apt-get could not install chromium; ${hint}`);
 }
 
+/**
+ * Debian's `docker-compose` (1.29), for test/deploy/compose.test.ts: `docker-compose config` validates
+ * docker-compose.yml without a Docker engine (none runs on the CI machines). Installed with apt-get when it is
+ * missing and this runs as root; otherwise a note saying how, and set-up goes on (the test then fails, saying so).
+ */
+function dockerCompose() {
+  const found = onPath('docker-compose');
+  if (found) {
+    log(`docker-compose present (${found}): not installing it`);
+    return;
+  }
+  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  const apt = process.platform === 'linux' ? onPath('apt-get') : undefined;
+  const hint =
+    'the docker-compose.yml test will fail until it is installed (`apt-get install docker-compose` as root, ' +
+    'or IMAGEBATCH_DOCKER_COMPOSE naming a docker-compose binary)';
+  if (!isRoot || !apt) {
+    log(
+      `note: docker-compose is not on PATH and cannot be installed here (${isRoot ? 'no apt-get' : 'not root'}); ${hint}`,
+    );
+    return;
+  }
+  log('docker-compose is not on PATH: apt-get update, then apt-get install -y --no-install-recommends docker-compose');
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  if (!run('apt-get', ['update'], { env }).ok) log('apt-get update failed; trying the install anyway');
+  const ok = run('apt-get', ['install', '-y', '--no-install-recommends', 'docker-compose'], { env }).ok;
+  const installed = onPath('docker-compose');
+  if (ok && installed) log(`docker-compose installed (${installed})`);
+  else log(`note: apt-get could not install docker-compose; ${hint}`);
+}
+
 function build() {
   log('building (tsc -p tsconfig.build.json, incremental)');
   const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
@@ -146,6 +178,7 @@ try {
   npmDependencies();
   temporalToolchain();
   if (args.has('--browser')) chromium();
+  if (args.has('--compose')) dockerCompose();
   if (!args.has('--no-build')) build();
 } catch (err) {
   log(`failed: ${err instanceof Error ? err.message : String(err)}`);

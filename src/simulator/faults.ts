@@ -94,6 +94,11 @@ export interface ScriptPosition {
  */
 export class FaultPlan {
   private scripts: ScriptPosition[];
+  /** Faults handed out since this process started, by kind (`none` too), for reports; not persisted. */
+  private readonly injected = Object.fromEntries(Object.values(FaultKind).map((k) => [k, 0])) as Record<
+    FaultKind,
+    number
+  >;
 
   constructor(
     public settings: FaultSettings,
@@ -135,8 +140,19 @@ export class FaultPlan {
     this.random = mulberry32(state.random);
   }
 
+  /** A copy of the counts of faults handed out, by kind. */
+  counts(): Record<FaultKind, number> {
+    return { ...this.injected };
+  }
+
   /** The fault for one submission that reached the charge step. */
   next(prompt: string): Fault {
+    const fault = this.pick(prompt);
+    this.injected[fault.kind] += 1;
+    return fault;
+  }
+
+  private pick(prompt: string): Fault {
     for (const rule of this.scripts) {
       if (rule.consumed < rule.faults.length && prompt.includes(rule.match)) {
         return rule.faults[rule.consumed++] ?? { kind: FaultKind.None };

@@ -32,6 +32,8 @@ export interface Simulator {
   control(command: ControlCommand): void;
   /** Replaces the fault settings; fields left out are off. */
   setFaults(settings: Partial<FaultSettings>): void;
+  /** Faults handed out to submissions since this simulator started, by kind (`none` included). */
+  faultCounts(): Record<FaultKind, number>;
   /** Submissions whose prompt contains `match` get these faults, one per submission, in order. */
   scriptFor(match: string, faults: readonly FaultInput[]): void;
   revokeKey(keyId: string): void;
@@ -204,6 +206,7 @@ export async function startSimulator(config: SimulatorConfigInput = {}): Promise
     settle: () => engine.settle(),
     control: (command) => applyControl(engine, command),
     setFaults: (settings) => applyControl(engine, { op: 'setFaults', faults: settings }),
+    faultCounts: () => engine.faults.counts(),
     scriptFor: (match, faults) => applyControl(engine, { op: 'script', match, faults: [...faults] }),
     revokeKey: (keyId) => applyControl(engine, { op: 'revokeKey', keyId }),
     addKey: (accountId, keyId, key) => applyControl(engine, { op: 'addKey', accountId, keyId, key }),

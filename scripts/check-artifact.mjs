@@ -172,14 +172,18 @@ function buildStage(tmp, stage) {
   return notes;
 }
 
-/** Relative path to SHA-256 of every file under `dir`, without the compiler's incremental-build state. */
+/**
+ * Relative path to SHA-256 of every file under `dir`, without dot files: the compiler's incremental-build state
+ * (`.tsbuildinfo`) and the worker's workflow-bundle cache (`.workflow-bundle-<hash>.js`, written at run time) are
+ * not build output.
+ */
 function hashTree(dir) {
   const out = new Map();
   const walk = (d) => {
     for (const e of readdirSync(d, { withFileTypes: true })) {
       const p = path.join(d, e.name);
       if (e.isDirectory()) walk(p);
-      else if (e.name !== '.tsbuildinfo') out.set(path.relative(dir, p), sha256(readFileSync(p)));
+      else if (!e.name.startsWith('.')) out.set(path.relative(dir, p), sha256(readFileSync(p)));
     }
   };
   walk(dir);

@@ -21,7 +21,8 @@ interface ArtifactSummary {
 function distDigest(dir: string): { files: number; digest: string } {
   const entries: string[] = [];
   for (const e of readdirSync(dir, { withFileTypes: true, recursive: true })) {
-    if (!e.isFile() || e.name === '.tsbuildinfo') continue;
+    // Dot files are not build output: `.tsbuildinfo`, and the workflow-bundle cache a worker writes at run time.
+    if (!e.isFile() || e.name.startsWith('.')) continue;
     const file = path.join(e.parentPath, e.name);
     entries.push(`${path.relative(dir, file)} ${createHash('sha256').update(readFileSync(file)).digest('hex')}`);
   }

@@ -49,9 +49,17 @@ export interface DevServerOptions {
    * @default the project's pinned CLI (see toolchain.ts)
    */
   executable?: string;
+  /**
+   * SQLite pragmas (`--sqlite-pragma NAME=VALUE`), such as `{ journal_mode: 'wal', synchronous: 'normal' }`:
+   * the server's write throughput on a file depends on them (see BENCHMARKS.md).
+   * @default {} (the server's own settings)
+   */
+  sqlitePragmas?: Record<string, string>;
 }
 
 const STDERR_TAIL = 4096;
+/** Longest wait for one readiness probe (two calls) before the next try. */
+const PROBE_TIMEOUT_MS = 5_000;
 
 /**
  * The embedded Temporal development server (`temporal server start-dev`), run as a child process that
@@ -91,6 +99,9 @@ export class DevServer {
       mkdirSync(path.dirname(options.dbFile), { recursive: true });
       args.push('--db-filename', options.dbFile);
     }
+    for (const [name, value] of Object.entries(options.sqlitePragmas ?? {})) {
+      args.push('--sqlite-pragma', `${name}=${value}`);
+    }
     for (const [key, value] of Object.entries(options.dynamicConfig ?? {})) {
       args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
     }
@@ -125,9 +136,13 @@ export class DevServer {
       try {
         const connection = await Connection.connect({ address: this.address, connectTimeout: 1000 });
         try {
-          await connection.workflowService.getSystemInfo({});
-          // The default namespace is registered a moment after the front end answers.
-          await connection.workflowService.describeNamespace({ namespace: 'default' });
+          // Each probe has a deadline of its own: a server that accepts the call but never answers must not hold
+          // start-up past `timeoutMs`.
+          await connection.withDeadline(Math.min(deadline, Date.now() + PROBE_TIMEOUT_MS), async () => {
+            await connection.workflowService.getSystemInfo({});
+            // The default namespace is registered a moment after the front end answers.
+            await connection.workflowService.describeNamespace({ namespace: 'default' });
+          });
           return;
         } finally {
           await connection.close();

@@ -11,7 +11,9 @@ export default tseslint.config(
   ...tseslint.configs.recommendedTypeChecked,
   {
     languageOptions: {
-      parserOptions: { projectService: { allowDefaultProject: ['*.mjs', 'scripts/*.mjs', 'bin/*.js'] } },
+      parserOptions: {
+        projectService: { allowDefaultProject: ['*.mjs', 'scripts/*.mjs', 'bench/naive/*.mjs', 'bin/*.js'] },
+      },
     },
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',

@@ -1,0 +1,120 @@
+/**
+ * `npm run bench`: the five benchmarks of BENCHMARKS.md, each against real processes (the Temporal dev server,
+ * the simulator, the product's worker and CLI), printed as markdown tables ready to paste.
+ *
+ *   npm run bench                                   # everything (about 25 minutes on 2 cores)
+ *   npm run bench -- --quick                        # small sizes: proves the bench works, not the figures
+ *   npm run bench -- --only orchestration,scale     # some of: utilisation, naive, orchestration, scale, recovery
+ *   npm run bench -- --out bench-results.md         # also write the markdown to a file
+ *
+ * Progress goes to stderr, tables to stdout.
+ */
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { ensureDistIsFresh } from '../test/helpers/dist';
+import type { Benchmark, BenchContext } from './lib/context';
+import { toMarkdown, type Table } from './lib/table';
+import { naive } from './naive';
+import { orchestration } from './orchestration';
+import { recovery } from './recovery';
+import { scale } from './scale';
+import { utilisation } from './utilisation';
+
+const BENCHMARKS: readonly Benchmark[] = [utilisation, naive, orchestration, scale, recovery];
+
+interface Flags {
+  only: Set<string> | undefined;
+  quick: boolean;
+  out: string | undefined;
+}
+
+/** Reads `--only a,b`, `--quick`, `--out file`; an unknown flag or name is an error that lists the valid ones. */
+export function parseFlags(argv: readonly string[]): Flags {
+  const flags: Flags = { only: undefined, quick: false, out: undefined };
+  const names = BENCHMARKS.map((b) => b.name);
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const value = () => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${arg} needs a value`);
+      return v;
+    };
+    if (arg === '--quick') flags.quick = true;
+    else if (arg === '--out') flags.out = value();
+    else if (arg === '--only') {
+      const wanted = value()
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
+      const unknown = wanted.filter((n) => !names.includes(n));
+      if (unknown.length) throw new Error(`unknown benchmark(s) ${unknown.join(', ')}; known: ${names.join(', ')}`);
+      flags.only = new Set(wanted);
+    } else throw new Error(`unknown argument ${arg}; use --only <${names.join(',')}>, --quick, --out <file>`);
+  }
+  return flags;
+}
+
+/** The machine the figures come from, for the heading of the results. */
+function machine(): string[] {
+  const sh = (cmd: string, args: string[]) => {
+    try {
+      return execFileSync(cmd, args, { encoding: 'utf8' }).trim();
+    } catch {
+      return '(unavailable)';
+    }
+  };
+  const [load1, load5] = os.loadavg();
+  return [
+    `- Date: ${sh('date', [])}`,
+    `- Machine: \`nproc\` ${sh('nproc', [])}, ${os.cpus()[0]?.model ?? 'unknown CPU'}, ` +
+      `${Math.round(os.totalmem() / 2 ** 30)} GiB RAM (\`free -g\` total), Node ${process.version}, ${os.type()} ${os.release()}`,
+    `- Load average when the run started: ${load1?.toFixed(2)} (1 min), ${load5?.toFixed(2)} (5 min)` +
+      ((load1 ?? 0) > 1 ? ' — **other processes were using the CPU**: figures are lower than on a quiet machine' : ''),
+  ];
+}
+
+async function main(): Promise<void> {
+  const flags = parseFlags(process.argv.slice(2));
+  const log = (line: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+  await ensureDistIsFresh();
+  const started = Date.now();
+  const header = [
+    `## Results${flags.quick ? ' (--quick: small sizes, not the figures of record)' : ''}`,
+    '',
+    ...machine(),
+  ];
+  process.stdout.write(`${header.join('\n')}\n\n`);
+  const ctx: BenchContext = { quick: flags.quick, log, earlier: new Map() };
+  const sections: string[] = [];
+  let failed = false;
+  for (const bench of BENCHMARKS) {
+    if (flags.only && !flags.only.has(bench.name)) continue;
+    const t0 = Date.now();
+    log(`${bench.name}: starting`);
+    let table: Table;
+    try {
+      const out = await bench.run(ctx);
+      table = out.table;
+      ctx.earlier.set(bench.name, out.result);
+    } catch (err) {
+      failed = true;
+      const message = err instanceof Error ? (err.stack ?? err.message) : String(err);
+      log(`${bench.name}: FAILED\n${message}`);
+      table = { title: `${bench.name}: failed`, headers: ['error'], rows: [[message.split('\n')[0] ?? '']], notes: [] };
+    }
+    table.notes.push(`This benchmark took ${((Date.now() - t0) / 60_000).toFixed(1)} min.`);
+    const md = toMarkdown(table);
+    sections.push(md);
+    process.stdout.write(`${md}\n`);
+  }
+  const total = `Total wall time of the run: ${((Date.now() - started) / 60_000).toFixed(1)} min.`;
+  process.stdout.write(`${total}\n`);
+  if (flags.out) writeFileSync(flags.out, `${[header.join('\n'), ...sections, total].join('\n\n')}\n`);
+  if (failed) process.exitCode = 1;
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exitCode = 1;
+});

@@ -1,0 +1,44 @@
+import type { FaultSettings } from '../../src/simulator';
+
+/** Messages between the bench and its simulator host process (see sim-host.ts). */
+
+export type SimHostRequest =
+  | { id: number; op: 'report' }
+  | { id: number; op: 'setFaults'; faults: Partial<FaultSettings> }
+  /** The time (ms since the epoch) of the first API request that arrived at or after `since`, or null. */
+  | { id: number; op: 'firstRequestAfter'; since: number }
+  | { id: number; op: 'close' };
+
+export type SimHostResponse = { id: number; ok: true; value: unknown } | { id: number; ok: false; error: string };
+
+/** What the simulator host saw (wire counts only when it counts). */
+export interface SimHostReport {
+  /** Answers by HTTP status; 0 = the connection was reset. */
+  statuses: Record<string, number>;
+  tooManyByReason: Record<string, number>;
+  requests: number;
+  posts: number;
+  firstRequestAt: number | undefined;
+  lastRequestAt: number | undefined;
+  /** Creations the ledger knows of (each was charged once). */
+  creations: number;
+  /** Creations charged and not refunded. */
+  netChargedCreations: number;
+  /** Distinct prompts (rows) with at least one net charge. */
+  chargedPrompts: number;
+  /** Net charges beyond the first for the same prompt: a row paid more than once. */
+  doubleCharges: number;
+  /** Idempotency keys under which more than one creation stays charged (the ledger's own check). */
+  chargedTwiceByKey: number;
+  charges: number;
+  refunds: number;
+  netUsd: number;
+  /** Mean time from acceptance to the end of the creations that ended. */
+  meanGenerationMs: number;
+  polledCreations: number;
+  /** GET /creations/{id} per polled creation, 429s included. */
+  meanPollsPerCreation: number;
+  /** ceil(generation time / minimum poll interval) + 1, averaged over the same creations. */
+  meanReferencePolls: number;
+  unexpectedErrors: number;
+}

@@ -19,6 +19,7 @@ import { batchWorkflow, batchWorkflowId } from '../../src/workflows';
 import { progressQuery } from '../../src/workflows/definitions';
 import { REPORT_FROM_ACTIVITY } from '../../src/workflows/prompt-workflow';
 import { REPO_ROOT, rowOutcomes, sha256Of, waitUntil, within, writeBatchCsv } from './helpers';
+import { temporal } from '@temporalio/proto';
 
 /**
  * Deploying a new worker version in the middle of a batch. Worker "v1" runs the workflow code as it was just before
@@ -170,6 +171,8 @@ interface HistoryFacts {
   patched: boolean;
 }
 
+const UNHANDLED_COMMAND = temporal.api.enums.v1.WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND;
+
 async function describeHistory(client: Client, workflowId: string): Promise<HistoryFacts> {
   const history = await client.workflow.getHandle(workflowId).fetchHistory();
   const identities: string[] = [];
@@ -179,7 +182,11 @@ async function describeHistory(client: Client, workflowId: string): Promise<Hist
     const done = e.workflowTaskCompletedEventAttributes;
     if (done?.identity) identities.push(done.identity);
     const failed = e.workflowTaskFailedEventAttributes;
-    if (failed) failedTasks.push(`${workflowId}: ${String(failed.cause)} ${failed.failure?.message ?? ''}`);
+    // UNHANDLED_COMMAND is the server asking the worker to redo a task that tried to close the workflow while
+    // new events (row reports) were arriving: routine, and not a fault of the workflow code.
+    if (failed && failed.cause !== UNHANDLED_COMMAND) {
+      failedTasks.push(`${workflowId}: ${String(failed.cause)} ${failed.failure?.message ?? ''}`);
+    }
     const marker = e.markerRecordedEventAttributes;
     if (marker?.markerName === 'core_patch') {
       const data = marker.details?.['patch-data']?.payloads?.[0]?.data;

@@ -57,6 +57,13 @@ export interface BatchProblem {
  * Keeps the first `limit` problems and only counts the rest, so that a hostile or badly broken file cannot
  * grow memory without bound while the report still says how many problems there were.
  */
+/** Problems that end the read of a file early (the report is then incomplete). */
+const STOPPING_CODES: ReadonlySet<string> = new Set([
+  ProblemCode.RecordTooLarge,
+  ProblemCode.TooManyFields,
+  ProblemCode.UnsupportedEncoding,
+]);
+
 export class ProblemCollector {
   private readonly kept: BatchProblem[] = [];
   private total = 0;
@@ -70,7 +77,8 @@ export class ProblemCollector {
     if (key === this.lastKey) return;
     this.lastKey = key;
     this.total += 1;
-    if (this.kept.length < this.limit) this.kept.push(problem);
+    // A problem that stops the read is always kept, past the limit too: it says why the report is incomplete.
+    if (this.kept.length < this.limit || STOPPING_CODES.has(problem.code)) this.kept.push(problem);
   }
 
   get count(): number {

@@ -235,6 +235,20 @@ describe('validateBatchFile: bounds', () => {
     expect(report.problems.map((p) => p.line)).toEqual([2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
   });
 
+  it('keeps the problem that stopped the read even past maxProblems, so an incomplete report says why', async () => {
+    // Found by the fuzz test: 50 problems on the header filled the list, and the record too large on line 3 that
+    // ended the read was dropped, leaving an incomplete report with no reason.
+    const header = `prompt,model${','.repeat(50)}`;
+    const lines = [header, 'a,m', `${'x'.repeat(3000)},m`, 'b,m'];
+    const report = await validateBatchFile(tmp.file('stopped.csv', lines.join('\n')), {
+      maxProblems: 10,
+      maxRecordBytes: 2048,
+    });
+    expect(report.complete).toBe(false);
+    expect(report.problems).toHaveLength(11);
+    expect(report.problems.at(-1)).toMatchObject({ code: ProblemCode.RecordTooLarge, line: 3 });
+  });
+
   it('stops at a record larger than maxRecordBytes (an unclosed quote in a big file), with its line', async () => {
     const lines = ['prompt,model', 'a,m', '"never closed,m', ...Array.from({ length: 2000 }, (_, i) => `row ${i},m`)];
     const report = await validateBatchFile(tmp.file('huge.csv', lines.join('\n')), { maxRecordBytes: 4096 });

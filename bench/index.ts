@@ -68,7 +68,8 @@ function machine(): string[] {
   return [
     `- Date: ${sh('date', [])}`,
     `- Machine: \`nproc\` ${sh('nproc', [])}, ${os.cpus()[0]?.model ?? 'unknown CPU'}, ` +
-      `${Math.round(os.totalmem() / 2 ** 30)} GiB RAM (\`free -g\` total), Node ${process.version}, ${os.type()} ${os.release()}`,
+      `\`free -g\` total ${/^Mem:\s+(\d+)/m.exec(sh('free', ['-g']))?.[1] ?? '?'} GiB, Node ${process.version}, ` +
+      `${os.type()} ${os.release()}`,
     `- Load average when the run started: ${load1?.toFixed(2)} (1 min), ${load5?.toFixed(2)} (5 min)` +
       ((load1 ?? 0) > 1 ? ' — **other processes were using the CPU**: figures are lower than on a quiet machine' : ''),
   ];

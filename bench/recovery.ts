@@ -101,8 +101,9 @@ export const recovery: Benchmark = {
       ],
       notes: [
         `The restart is the spawn of \`imagebatch worker\` right after the old one died (${num(m.killToRestart * 1000)} ms ` +
-          `after the SIGKILL); "polling" is its "worker polling" line, after it bundled the workflow code; the first ` +
-          `new request is the first API request the simulator received after the restart.`,
+          `after the SIGKILL); "polling" is its "worker polling" line, after it loaded its workflow bundle (cached in ` +
+          `\`dist/\` by the first start of this build); the first new request is the first API request the simulator ` +
+          `received after the restart.`,
         `Settings: generation 1-3 s, poll interval 1 s, no rate limit, \`--concurrency ${RECOVERY_CONCURRENCY}\`. Activities ` +
           `the dead worker was running are retried once their heartbeat or start-to-close timeout passes; rows whose ` +
           `next workflow task waited on the dead worker's sticky queue move to the shared queue after 10 s.`,

@@ -188,7 +188,7 @@ export const scale: Benchmark = {
           : '',
         `Goal: worker peak RSS under ${WORKER_RSS_GOAL_MB} MB during the ${num(e2eRows)}-row batch: ` +
           `${verdict(e2e.workerPeak < WORKER_RSS_GOAL_MB)} (${num(e2e.workerPeak)} MB peak, VmHWM; ${num(workerAtReady)} MB ` +
-          `once it polled, after bundling the workflows). The batch ran in ${e2e.runs} runs (continue-as-new), with ` +
+          `once it polled, with its cached workflow bundle). The batch ran in ${e2e.runs} runs (continue-as-new), with ` +
           `\`--concurrency ${ORCHESTRATION_CONCURRENCY}\` against the zero-latency simulator.`,
       ].filter(Boolean),
     };

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DEMO_API_KEY } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
+import { stopChild } from '../../test/helpers/child-process';
 
 /** The repository root. */
 export const REPO_ROOT = path.resolve(__dirname, '..', '..');
@@ -74,14 +75,7 @@ export class Child {
 
   /** SIGTERM, then SIGKILL after `graceMs`. */
   async stop(graceMs = 15_000): Promise<void> {
-    if (!this.running) return;
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
-    try {
-      await this.exited;
-    } finally {
-      clearTimeout(timer);
-    }
+    await stopChild(this.child, this.exited, graceMs);
   }
 }
 

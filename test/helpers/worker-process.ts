@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { REPO_ROOT } from './dist';
+import { stopChild } from './child-process';
 
 const BIN = path.join(REPO_ROOT, 'bin', 'imagebatch.js');
 const LOG_TAIL = 65_536;
@@ -85,13 +86,6 @@ export class WorkerProcess {
 
   /** SIGTERM (the worker finishes what it runs), then SIGKILL after `graceMs`. */
   async stop(graceMs = 10_000): Promise<void> {
-    if (!this.running) return;
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
-    try {
-      await this.exited;
-    } finally {
-      clearTimeout(timer);
-    }
+    await stopChild(this.child, this.exited, graceMs);
   }
 }

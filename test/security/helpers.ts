@@ -8,6 +8,7 @@ import { temporal } from '@temporalio/proto';
 import { requireTemporalCli } from '../../src/temporal/toolchain';
 import { freePort } from '../../src/util/net';
 import { REPO_ROOT } from '../helpers/dist';
+import { stopChild } from '../helpers/child-process';
 
 /**
  * Helpers of the security tests: the forms a secret can take, scanners for bytes, files, workflow histories and
@@ -201,14 +202,7 @@ export class LoggedProcess {
 
   /** SIGTERM, then SIGKILL after `graceMs`; resolves once the process has gone. */
   async stop(graceMs = 10_000): Promise<void> {
-    if (!this.running) return;
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
-    try {
-      await this.exited;
-    } finally {
-      clearTimeout(timer);
-    }
+    await stopChild(this.child, this.exited, graceMs);
   }
 }
 

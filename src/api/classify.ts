@@ -71,15 +71,22 @@ export type Outcome =
   | { kind: 'models'; models: ModelInfo[] }
   /** 429, or 503 on a free request, or a local hold: the same request again after `retryAfterMs`. */
   | ({ kind: 'rateLimited' } & RateLimitedInfo)
-  /** No response, timeout, reset, 500, an unreadable 2xx to a submission: the outcome is not known. */
-  | { kind: 'ambiguous'; httpStatus?: number; lastError: string; retryAfterMs?: number }
+  /** No response, timeout, reset, 500, an unreadable 2xx to a submission, a poll's 404 without ERR_NOT_FOUND: not known. */
+  | {
+      kind: 'ambiguous';
+      httpStatus?: number;
+      lastError: string;
+      retryAfterMs?: number;
+      /** A 404 without the service's ERR_NOT_FOUND code: a proxy's page or a wrong IMAGEGEN_CREATION_PATH; the activity counts a run of them. */
+      unrecognizedNotFound?: true;
+    }
   /** 502 ERR_GENERATION_FAILED, 503 ERR_PROVIDER_UNAVAILABLE on a submission: refunded; a new attempt. */
   | { kind: 'refunded'; details: RefundedDetails }
   /** 400, 404 on a submission: final for the row. */
   | { kind: 'rejected'; details: RejectedDetails }
   /** 401, 403, 402: stop the batch. */
   | { kind: 'batchStop'; details: BatchStopDetails }
-  /** Poll: 404. */
+  /** Poll: 404 with the service's ERR_NOT_FOUND code: the creation is lost. */
   | { kind: 'notFound'; httpStatus: number; code: string; message: string }
   /** A free request answered with something no documented shape matches. */
   | { kind: 'malformed'; httpStatus?: number; lastError: string };
@@ -145,7 +152,7 @@ export function classifyResponse(input: ClassifyInput): Outcome {
     case RequestKind.Submit:
       return classifySubmit(input, status, json, err, code, message, retryAfterMs);
     case RequestKind.Poll:
-      return classifyPoll(input, status, json, code, message, retryAfterMs);
+      return classifyPoll(input, status, json, err, code, message, retryAfterMs);
     case RequestKind.Models:
       return classifyModels(status, json, code, message, retryAfterMs);
   }
@@ -216,6 +223,7 @@ function classifyPoll(
   input: ClassifyInput,
   status: number,
   json: unknown,
+  err: EnvelopeError,
   code: string,
   message: string,
   retryAfterMs: () => number,
@@ -251,7 +259,17 @@ function classifyPoll(
     }
     return { kind: 'inFlight', status: statusName };
   }
-  if (status === 404) return { kind: 'notFound', httpStatus: status, code, message };
+  if (status === 404) {
+    // The contract's answer for an unknown id is ERR_NOT_FOUND; any other 404 (a proxy's page, a wrong path) says
+    // nothing about the creation, so its outcome stays unknown rather than lost.
+    if (err?.code === ErrorCode.NotFound) return { kind: 'notFound', httpStatus: status, code, message };
+    return {
+      kind: 'ambiguous',
+      httpStatus: status,
+      lastError: `HTTP ${status} ${code}: ${message}`,
+      unrecognizedNotFound: true,
+    };
+  }
   if (status === 503) return { kind: 'rateLimited', httpStatus: status, code, message, retryAfterMs: retryAfterMs() };
   if (status >= 500) return { kind: 'ambiguous', httpStatus: status, lastError: `HTTP ${status} ${code}: ${message}` };
   return { kind: 'malformed', httpStatus: status, lastError: `HTTP ${status} ${code}: ${message}` };
@@ -421,7 +439,13 @@ export function toApplicationFailure(outcome: FailureOutcome, retryDelayMs?: num
         message: `outcome unknown: ${outcome.lastError}`,
         nonRetryable: false,
         ...delay(Math.max(retryDelayMs ?? 0, outcome.retryAfterMs ?? 0) || retryDelayMs),
-        details: [{ lastError: outcome.lastError, ...(outcome.httpStatus ? { httpStatus: outcome.httpStatus } : {}) }],
+        details: [
+          {
+            lastError: outcome.lastError,
+            ...(outcome.httpStatus ? { httpStatus: outcome.httpStatus } : {}),
+            ...(outcome.unrecognizedNotFound ? { unrecognizedNotFound: true } : {}),
+          },
+        ],
       });
     case 'malformed':
       return ApplicationFailure.create({

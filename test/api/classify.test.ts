@@ -404,6 +404,78 @@ describe('classifyResponse: poll', () => {
     expect(classify(RequestKind.Poll, undefined)).toMatchObject({ kind: 'ambiguous' });
     expect(classify(RequestKind.Poll, 400, envelope(ErrorCode.InvalidRequest))).toMatchObject({ kind: 'malformed' });
   });
+
+  describe("404 (issue #13, point 7): lost only with the service's ERR_NOT_FOUND code", () => {
+    it('the error envelope with ERR_NOT_FOUND is not found (the creation is lost)', () => {
+      expect(classify(RequestKind.Poll, 404, envelope(ErrorCode.NotFound, 'no such creation'))).toEqual({
+        kind: 'notFound',
+        httpStatus: 404,
+        code: ErrorCode.NotFound,
+        message: 'no such creation',
+      });
+    });
+
+    it.each([
+      [
+        'an HTML page (a proxy)',
+        '<html><body><h1>404 Not Found</h1></body></html>',
+        'HTTP_404',
+        '<html><body><h1>404 Not Found</h1></body></html>',
+      ],
+      ['plain text', 'Not Found', 'HTTP_404', 'Not Found'],
+      ['an empty body', '', 'HTTP_404', 'HTTP 404 with an empty body'],
+      ['JSON without the envelope', { detail: 'not found' }, 'HTTP_404', '{"detail":"not found"}'],
+      [
+        'an envelope with another code',
+        envelope(ErrorCode.ModelNotFound, 'no such model'),
+        ErrorCode.ModelNotFound,
+        'no such model',
+      ],
+      ['an envelope with a code in another case', envelope('err_not_found', 'x'), 'err_not_found', 'x'],
+    ])('%s is an unknown outcome, flagged as an unrecognised 404', (_what, body, code, message) => {
+      expect(classify(RequestKind.Poll, 404, body)).toEqual({
+        kind: 'ambiguous',
+        httpStatus: 404,
+        lastError: `HTTP 404 ${code}: ${message}`,
+        unrecognizedNotFound: true,
+      });
+    });
+
+    it('an unrecognised 404 stays bounded however long its body', () => {
+      const out = classify(RequestKind.Poll, 404, envelope('E'.repeat(10_000), 'm'.repeat(10_000)));
+      if (out.kind !== 'ambiguous') throw new Error(out.kind);
+      expect(out.unrecognizedNotFound).toBe(true);
+      expect(out.lastError).toBe(`HTTP 404 ${'E'.repeat(497)}...: ${'m'.repeat(497)}...`);
+    });
+
+    it('a 404 to a submission is unchanged: rejected, with or without the envelope', () => {
+      expect(classify(RequestKind.Submit, 404, envelope(ErrorCode.NotFound, 'nope'))).toEqual({
+        kind: 'rejected',
+        details: { httpStatus: 404, code: ErrorCode.NotFound, message: 'nope', fieldErrors: [] },
+      });
+      expect(classify(RequestKind.Submit, 404, '<html>404</html>')).toEqual({
+        kind: 'rejected',
+        details: {
+          httpStatus: 404,
+          code: 'HTTP_404',
+          message: '<html>404</html> (no error envelope: check IMAGEGEN_BASE_URL and IMAGEGEN_SUBMIT_PATH)',
+          fieldErrors: [],
+        },
+      });
+    });
+
+    it('only a poll sets the flag: other ambiguous outcomes do not carry it', () => {
+      for (const out of [
+        classify(RequestKind.Poll, 500, envelope(ErrorCode.Internal)),
+        classify(RequestKind.Poll, 502, 'bad gateway'),
+        classify(RequestKind.Submit, 500, 'oops'),
+        classify(RequestKind.Poll, undefined),
+      ]) {
+        expect(out).toMatchObject({ kind: 'ambiguous' });
+        expect(out).not.toHaveProperty('unrecognizedNotFound');
+      }
+    });
+  });
 });
 
 describe('classifyResponse: models', () => {
@@ -490,5 +562,18 @@ describe('toApplicationFailure', () => {
       details: { idempotencyKey: 'k', tries: 6, lastError: 'e' },
     });
     expect(unknown.details).toEqual([{ idempotencyKey: 'k', tries: 6, lastError: 'e' }]);
+  });
+
+  it('an ambiguous outcome carries the unrecognised-404 flag into its details, and only when set', () => {
+    const flagged = toApplicationFailure(
+      { kind: 'ambiguous', httpStatus: 404, lastError: 'HTTP 404 HTTP_404: Not Found', unrecognizedNotFound: true },
+      1500,
+    );
+    expect([flagged.type, flagged.nonRetryable, flagged.nextRetryDelay]).toEqual([FailureType.Ambiguous, false, 1500]);
+    expect(flagged.details).toEqual([
+      { lastError: 'HTTP 404 HTTP_404: Not Found', httpStatus: 404, unrecognizedNotFound: true },
+    ]);
+    const plain = toApplicationFailure({ kind: 'ambiguous', httpStatus: 500, lastError: 'HTTP 500 ERR_INTERNAL: x' });
+    expect(plain.details).toEqual([{ lastError: 'HTTP 500 ERR_INTERNAL: x', httpStatus: 500 }]);
   });
 });

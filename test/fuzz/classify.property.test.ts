@@ -220,7 +220,8 @@ function allowedKinds(i: ClassifyInput): Outcome['kind'][] {
       return ['ambiguous'];
     case RequestKind.Poll:
       if (ok) return ['ended', 'inFlight', 'malformed'];
-      if (s === 404) return ['notFound'];
+      // Lost only when the service says so (ERR_NOT_FOUND); any other 404 (a proxy's page, a wrong path) is unknown.
+      if (s === 404) return [isNotFoundEnvelope(i.body) ? 'notFound' : 'ambiguous'];
       if (s === 503) return ['rateLimited'];
       return s >= 500 ? ['ambiguous'] : ['malformed'];
     case RequestKind.Models:
@@ -228,6 +229,26 @@ function allowedKinds(i: ClassifyInput): Outcome['kind'][] {
       if (s === 503) return ['rateLimited'];
       return s >= 500 ? ['ambiguous'] : ['malformed'];
   }
+}
+
+/** The service's answer to a poll of an id it does not know: the error envelope with code ERR_NOT_FOUND. */
+function isNotFoundEnvelope(body: string | undefined): boolean {
+  let json: unknown;
+  try {
+    json = JSON.parse(body ?? '');
+  } catch {
+    return false;
+  }
+  const isObject = (v: unknown): v is Record<string, unknown> =>
+    v !== null && typeof v === 'object' && !Array.isArray(v);
+  if (!isObject(json) || !isObject(json.error)) return false;
+  const { code, message } = json.error;
+  return code === ErrorCode.NotFound && (message === undefined || typeof message === 'string');
+}
+
+/** A poll answered 404 without the service's ERR_NOT_FOUND: the one ambiguous outcome flagged as such. */
+function isUnrecognizedNotFound(i: ClassifyInput): boolean {
+  return i.kind === RequestKind.Poll && i.status === 404 && i.error === undefined && !isNotFoundEnvelope(i.body);
 }
 
 const TEXT = OutcomeLimit.text;
@@ -296,6 +317,8 @@ function checkOutcome(o: Outcome, i: ClassifyInput): void {
       expect(o.httpStatus).toBe(i.status);
       expectText(o.lastError, LINE);
       if (o.retryAfterMs !== undefined) expectWait(o.retryAfterMs, i);
+      if (isUnrecognizedNotFound(i)) expect(o.unrecognizedNotFound).toBe(true);
+      else expect(o).not.toHaveProperty('unrecognizedNotFound');
       return;
     case 'refunded':
       expect(o.details.code).toBe(i.status === 502 ? ErrorCode.GenerationFailed : ErrorCode.ProviderUnavailable);
@@ -321,7 +344,7 @@ function checkOutcome(o: Outcome, i: ClassifyInput): void {
       return;
     case 'notFound':
       expect(o.httpStatus).toBe(404);
-      expectText(o.code);
+      expect(o.code).toBe(ErrorCode.NotFound);
       expectText(o.message);
       return;
     case 'malformed':
@@ -357,6 +380,11 @@ function checkAny(i: ClassifyInput): Outcome {
     const failure = toApplicationFailure(o as FailureOutcome, 1000);
     expect(failure).toBeInstanceOf(ApplicationFailure);
     expect(failure.type).toBe(type);
+    if (o.kind === 'ambiguous') {
+      // The activity counts a run of unrecognised 404s from the failure's details.
+      const flag = (failure.details?.[0] as { unrecognizedNotFound?: unknown } | undefined)?.unrecognizedNotFound;
+      expect(flag).toBe(o.unrecognizedNotFound);
+    }
   }
   return o;
 }

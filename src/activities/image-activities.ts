@@ -1,6 +1,8 @@
 import { Context } from '@temporalio/activity';
 import type { Dispatcher } from 'undici';
+import { ApplicationFailure } from '@temporalio/common';
 import { toApplicationFailure, type FailureOutcome } from '../api/classify';
+import { BatchStopReason, FailureType } from '../api/failure-types';
 import { ImageApiClient, type ClientOutcome, type Logger } from '../api/client';
 import type { HoldRegistry } from '../api/holds';
 import type { ApiKeyProvider } from '../api/api-key';
@@ -9,9 +11,10 @@ import type { ServiceConfig } from '../config/service-config';
 import { downloadImages } from './download';
 import { currentDetails, heartbeat, whileHeartbeating } from './heartbeat';
 import type {
-  CollectCreationInput,
-  CollectCreationResult,
+  CreateImageInput,
+  CreateImageResult,
   DownloadedImage,
+  KeyProgress,
   DownloadImagesInput,
   ModelInfo,
   PollCreationInput,
@@ -40,10 +43,11 @@ export interface ImageActivityDeps {
   random: () => number;
 }
 
-/** What a submission attempt carries to its next retry through heartbeat details. */
-export interface SubmitHeartbeat {
-  ambiguousTries: number;
-}
+/**
+ * Consecutive poll answers 404 without the service's ERR_NOT_FOUND code after which a key stops its batch: such a
+ * run says the address is wrong (IMAGEGEN_CREATION_PATH, a proxy), not that the creation is lost.
+ */
+export const UNRECOGNIZED_NOT_FOUND_LIMIT = 5;
 
 export function createImageActivities(deps: ImageActivityDeps) {
   let client: ImageApiClient | undefined;
@@ -65,11 +69,14 @@ export function createImageActivities(deps: ImageActivityDeps) {
     return Math.round(ceiling / 2 + (deps.random() * ceiling) / 2);
   }
 
-  /** Consecutive transient failures so far, from the previous attempts' heartbeat details. */
+  /** Consecutive transient failures so far, from this attempt's or the previous attempts' heartbeat details. */
   function priorTries(): number {
-    const d = Context.current().info.heartbeatDetails as Partial<SubmitHeartbeat> | undefined;
-    const n = d?.ambiguousTries;
-    return typeof n === 'number' && Number.isInteger(n) && n >= 0 ? n : 0;
+    return countOf(asRecord(currentDetails(Context.current())).ambiguousTries);
+  }
+
+  /** Heartbeats the details so far with `patch` over them: each field is kept until something changes it. */
+  function note(ctx: Context, patch: Partial<KeyProgress>): void {
+    heartbeat(ctx, { ...asRecord(currentDetails(ctx)), ...patch });
   }
 
   function fail(outcome: FailureOutcome, retryDelayMs?: number): never {
@@ -82,12 +89,10 @@ export function createImageActivities(deps: ImageActivityDeps) {
     const prior = priorTries();
     const outcome = await whileHeartbeating(ctx, api().getCreation(input.creationId, ctx.cancellationSignal));
     const transient = (o: FailureOutcome): never => {
-      heartbeat(ctx, { ambiguousTries: prior + 1 } satisfies SubmitHeartbeat);
+      note(ctx, { ambiguousTries: prior + 1 });
       return fail(o, backoffMs(prior + 1));
     };
-    if (prior > 0 && outcome.kind !== 'ambiguous' && outcome.kind !== 'malformed') {
-      heartbeat(ctx, { ambiguousTries: 0 } satisfies SubmitHeartbeat);
-    }
+    if (prior > 0 && outcome.kind !== 'ambiguous' && outcome.kind !== 'malformed') note(ctx, { ambiguousTries: 0 });
     switch (outcome.kind) {
       case 'ended':
         return outcome.result;
@@ -128,55 +133,179 @@ export function createImageActivities(deps: ImageActivityDeps) {
     return whileHeartbeating(ctx, work);
   }
 
-  return {
-    /**
-     * POST a creation with its idempotency key. Returns the accepted creation; otherwise throws
-     * RateLimited / Ambiguous (retryable, same key), Unknown (after `maxAmbiguousTries` unknown outcomes),
-     * Refunded, Rejected, BatchStop or Config (non-retryable).
-     */
-    async submitCreation(input: SubmitCreationInput): Promise<SubmitCreationResult> {
-      const ctx = Context.current();
-      const prior = priorTries();
-      const outcome: ClientOutcome = await whileHeartbeating(ctx, api().submit(input, ctx.cancellationSignal));
-      const ambiguous = (lastError: string, o: FailureOutcome): never => {
-        const tries = prior + 1;
-        if (tries >= deps.config.maxAmbiguousTries) {
-          deps.logger.warn('image api: submission outcome unknown, giving up on this key', {
-            idempotencyKey: input.idempotencyKey,
-            tries,
-          });
-          return fail({ kind: 'unknown', details: { idempotencyKey: input.idempotencyKey, tries, lastError } });
-        }
-        // Durable across attempts: the next attempt reads it back from `info.heartbeatDetails`.
-        heartbeat(ctx, { ambiguousTries: tries } satisfies SubmitHeartbeat);
-        return fail(o, backoffMs(tries));
-      };
-      switch (outcome.kind) {
-        case 'accepted':
-          return {
-            creationId: outcome.creationId,
-            status: outcome.status,
-            ...(outcome.costUsd === undefined ? {} : { costUsd: outcome.costUsd }),
-            ...(outcome.replayed === undefined ? {} : { replayed: outcome.replayed }),
-          };
-        case 'ambiguous':
-          return ambiguous(outcome.lastError, outcome);
-        case 'malformed':
-          return ambiguous(outcome.lastError, { kind: 'ambiguous', lastError: outcome.lastError });
-        case 'rateLimited':
-        case 'refunded':
-        case 'rejected':
-        case 'batchStop':
-        case 'config':
-          return fail(outcome);
-        case 'ended':
-        case 'inFlight':
-        case 'models':
-        case 'notFound': {
-          const lastError = `unexpected ${outcome.kind} answer to a submission`;
-          return ambiguous(lastError, { kind: 'ambiguous', lastError });
-        }
+  /**
+   * POST a creation with its idempotency key: one request. Returns the accepted creation; otherwise throws
+   * RateLimited / Ambiguous (retryable, same key), Unknown (after `maxAmbiguousTries` unknown outcomes),
+   * Refunded, Rejected, BatchStop or Config (non-retryable).
+   */
+  async function submitOnce(input: SubmitCreationInput): Promise<SubmitCreationResult> {
+    const ctx = Context.current();
+    const prior = priorTries();
+    const outcome: ClientOutcome = await whileHeartbeating(ctx, api().submit(input, ctx.cancellationSignal));
+    const ambiguous = (lastError: string, o: FailureOutcome): never => {
+      const tries = prior + 1;
+      if (tries >= deps.config.maxAmbiguousTries) {
+        deps.logger.warn('image api: submission outcome unknown, giving up on this key', {
+          idempotencyKey: input.idempotencyKey,
+          tries,
+        });
+        return fail({ kind: 'unknown', details: { idempotencyKey: input.idempotencyKey, tries, lastError } });
       }
+      // Durable across attempts: the next attempt reads it back from `info.heartbeatDetails`.
+      note(ctx, { ambiguousTries: tries });
+      return fail(o, backoffMs(tries));
+    };
+    switch (outcome.kind) {
+      case 'accepted':
+        return {
+          creationId: outcome.creationId,
+          status: outcome.status,
+          ...(outcome.costUsd === undefined ? {} : { costUsd: outcome.costUsd }),
+          ...(outcome.replayed === undefined ? {} : { replayed: outcome.replayed }),
+        };
+      case 'ambiguous':
+        return ambiguous(outcome.lastError, outcome);
+      case 'malformed':
+        return ambiguous(outcome.lastError, { kind: 'ambiguous', lastError: outcome.lastError });
+      case 'rateLimited':
+      case 'refunded':
+      case 'rejected':
+      case 'batchStop':
+      case 'config':
+        return fail(outcome);
+      case 'ended':
+      case 'inFlight':
+      case 'models':
+      case 'notFound': {
+        const lastError = `unexpected ${outcome.kind} answer to a submission`;
+        return ambiguous(lastError, { kind: 'ambiguous', lastError });
+      }
+    }
+  }
+
+  /**
+   * One attempt of {@link CreateImageInput}'s key: the submission while no creation is known, else one poll (and,
+   * once it succeeded, the downloads). Every failure carries what is known of the key as its second detail.
+   */
+  async function createImageAttempt(input: CreateImageInput, ctx: Context): Promise<CreateImageResult> {
+    const learned = keyProgressOf(ctx.info.heartbeatDetails);
+    const progress: KeyProgress = { ...input.progress, ...learned };
+    if (!learned.creationId && progress.creationId) {
+      // A creation known from an earlier activity (the row waited out a batch stop): its counts start afresh.
+      delete progress.ambiguousTries;
+      delete progress.unrecognizedNotFound;
+    }
+    heartbeat(ctx, progress);
+    try {
+      if (!progress.creationId) {
+        const accepted = await submitOnce({ idempotencyKey: input.idempotencyKey, request: input.request });
+        const known: KeyProgress = {
+          creationId: accepted.creationId,
+          acceptedAtMs: deps.now(),
+          ...(accepted.costUsd === undefined ? {} : { costUsd: accepted.costUsd }),
+        };
+        heartbeat(ctx, known);
+        // Accepted: the first poll goes out no sooner than the poll interval, in the next attempt.
+        throw ApplicationFailure.create({
+          type: FailureType.Pending,
+          message: `creation ${accepted.creationId} accepted (status ${accepted.status})`,
+          nonRetryable: false,
+          nextRetryDelay: api().pollIntervalMs(),
+          details: [{ status: accepted.status, accepted: true }],
+        });
+      }
+      return await pollAndSave(input, ctx, { ...progress, creationId: progress.creationId });
+    } catch (err) {
+      throw withProgress(err, keyProgressOf(currentDetails(ctx)));
+    }
+  }
+
+  async function pollAndSave(
+    input: CreateImageInput,
+    ctx: Context,
+    progress: KeyProgress & { creationId: string },
+  ): Promise<CreateImageResult> {
+    const { creationId } = progress;
+    const acceptedAt = progress.acceptedAtMs ?? deps.now();
+    if (progress.acceptedAtMs === undefined) note(ctx, { acceptedAtMs: acceptedAt });
+    if (deps.now() - acceptedAt >= input.maxPollWaitMs) {
+      throw ApplicationFailure.create({
+        type: progress.generated ? FailureType.DownloadFailed : FailureType.MaxWait,
+        message: progress.generated
+          ? `creation ${creationId} succeeded, but its images could not be saved within the maximum wait`
+          : `creation ${creationId} did not end within the maximum wait`,
+        nonRetryable: true,
+        details: [{ maxPollWaitMs: input.maxPollWaitMs }],
+      });
+    }
+    // No poll of a creation sooner than the minimum interval after the previous one, whatever came between (an
+    // unknown outcome's short backoff, a download retry, a Retry-After of 0 or in the past).
+    // The attempt ends unsent and the activity's retry waits the rest of the interval (durably, like any wait).
+    const since = progress.lastPollAtMs === undefined ? Infinity : deps.now() - progress.lastPollAtMs;
+    const interval = api().pollIntervalMs();
+    if (since < interval) {
+      const retryAfterMs = Math.max(1, Math.ceil(interval - Math.max(0, since)));
+      throw toApplicationFailure(
+        {
+          kind: 'rateLimited',
+          httpStatus: 0,
+          code: 'MIN_POLL_INTERVAL',
+          message: `the previous poll of creation ${creationId} was ${Math.max(0, since)} ms ago`,
+          retryAfterMs,
+          local: true,
+        },
+        retryAfterMs,
+      );
+    }
+    note(ctx, { lastPollAtMs: deps.now() });
+    const poll = await pollOnceCounting(creationId, ctx);
+    const costUsd = poll.costUsd ?? progress.costUsd;
+    const cost = costUsd === undefined ? {} : { costUsd };
+    if (poll.outcome === 'failed') {
+      return { outcome: 'failed', creationId, ...cost, error: poll.error, retryable: poll.retryable };
+    }
+    note(ctx, { generated: true });
+    const images = await download({
+      batchId: input.batchId,
+      rowId: input.rowId,
+      creationId,
+      images: poll.images,
+      outDir: input.outDir,
+    });
+    return { outcome: 'succeeded', creationId, ...cost, images };
+  }
+
+  /** {@link pollOnce}, counting a run of 404s without the service's code: past the limit the batch stops. */
+  async function pollOnceCounting(creationId: string, ctx: Context): Promise<PollCreationResult> {
+    try {
+      const poll = await pollOnce({ creationId });
+      note(ctx, { unrecognizedNotFound: 0 });
+      return poll;
+    } catch (err) {
+      const unrecognized =
+        err instanceof ApplicationFailure && asRecord(err.details?.[0]).unrecognizedNotFound === true;
+      if (!unrecognized) throw err;
+      const run = countOf(asRecord(currentDetails(ctx)).unrecognizedNotFound) + 1;
+      note(ctx, { unrecognizedNotFound: run });
+      if (run < UNRECOGNIZED_NOT_FOUND_LIMIT) throw err;
+      note(ctx, { unrecognizedNotFound: 0, ambiguousTries: 0 });
+      throw toApplicationFailure({
+        kind: 'batchStop',
+        details: {
+          reason: BatchStopReason.CreationPathNotFound,
+          httpStatus: 404,
+          message:
+            `${run} polls in a row of creation ${creationId} were answered 404 without the service's ERR_NOT_FOUND ` +
+            `code: check IMAGEGEN_CREATION_PATH (now ${deps.config.creationPath}) and IMAGEGEN_BASE_URL, then resume`,
+        },
+      });
+    }
+  }
+
+  return {
+    /** {@link submitOnce}, as an activity (a single request; the row workflows use {@link createImage}). */
+    async submitCreation(input: SubmitCreationInput): Promise<SubmitCreationResult> {
+      return submitOnce(input);
     },
 
     /**
@@ -193,18 +322,14 @@ export function createImageActivities(deps: ImageActivityDeps) {
       return download(input);
     },
 
-    /** {@link pollCreation}, then, when the creation succeeded, {@link downloadImages}, in one activity. */
-    async collectCreation(input: CollectCreationInput): Promise<CollectCreationResult> {
-      const poll = await pollOnce({ creationId: input.creationId });
-      if (poll.outcome !== 'succeeded') return { poll, images: [] };
-      const images = await download({
-        batchId: input.batchId,
-        rowId: input.rowId,
-        creationId: input.creationId,
-        images: poll.images,
-        outDir: input.outDir,
-      });
-      return { poll, images };
+    /**
+     * One idempotency key from submission to saved images (see {@link CreateImageInput}). Returns how the creation
+     * ended; throws Pending, RateLimited, Ambiguous, Malformed, DownloadFailed (retryable) or Unknown, Refunded,
+     * Rejected, BatchStop, CreationNotFound, MaxWait, DownloadFailed, Config (non-retryable), each with the key's
+     * {@link KeyProgress} as its second detail.
+     */
+    async createImage(input: CreateImageInput): Promise<CreateImageResult> {
+      return createImageAttempt(input, Context.current());
     },
 
     /** GET the model catalog (prices in USD per request where the service says them). */
@@ -231,6 +356,40 @@ export function createImageActivities(deps: ImageActivityDeps) {
       }
     },
   };
+}
+
+function countOf(value: unknown): number {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : 0;
+}
+
+/** The fields of {@link KeyProgress} found in heartbeat details (anything else there is ignored). */
+export function keyProgressOf(details: unknown): KeyProgress {
+  const d = asRecord(details);
+  const out: KeyProgress = {};
+  if (typeof d.creationId === 'string' && d.creationId) out.creationId = d.creationId;
+  for (const field of ['acceptedAtMs', 'costUsd', 'lastPollAtMs'] as const) {
+    const v = d[field];
+    if (typeof v === 'number' && Number.isFinite(v)) out[field] = v;
+  }
+  for (const field of ['ambiguousTries', 'unrecognizedNotFound'] as const) {
+    if (d[field] !== undefined) out[field] = countOf(d[field]);
+  }
+  if (d.generated === true) out.generated = true;
+  return out;
+}
+
+/** The same failure with the key's progress as its second detail (a cancellation or another error as it is). */
+function withProgress(err: unknown, progress: KeyProgress): unknown {
+  if (!(err instanceof ApplicationFailure)) return err;
+  return ApplicationFailure.create({
+    ...(err.type ? { type: err.type } : {}),
+    message: err.message,
+    nonRetryable: err.nonRetryable ?? false,
+    details: [err.details?.[0] ?? null, progress],
+    // Every failure of these activities gives its delay in milliseconds.
+    ...(typeof err.nextRetryDelay === 'number' ? { nextRetryDelay: err.nextRetryDelay } : {}),
+    ...(err.category ? { category: err.category } : {}),
+  });
 }
 
 function asRecord(value: unknown): Record<string, unknown> {

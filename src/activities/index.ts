@@ -7,14 +7,7 @@ import type { HoldRegistry } from '../api/holds';
 import { loadServiceConfig, type ServiceConfig } from '../config/service-config';
 import { createBatchFileActivities } from './batch-file';
 import { createScheduleActivities } from './schedule-activities';
-import { WorkflowNotFoundError } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
-import { FailureType } from '../api/failure-types';
-import { rowDoneSignal } from '../workflows/definitions';
 import { createImageActivities } from './image-activities';
-import type { CollectCreationInput, CollectCreationResult } from './types';
-
-type ImageActivities = ReturnType<typeof createImageActivities>;
 import { createRowActivities } from './rows';
 
 /** What the activities need from the outside world; tests pass fakes. */
@@ -65,7 +58,7 @@ export interface ActivityDeps {
    * @default Math.random
    */
   random?: () => number;
-  /** Temporal client for `lookupRow`. */
+  /** Temporal client for `lookupRow` (it only reads: no activity signals a workflow). */
   temporalClient?: Client;
 }
 
@@ -96,7 +89,6 @@ export function createActivities(deps: ActivityDeps = {}) {
       return { reply: `pong: ${name}`, attempt: info.attempt, at: now() };
     },
     ...image,
-    ...reportingCollect((input) => image.collectCreation(input), deps.temporalClient),
     ...createBatchFileActivities({ outputRoot }),
     ...createScheduleActivities({
       outputRoot,
@@ -107,35 +99,6 @@ export function createActivities(deps: ActivityDeps = {}) {
 }
 
 export type Activities = ReturnType<typeof createActivities>;
-
-/**
- * collectCreation that also tells the batch a row succeeded (input.reportOnSuccess). Signalling again on a retry
- * is harmless: the batch counts a row once. A batch that has closed has nobody to tell.
- */
-function reportingCollect(collect: ImageActivities['collectCreation'], client: Client | undefined) {
-  return {
-    async collectCreation(input: CollectCreationInput): Promise<CollectCreationResult> {
-      if (input.reportOnSuccess && !client) {
-        // Without a client the report could not be sent, and the batch would wait for the row forever.
-        throw ApplicationFailure.create({
-          type: FailureType.Config,
-          message: 'collectCreation must report to its batch, but the worker has no Temporal client',
-          nonRetryable: true,
-        });
-      }
-      const res = await collect(input);
-      if (client && input.reportOnSuccess && res.poll.outcome === 'succeeded') {
-        const { parentWorkflowId, summary } = input.reportOnSuccess;
-        try {
-          await client.workflow.getHandle(parentWorkflowId).signal(rowDoneSignal, { ...summary, state: 'succeeded' });
-        } catch (err) {
-          if (!(err instanceof WorkflowNotFoundError)) throw err;
-        }
-      }
-      return res;
-    },
-  };
-}
 
 /** The Temporal activity logger (it adds the activity's ids); silent outside an activity. */
 const activityLogger: Logger = {

@@ -1,41 +1,101 @@
 import { Context } from '@temporalio/activity';
-import type { Client } from '@temporalio/client';
+import type { Client, WorkflowExecutionStatusName } from '@temporalio/client';
+import type { LoadedDataConverter } from '@temporalio/common';
+import type { temporal } from '@temporalio/proto';
+import { KeyOutcome, RowState, type KeyRecord, type PromptWorkflowInput, type RowRecord } from '../workflows/model';
 import { whileHeartbeating } from './heartbeat';
-import type { RowLookup, RowSummaryLike } from './types';
+import type { CreateImageInput } from './types';
+
+/** What Temporal says of a row: still running, or closed with its record. */
+export type RowLookup =
+  { status: 'running' } | { status: 'closed'; closedAs: WorkflowExecutionStatusName; record: RowRecord };
 
 /**
- * What {@link createRowActivities}' `lookupRow` answers: a row that closed without completing (terminated or
- * cancelled by hand, failed, timed out) also says how, so that a batch can count it.
+ * The record of a row read from Temporal. A row that completed returns its own record. A row closed any other
+ * way (terminated, timed out, failed) never wrote one: its record is rebuilt from its history, which holds its
+ * input and every key it scheduled; what such a key did is not known, so each is `unknown` and the row is not
+ * resubmittable. Never a guess in the paying direction.
  */
-export type RowLookupResult = RowLookup & { closedAs?: string };
+export async function lookupRowRecord(client: Client, workflowId: string): Promise<RowLookup> {
+  const handle = client.workflow.getHandle(workflowId);
+  const status = (await handle.describe()).status.name;
+  if (status === 'RUNNING') return { status: 'running' };
+  if (status === 'COMPLETED') {
+    const result: unknown = await handle.result();
+    if (isRowRecord(result)) return { status: 'closed', closedAs: status, record: result };
+  }
+  const record = await recordFromHistory(client, await handle.fetchHistory(), status);
+  return { status: 'closed', closedAs: status, record };
+}
 
 /** Activities that ask Temporal about rows: a batch started again over rows that exist, or a row gone quiet. */
 export function createRowActivities(deps: { temporalClient?: Client }) {
   return {
-    /** Whether the row workflow `workflowId` is still running, or how it ended. */
-    async lookupRow({ workflowId }: { workflowId: string }): Promise<RowLookupResult> {
+    /** Whether the row workflow `workflowId` still runs, or its record. */
+    async lookupRow({ workflowId }: { workflowId: string }): Promise<RowLookup> {
       if (!deps.temporalClient) throw new Error('lookupRow needs a Temporal client (worker misconfigured)');
-      const client = deps.temporalClient;
-      return whileHeartbeating(Context.current(), lookup(client, workflowId));
+      return whileHeartbeating(Context.current(), lookupRowRecord(deps.temporalClient, workflowId));
     },
   };
 }
 
-async function lookup(client: Client, workflowId: string): Promise<RowLookupResult> {
-  const handle = client.workflow.getHandle(workflowId);
-  const description = await handle.describe();
-  const status = description.status.name;
-  if (status === 'RUNNING') return { status: 'running' };
-  if (status !== 'COMPLETED') return { status: 'closed', closedAs: status };
-  const result = (await handle.result()) as Partial<RowSummaryLike> & { attempts?: unknown };
+function isRowRecord(v: unknown): v is RowRecord {
+  return typeof v === 'object' && v !== null && Array.isArray((v as RowRecord).keys) && 'state' in v;
+}
+
+async function recordFromHistory(
+  client: Client,
+  history: temporal.api.history.v1.IHistory,
+  closedAs: WorkflowExecutionStatusName,
+): Promise<RowRecord> {
+  const converter = client.options.loadedDataConverter;
+  const events = history.events ?? [];
+  const started = events[0]?.workflowExecutionStartedEventAttributes;
+  const input = (await decodeFirst(converter, started?.input?.payloads)) as PromptWorkflowInput | undefined;
+  const keys: KeyRecord[] = [];
+  for (const event of events) {
+    const scheduled = event.activityTaskScheduledEventAttributes;
+    if (scheduled?.activityType?.name !== 'createImage') continue;
+    const args = (await decodeFirst(converter, scheduled.input?.payloads)) as CreateImageInput | undefined;
+    if (!args || keys.some((k) => k.idempotencyKey === args.idempotencyKey)) continue;
+    const creationId = args.progress?.creationId;
+    keys.push({
+      attempt: keys.length + 1,
+      idempotencyKey: args.idempotencyKey,
+      outcome: KeyOutcome.Unknown,
+      ...(creationId ? { creationId } : {}),
+    });
+  }
+  const creationIds = keys.flatMap((k) => (k.creationId ? [k.creationId] : []));
+  const ending = closedAs === 'TERMINATED' || closedAs === 'CANCELLED' ? RowState.Cancelled : RowState.Unknown;
   return {
-    status: 'closed',
-    summary: {
-      rowId: String(result.rowId ?? ''),
-      state: String(result.state ?? 'failed'),
-      chargedUsd: Number(result.chargedUsd ?? 0),
-      refundedUsd: Number(result.refundedUsd ?? 0),
-      attempts: Array.isArray(result.attempts) ? result.attempts.length : 0,
-    },
+    batchId: input?.batchId ?? '',
+    rowId: input?.rowId ?? '',
+    ...(input?.line === undefined ? {} : { line: input.line }),
+    state: ending,
+    prompt: input?.request.prompt ?? '',
+    model: input?.request.model ?? '',
+    keys,
+    creationIds,
+    images: [],
+    chargedUsd: 0,
+    refundedUsd: 0,
+    netUsd: 0,
+    error:
+      `the row's workflow was ${closedAs.toLowerCase().replace('_', ' ')} before it wrote its record` +
+      (keys.length ? `; its keys may have been charged: resolve them with the same keys` : '; it sent nothing'),
+    // A row that completed without a record of ours is not understood: never taken as safe to pay again.
+    resubmittable: keys.length === 0 && closedAs !== 'COMPLETED',
   };
+}
+
+async function decodeFirst(
+  converter: LoadedDataConverter,
+  payloads: temporal.api.common.v1.IPayload[] | null | undefined,
+): Promise<unknown> {
+  const first = payloads?.[0];
+  if (!first) return undefined;
+  let decoded = [first];
+  for (const codec of [...converter.payloadCodecs].reverse()) decoded = await codec.decode(decoded);
+  return decoded[0] ? converter.payloadConverter.fromPayload(decoded[0]) : undefined;
 }

@@ -73,27 +73,52 @@ export interface ModelInfo {
 }
 
 /**
- * Poll a creation until it ends and, on success, download its images, in one activity: every poll attempt is
- * still one request to the service (in-flight answers retry the activity after the poll interval), and a row's
- * happy path needs two activities rather than three (17 history events instead of 23).
+ * One idempotency key of a row, from submission to saved images, in one activity: every attempt sends at most one
+ * request to the service (the submission while no creation is known, then one poll), and what an attempt learned
+ * (the creation id, when it was accepted, the last poll) goes to the next attempt in heartbeat details. A row's
+ * happy path is one activity, so a row of a batch reports its end itself within 16 history events.
  */
-export interface CollectCreationInput {
-  creationId: string;
+export interface CreateImageInput {
+  /** Deterministic: the same batch, row and attempt always give the same key. */
+  idempotencyKey: string;
+  request: CreationRequest;
   batchId: string;
   rowId: string;
+  /** Output folder of the batch (the worker's own folder when relative). */
   outDir: string;
+  /** Longest wait for the creation to end after its acceptance; then the activity fails with `MaxWait`. */
+  maxPollWaitMs: number;
   /**
-   * When the creation succeeded, signal this summary to the batch before returning. The row's report then costs
-   * its workflow no history events of its own (a row of a batch stays at 19 events on its happy path).
+   * What an earlier activity learned of this key (the row waited out a batch-level stop in between): a known
+   * creation is polled, never submitted again.
    */
-  reportOnSuccess?: { parentWorkflowId: string; summary: RowSummaryLike };
+  progress?: KeyProgress;
 }
 
-export interface CollectCreationResult {
-  poll: PollCreationResult;
-  /** Empty unless the creation succeeded. */
-  images: DownloadedImage[];
+/**
+ * What the attempts of {@link CreateImageInput} learned of their key: heartbeat details from attempt to attempt, and
+ * the second element of the details of every failure the activity ends with, so the row's record keeps it.
+ */
+export interface KeyProgress {
+  creationId?: string;
+  /** Worker time of the acceptance (ms). */
+  acceptedAtMs?: number;
+  /** What the acceptance said the creation costs (USD), if it said. */
+  costUsd?: number;
+  /** Worker time of the last poll sent (ms): the next goes out no sooner than the minimum interval after it. */
+  lastPollAtMs?: number;
+  /** Consecutive answers with no known outcome (no response, 500, malformed). */
+  ambiguousTries?: number;
+  /** Consecutive poll answers 404 without the service's ERR_NOT_FOUND code. */
+  unrecognizedNotFound?: number;
+  /** The creation succeeded: what is left is saving its images. */
+  generated?: true;
 }
+
+/** How a key ended when its creation ended. Every other end is an ApplicationFailure (FailureType). */
+export type CreateImageResult =
+  | { outcome: 'succeeded'; creationId: string; costUsd?: number; images: DownloadedImage[] }
+  | { outcome: 'failed'; creationId: string; costUsd?: number; error: string; retryable: boolean };
 
 /** Where the page reader stopped: the next page starts exactly here. Opaque to workflows. */
 export type { BatchCursor };
@@ -121,15 +146,4 @@ export interface ReadBatchPageResult {
   invalidRows: number;
   nextCursor: BatchCursor;
   done: boolean;
-}
-
-/** What an existing row workflow says about itself (a batch started again over rows that already exist). */
-export type RowLookup = { status: 'running' } | { status: 'closed'; summary?: RowSummaryLike };
-
-export interface RowSummaryLike {
-  rowId: string;
-  state: string;
-  chargedUsd: number;
-  refundedUsd: number;
-  attempts: number;
 }

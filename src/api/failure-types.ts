@@ -47,6 +47,11 @@ export const FailureType = {
    * the size limit, or a content type that is not an image.
    */
   DownloadFailed: 'ImageApi.DownloadFailed',
+  /**
+   * The creation was accepted (and paid) but had not ended when the row's maximum wait for it ran out. It may still
+   * end at the service. Non-retryable.
+   */
+  MaxWait: 'ImageApi.MaxWait',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 
@@ -57,6 +62,10 @@ export const BatchStopReason = {
   AccountDisabled: 'account_disabled',
   InsufficientBalance: 'insufficient_balance',
   MonthlyBudgetExceeded: 'monthly_budget_exceeded',
+  /** Polls kept being answered 404 without the service's ERR_NOT_FOUND code: the creation path is likely wrong. */
+  CreationPathNotFound: 'creation_path_not_found',
+  /** The worker's own configuration refused the request before sending it (e.g. the key's format). */
+  WorkerConfig: 'worker_config',
 } as const;
 export type BatchStopReason = (typeof BatchStopReason)[keyof typeof BatchStopReason];
 

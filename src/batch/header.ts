@@ -1,6 +1,6 @@
 import { type BatchProblem, ProblemCode, preview } from './problems';
 
-/** The columns a batch file may have. Only these ever reach a request body. */
+/** The request columns of a batch file. Only these ever reach a request body. */
 export const Column = {
   Id: 'id',
   Prompt: 'prompt',
@@ -13,10 +13,31 @@ export const Column = {
 } as const;
 export type Column = (typeof Column)[keyof typeof Column];
 
-const KNOWN: ReadonlySet<string> = new Set<string>(Object.values(Column));
+/**
+ * The record columns `imagebatch results` writes into errors.csv after the batch-file columns, so that errors.csv
+ * can be run again as it is. They are read, never sent: a row marked `resubmittable` false is refused.
+ */
+export const RecordColumn = {
+  State: 'state',
+  Resubmittable: 'resubmittable',
+  Error: 'error',
+  IdempotencyKeys: 'idempotency_keys',
+  KeyOutcomes: 'key_outcomes',
+  CreationIds: 'creation_ids',
+  ChargedUsd: 'charged_usd',
+  RefundedUsd: 'refunded_usd',
+  NetUsd: 'net_usd',
+} as const;
+export type RecordColumn = (typeof RecordColumn)[keyof typeof RecordColumn];
+
+/** A column a batch file may have: one of the request, or one of errors.csv's record. */
+export type KnownColumn = Column | RecordColumn;
+
+const REQUEST_KNOWN: ReadonlySet<string> = new Set<string>(Object.values(Column));
+const KNOWN: ReadonlySet<string> = new Set<string>([...Object.values(Column), ...Object.values(RecordColumn)]);
 
 /** Where each known column sits in a record; absent columns are missing from the map. */
-export type ColumnIndex = ReadonlyMap<Column, number>;
+export type ColumnIndex = ReadonlyMap<KnownColumn, number>;
 
 export interface ParsedHeader {
   /** The header cells as written (trimmed), kept in the page cursor so later pages need not re-read line 1. */
@@ -32,7 +53,7 @@ export interface ParsedHeader {
  */
 export function parseHeader(cells: readonly string[], line: number): ParsedHeader {
   const columns = cells.map((c) => c.trim());
-  const index = new Map<Column, number>();
+  const index = new Map<KnownColumn, number>();
   const problems: BatchProblem[] = [];
   const seen = new Map<string, number>();
   columns.forEach((name, i) => {
@@ -57,7 +78,7 @@ export function parseHeader(cells: readonly string[], line: number): ParsedHeade
     }
     seen.set(name, i);
     if (KNOWN.has(name)) {
-      index.set(name as Column, i);
+      index.set(name as KnownColumn, i);
       return;
     }
     problems.push({ code: ProblemCode.HeaderUnknownColumn, line, field: name, message: unknownColumnMessage(name) });
@@ -74,20 +95,24 @@ export function parseHeader(cells: readonly string[], line: number): ParsedHeade
 }
 
 function unknownColumnMessage(name: string): string {
-  const known = [...KNOWN].join(', ');
+  const known = [...REQUEST_KNOWN].join(', ');
+  const record = Object.values(RecordColumn).join(', ');
   if (name.includes('\u0000')) {
     return `header column ${preview(name)} contains NUL characters: the file looks like UTF-16; save it as UTF-8`;
   }
   const normalized = name.toLowerCase().replace(/[\s-]+/g, '_');
   const hint = KNOWN.has(normalized) ? ` (did you mean "${normalized}"?)` : '';
-  return `unknown column ${preview(name)}${hint}: the service rejects unknown fields; allowed columns are ${known}`;
+  return (
+    `unknown column ${preview(name)}${hint}: the service rejects unknown fields; allowed columns are ${known} ` +
+    `(and errors.csv's ${record}, which are never sent)`
+  );
 }
 
 /** Rebuilds the column index from a cursor's stored header (already validated on the first page). */
 export function indexColumns(columns: readonly string[]): ColumnIndex {
-  const index = new Map<Column, number>();
+  const index = new Map<KnownColumn, number>();
   columns.forEach((name, i) => {
-    if (KNOWN.has(name) && !index.has(name as Column)) index.set(name as Column, i);
+    if (KNOWN.has(name) && !index.has(name as KnownColumn)) index.set(name as KnownColumn, i);
   });
   return index;
 }

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { CreationRequest } from '../activities/types';
-import { Column, type ColumnIndex } from './header';
+import { Column, type ColumnIndex, type KnownColumn, RecordColumn } from './header';
 import { type BatchProblem, ProblemCode, preview } from './problems';
 
 /** Submit-body limits (gaps.md, "Submit request body"). Lengths count Unicode code points, not UTF-16 units. */
@@ -111,7 +111,7 @@ export type RowResult =
 export function validateRow(input: RowInput): RowResult {
   const { cells, line, index } = input;
   const problems: BatchProblem[] = [];
-  const cell = (column: Column): string | undefined => {
+  const cell = (column: KnownColumn): string | undefined => {
     const i = index.get(column);
     return i === undefined ? undefined : cells[i]?.trim();
   };
@@ -181,8 +181,35 @@ export function validateRow(input: RowInput): RowResult {
       problems.push(withId({ code: ProblemCode.FieldInvalid, line, field, message: `${issue.message}${got}` }));
     }
   }
+  const refusal = resubmittableProblem(cell(RecordColumn.Resubmittable), cell(RecordColumn.State), line);
+  if (refusal) problems.push(withId(refusal));
   if (problems.length > 0 || !parsed.success || rowId === undefined || promptColumnMissing) {
     return { ok: false, rowId, problems };
   }
   return { ok: true, row: { rowId, line, request: parsed.data } };
+}
+
+/**
+ * The `resubmittable` cell of a row from errors.csv: `false` means a key of the row was, or may have been, charged,
+ * so the row must not go out again under a new batch id (a new key). Empty or `true` is fine; anything else is
+ * refused too, since a cell that cannot be read cannot be trusted in the paying direction.
+ */
+function resubmittableProblem(
+  value: string | undefined,
+  state: string | undefined,
+  line: number,
+): BatchProblem | undefined {
+  if (value === undefined || value === '' || value.toLowerCase() === 'true') return undefined;
+  const problem = { code: ProblemCode.FieldInvalid, line, field: RecordColumn.Resubmittable };
+  if (value.toLowerCase() !== 'false') {
+    return { ...problem, message: `resubmittable must be true, false or empty (got ${preview(value)})` };
+  }
+  const was = state ? ` (state ${preview(state)})` : '';
+  return {
+    ...problem,
+    message:
+      `the row on line ${line} is marked resubmittable=false${was}: it was paid for, or may have been, so running ` +
+      'it again under a new batch id could pay twice; see its keys in results.csv and resolve it with its own key, ' +
+      'or remove the row from this file',
+  };
 }

@@ -71,13 +71,15 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
       const c = res.progress.counts;
       process.stdout.write(
         [
-          `Batch "${res.batchId}" ${res.progress.status}: ${c.succeeded} succeeded, ${c.failed} failed, ` +
-            `${c.unknown} unknown, ${c.cancelled} cancelled, ${c.not_run} not run; spent $${res.progress.spentUsd.toFixed(2)} ` +
+          `Batch "${res.batchId}" ${res.progress.status}: ${c.succeeded} succeeded, ${c.images_unsaved} images unsaved, ` +
+            `${c.failed} failed, ${c.unknown} unknown, ${c.cancelled} cancelled, ${c.not_run} not run; ` +
+            `spent $${res.progress.spentUsd.toFixed(2)} ` +
             `(refunded $${res.progress.refundedUsd.toFixed(2)}).`,
           `Gallery:  ${res.galleryUrl}`,
           `Results:  ${res.results.resultsCsv}`,
           `          ${res.results.resultsJsonl}`,
-          `Failures: ${res.results.errorsCsv} (${res.results.errorRows} rows; run them again with imagebatch run)`,
+          `Failures: ${res.results.errorsCsv} (${res.results.errorRows} rows, each with its state and keys; rows ` +
+            'marked resubmittable=false may have been paid: imagebatch run refuses a file that has them)',
           ...(res.webUi ? [`Temporal Web UI (while a demo runs): ${res.webUi}`] : []),
           '',
         ].join('\n'),

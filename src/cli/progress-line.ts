@@ -2,7 +2,7 @@ import type { BatchProgress, WaitReason } from '../workflows';
 
 /** One line of progress for a person: bar, counts, spend, rate, ETA and why it waits. */
 export function progressLine(p: BatchProgress, totalRows: number, width = 24): string {
-  const ended = p.counts.succeeded + p.counts.failed + p.counts.unknown + p.counts.cancelled + p.counts.not_run;
+  const ended = Object.values(p.counts).reduce((a, b) => a + b, 0);
   const ratio = totalRows > 0 ? Math.min(1, ended / totalRows) : 1;
   const filled = Math.round(ratio * width);
   const bar = `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}]`;
@@ -11,6 +11,7 @@ export function progressLine(p: BatchProgress, totalRows: number, width = 24): s
     `${bar} ${ended}/${totalRows}`,
     `ok ${p.counts.succeeded}`,
     `failed ${p.counts.failed + p.counts.unknown}`,
+    ...(p.counts.images_unsaved > 0 ? [`images unsaved ${p.counts.images_unsaved}`] : []),
     `in flight ${p.inFlight}`,
     `$${p.spentUsd.toFixed(2)}`,
     `${p.rowsPerSecond.toFixed(1)} rows/s${eta}`,

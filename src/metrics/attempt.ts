@@ -13,7 +13,6 @@ import { RefundReason, ResponseClass, responseClassOf } from './names';
 /** The image activities and the request each attempt sends. Other activities send none. */
 const API_ACTIVITIES: Readonly<Record<string, RequestKind>> = {
   submitCreation: RequestKind.Submit,
-  collectCreation: RequestKind.Poll,
   pollCreation: RequestKind.Poll,
   fetchModels: RequestKind.Models,
 };
@@ -41,10 +40,35 @@ export function describeAttempt(activityType: string, end: AttemptEnd): AttemptO
     const retry = retryReason(end.error);
     if (retry !== undefined) out.retry = retry;
   }
-  const kind = API_ACTIVITIES[activityType];
+  const kind = activityType === 'createImage' ? createImageRequest(end) : API_ACTIVITIES[activityType];
   if (kind === undefined) return out;
+  if (activityType === 'createImage' && !end.ok && isAcceptance(end.error)) {
+    // The submission was accepted; the activity retries to poll it.
+    const progress = end.error instanceof ApplicationFailure ? end.error.details?.[1] : undefined;
+    return { request: { kind, class: ResponseClass.Success }, charge: { usd: numberField(progress, 'costUsd') ?? 0 } };
+  }
   if (end.ok) return { ...out, ...fromResult(kind, end.result) };
   return { ...out, ...fromFailure(kind, end.error) };
+}
+
+/**
+ * The request an attempt of `createImage` sent: a poll once its creation is known (the key's progress, the second
+ * detail of every failure it throws, names it), else the submission. Its results are polls.
+ */
+function createImageRequest(end: AttemptEnd): RequestKind {
+  if (end.ok) return RequestKind.Poll;
+  if (!(end.error instanceof ApplicationFailure)) return RequestKind.Submit;
+  if (isAcceptance(end.error)) return RequestKind.Submit;
+  return typeof stringField(end.error.details?.[1], 'creationId') === 'string' ? RequestKind.Poll : RequestKind.Submit;
+}
+
+function isAcceptance(error: unknown): boolean {
+  return (
+    error instanceof ApplicationFailure &&
+    error.type === FailureType.Pending &&
+    isRecord(error.details?.[0]) &&
+    error.details[0].accepted === true
+  );
 }
 
 /** Retryable failures: ApplicationFailures not marked non-retryable, and any other error but a cancellation. */
@@ -60,9 +84,8 @@ function fromResult(kind: RequestKind, result: unknown): AttemptObservation {
     case RequestKind.Submit:
       return { request, charge: { usd: numberField(result, 'costUsd') ?? 0 } };
     case RequestKind.Poll: {
-      // collectCreation returns { poll, images }, pollCreation the poll itself.
-      const poll = isRecord(result) && isRecord(result.poll) ? result.poll : result;
-      const failed = isRecord(poll) && poll.outcome === 'failed';
+      // createImage and pollCreation both return how the creation ended.
+      const failed = isRecord(result) && result.outcome === 'failed';
       return failed ? { request, refund: RefundReason.FailedCreation } : { request };
     }
     case RequestKind.Models:
@@ -108,6 +131,7 @@ function fromFailure(kind: RequestKind, error: unknown): AttemptObservation {
       // The poll was answered (in flight, or succeeded and then an image download failed).
       return { request: { kind, class: ResponseClass.Success } };
     case FailureType.Config:
+    case FailureType.MaxWait:
       // Stopped before anything was sent.
       return {};
   }

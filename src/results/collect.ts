@@ -1,16 +1,17 @@
 import type { Client } from '@temporalio/client';
+import { lookupRowRecord, type RowLookup } from '../activities/rows';
 import { readBatchPage, type BatchCursor, type BatchRow } from '../batch';
-import type { PromptResult } from '../workflows/model';
+import type { RowRecord, RowState } from '../workflows/model';
 import { promptWorkflowId } from '../workflows/keys';
 
 /** The state of a row as the results show it: a final state, or where it is while the batch runs. */
-export type ResultState = PromptResult['state'] | 'in_flight' | 'not_started';
+export type ResultState = RowState | 'in_flight' | 'not_started';
 
 export interface ResultRow {
   row: BatchRow;
   state: ResultState;
-  /** The row workflow's result, when it has ended. */
-  result?: PromptResult;
+  /** The row's record, once its workflow has closed (however it closed); absent while in flight or not started. */
+  result?: RowRecord;
 }
 
 /** Options of {@link collectResults}. */
@@ -28,8 +29,9 @@ export interface CollectResultsOptions {
 }
 
 /**
- * Every row of a batch with its state, read from Temporal (the source of truth: each row's workflow result),
- * in file order. Works while the batch runs: rows in flight and rows not started yet are listed as such.
+ * Every row of a batch with its state and record, read from Temporal (the source of truth: each row's workflow
+ * result, or for a row closed any other way, its record rebuilt from its history by {@link lookupRowRecord}), in
+ * file order. Works while the batch runs: rows in flight and rows not started yet are listed as such.
  */
 export async function collectResults(options: CollectResultsOptions): Promise<ResultRow[]> {
   const out: ResultRow[] = [];
@@ -47,26 +49,15 @@ export async function collectResults(options: CollectResultsOptions): Promise<Re
 }
 
 async function lookup(options: CollectResultsOptions, row: BatchRow): Promise<ResultRow> {
-  const handle = options.client.workflow.getHandle(promptWorkflowId(options.batchId, row.rowId));
-  let status: string;
+  let found: RowLookup;
   try {
-    status = (await handle.describe()).status.name;
+    found = await lookupRowRecord(options.client, promptWorkflowId(options.batchId, row.rowId));
   } catch (err) {
     if (err instanceof Error && err.name === 'WorkflowNotFoundError') return { row, state: 'not_started' };
     throw err;
   }
-  switch (status) {
-    case 'RUNNING':
-      return { row, state: 'in_flight' };
-    case 'COMPLETED': {
-      const result = (await handle.result()) as PromptResult;
-      return { row, state: result.state, result };
-    }
-    case 'CANCELLED':
-      return { row, state: 'cancelled' };
-    default:
-      return { row, state: 'failed' };
-  }
+  if (found.status === 'running') return { row, state: 'in_flight' };
+  return { row, state: found.record.state, result: found.record };
 }
 
 async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {

@@ -8,12 +8,12 @@ const href = (p: string) => p.split(/[\\/]/).map(encodeURIComponent).join('/');
 
 /**
  * A self-contained gallery page (no scripts, no server, no network): one card per row with its thumbnails,
- * prompt, model, state and error. Opens from disk.
+ * prompt, model, state and error (from the row's record). Opens from disk.
  */
 export function galleryHtml(batchId: string, rows: readonly ResultRow[]): string {
   const counts = new Map<string, number>();
   for (const r of rows) counts.set(r.state, (counts.get(r.state) ?? 0) + 1);
-  const summary = [...counts].map(([state, n]) => `${n} ${state.replace('_', ' ')}`).join(' · ');
+  const summary = [...counts].map(([state, n]) => `${n} ${state.replace(/_/g, ' ')}`).join(' · ');
   const cards = rows.map((r) => {
     const images = r.result?.images ?? [];
     const thumbs = images.length
@@ -23,7 +23,7 @@ export function galleryHtml(batchId: string, rows: readonly ResultRow[]): string
               `<a href="${href(i.path)}"><img src="${href(i.path)}" alt="${escapeHtml(r.row.request.prompt)}" loading="lazy"></a>`,
           )
           .join('')
-      : `<div class="none">${escapeHtml(r.state.replace('_', ' '))}</div>`;
+      : `<div class="none">${escapeHtml(r.state.replace(/_/g, ' '))}</div>`;
     const error = r.result?.error ? `<p class="error">${escapeHtml(r.result.error)}</p>` : '';
     return `<figure class="card ${escapeHtml(r.state)}" data-row="${escapeHtml(r.row.rowId)}">
   <div class="thumbs">${thumbs}</div>
@@ -44,7 +44,8 @@ h1{font-size:20px;margin:0 0 4px}.summary{color:#555;margin:0 0 20px}
 .none{color:#888;text-transform:uppercase;font-size:12px;letter-spacing:.05em}
 figcaption{padding:8px 10px}figcaption p{margin:4px 0 0}
 .state{font-size:11px;padding:1px 6px;border-radius:8px;background:#e3f2e3}
-.failed .state,.unknown .state{background:#fbe3e3}.in_flight .state,.not_started .state{background:#eee}
+.failed .state,.unknown .state,.cancelled .state,.images_unsaved .state{background:#fbe3e3}
+.in_flight .state,.not_started .state,.not_run .state{background:#eee}
 .model{color:#777;font-size:12px}.error{color:#a33;font-size:12px}
 </style></head>
 <body><h1>imagebatch · ${escapeHtml(batchId)}</h1><p class="summary">${rows.length} rows: ${escapeHtml(summary)}</p>

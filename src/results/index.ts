@@ -1,3 +1,3 @@
 export { collectResults, type CollectResultsOptions, type ResultRow, type ResultState } from './collect';
-export { writeResults, type WrittenResults } from './write';
+export { writeResults, type JsonlKey, type JsonlRecord, type WrittenResults } from './write';
 export { galleryHtml } from './gallery';

@@ -2,7 +2,9 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { stringify } from 'csv-stringify/sync';
 import type { CreationRequest } from '../activities/types';
-import type { ResultRow } from './collect';
+import { RecordColumn } from '../batch/header';
+import type { KeyOutcome } from '../workflows/model';
+import type { ResultRow, ResultState } from './collect';
 import { galleryHtml } from './gallery';
 
 export interface WrittenResults {
@@ -15,7 +17,41 @@ export interface WrittenResults {
   errorRows: number;
 }
 
+/** One key of a row in results.jsonl; a figure the service never gave is null. */
+export interface JsonlKey {
+  attempt: number;
+  idempotency_key: string;
+  outcome: KeyOutcome;
+  creation_id: string | null;
+  charged_usd: number | null;
+  refunded_usd: number | null;
+  error: string | null;
+}
+
+/**
+ * One line of results.jsonl: the row's record. A row without one (in flight, not started) has no keys and null
+ * money (not known, which is not 0); `resubmittable` is null in flight, true for a row never started.
+ */
+export interface JsonlRecord {
+  row_id: string;
+  line: number;
+  state: ResultState;
+  prompt: string;
+  model: string;
+  images: { path: string; sha256: string; bytes: number; url: string }[];
+  keys: JsonlKey[];
+  creation_ids: string[];
+  charged_usd: number | null;
+  refunded_usd: number | null;
+  net_usd: number | null;
+  error: string | null;
+  resubmittable: boolean | null;
+}
+
 const REQUEST_COLUMNS = ['negative_prompt', 'width', 'height', 'seed', 'num_images'] as const;
+
+/** The record columns of errors.csv, in order; the batch reader knows them and never sends them. */
+const RECORD_COLUMNS = Object.values(RecordColumn);
 
 /**
  * Writes results.csv, results.jsonl, errors.csv and index.html into `outDir`, each atomically (a temporary
@@ -41,27 +77,54 @@ export async function writeResults(
   return { ...files, rows: rows.length, errorRows: errorRows.length };
 }
 
-function jsonRecord(r: ResultRow) {
+function jsonRecord(r: ResultRow): JsonlRecord {
+  const rec = r.result;
   return {
     row_id: r.row.rowId,
     line: r.row.line,
     state: r.state,
     prompt: r.row.request.prompt,
     model: r.row.request.model,
-    images: r.result?.images ?? [],
-    error: r.result?.error ?? null,
-    error_retryable: r.result?.errorRetryable ?? null,
-    attempts: r.result?.attempts.length ?? 0,
-    creation_ids: r.result?.creationIds ?? [],
-    unknown_idempotency_key: r.result?.unknownKey ?? null,
-    charged_usd: r.result?.chargedUsd ?? 0,
-    refunded_usd: r.result?.refundedUsd ?? 0,
+    images: (rec?.images ?? []).map((i) => ({ path: i.path, sha256: i.sha256, bytes: i.bytes, url: i.url })),
+    keys: (rec?.keys ?? []).map((k) => ({
+      attempt: k.attempt,
+      idempotency_key: k.idempotencyKey,
+      outcome: k.outcome,
+      creation_id: k.creationId ?? null,
+      charged_usd: k.chargedUsd ?? null,
+      refunded_usd: k.refundedUsd ?? null,
+      error: k.error ?? null,
+    })),
+    creation_ids: rec?.creationIds ?? [],
+    charged_usd: rec?.chargedUsd ?? null,
+    refunded_usd: rec?.refundedUsd ?? null,
+    net_usd: rec?.netUsd ?? null,
+    error: rec?.error ?? null,
+    resubmittable: rec ? rec.resubmittable : r.state === 'not_started' ? true : null,
   };
 }
 
-/** A cell a spreadsheet would run as a formula gets a leading apostrophe (results.csv only, never errors.csv). */
+/** A cell a spreadsheet would run as a formula gets a leading apostrophe (never a cell that is sent again). */
 function safeCell(value: string): string {
   return /^[=+\-@\t\r]/.test(value) ? `'${value}` : value;
+}
+
+/** A figure we format ourselves (digits, a point, maybe a minus): never a formula; empty when not known. */
+const money = (usd: number | null): string => (usd === null ? '' : usd.toFixed(4));
+
+/** The record's cells, shared by results.csv and errors.csv. */
+function recordCells(j: JsonlRecord): Record<RecordColumn, string> {
+  return {
+    state: j.state,
+    resubmittable: j.resubmittable === null ? '' : String(j.resubmittable),
+    error: safeCell(j.error ?? ''),
+    idempotency_keys: safeCell(j.keys.map((k) => k.idempotency_key).join(' ')),
+    key_outcomes: j.keys.map((k) => k.outcome).join(' '),
+    creation_ids: safeCell(j.creation_ids.join(' ')),
+    charged_usd: money(j.charged_usd),
+    refunded_usd: money(j.refunded_usd),
+    net_usd: money(j.net_usd),
+  };
 }
 
 function resultsCsv(rows: readonly ResultRow[]): string {
@@ -74,40 +137,48 @@ function resultsCsv(rows: readonly ResultRow[]): string {
     'images',
     'sha256',
     'error',
-    'error_retryable',
-    'attempts',
+    'resubmittable',
+    'idempotency_keys',
+    'key_outcomes',
     'creation_ids',
     'charged_usd',
     'refunded_usd',
-  ];
+    'net_usd',
+  ] as const;
   const body = rows.map((r) => {
     const j = jsonRecord(r);
-    return [
-      j.row_id,
-      String(j.line),
-      j.state,
-      j.prompt,
-      j.model,
-      j.images.map((i) => i.path).join(' '),
-      j.images.map((i) => i.sha256).join(' '),
-      j.error ?? '',
-      j.error_retryable === null ? '' : String(j.error_retryable),
-      String(j.attempts),
-      j.creation_ids.join(' '),
-      j.charged_usd.toFixed(4),
-      j.refunded_usd.toFixed(4),
-    ].map(safeCell);
+    const cells: Record<(typeof header)[number], string> = {
+      ...recordCells(j),
+      row_id: safeCell(j.row_id),
+      line: String(j.line),
+      prompt: safeCell(j.prompt),
+      model: safeCell(j.model),
+      images: safeCell(j.images.map((i) => i.path).join(' ')),
+      sha256: j.images.map((i) => i.sha256).join(' '),
+    };
+    return header.map((c) => cells[c]);
   });
-  return stringify([header, ...body]);
+  return stringify([[...header], ...body]);
 }
 
-/** The rows that did not succeed, in the batch file's own format, so `imagebatch run errors.csv` retries them. */
+/**
+ * The rows that did not succeed: first in the batch file's own format (cells exactly as they were, since they are
+ * sent again), so `imagebatch run errors.csv` runs them again, then each row's record. The batch reader knows the
+ * record columns, never sends them, and refuses a row whose `resubmittable` is false.
+ */
 function errorsCsv(rows: readonly ResultRow[]): string {
   const used = REQUEST_COLUMNS.filter((c) => rows.some((r) => r.row.request[c] !== undefined));
-  const header = ['id', 'prompt', 'model', ...used];
+  const header = ['id', 'prompt', 'model', ...used, ...RECORD_COLUMNS];
   const body = rows.map((r) => {
     const req: CreationRequest = r.row.request;
-    return [r.row.rowId, req.prompt, req.model, ...used.map((c) => (req[c] === undefined ? '' : String(req[c])))];
+    const record = recordCells(jsonRecord(r));
+    return [
+      r.row.rowId,
+      req.prompt,
+      req.model,
+      ...used.map((c) => (req[c] === undefined ? '' : String(req[c]))),
+      ...RECORD_COLUMNS.map((c) => record[c]),
+    ];
   });
   return stringify([header, ...body]);
 }

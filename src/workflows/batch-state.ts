@@ -1,6 +1,6 @@
 import type { BatchStopDetails } from '../api/failure-types';
 import type { BatchCursor, BatchRowInput } from '../activities/types';
-import type { BatchProgress, RowState, RowSummary, WaitReason } from './model';
+import type { BatchProgress, RowRecord, RowState, WaitReason } from './model';
 
 /**
  * Everything a batch remembers, carried across continue-as-new. Bounded: rows in flight (at most the window)
@@ -30,7 +30,7 @@ export interface BatchState {
 }
 
 export function emptyCounts(): Record<RowState, number> {
-  return { succeeded: 0, failed: 0, unknown: 0, cancelled: 0, not_run: 0 };
+  return { succeeded: 0, images_unsaved: 0, failed: 0, unknown: 0, cancelled: 0, not_run: 0 };
 }
 
 export function newBatchState(nowMs: number): BatchState {
@@ -53,13 +53,16 @@ export function newBatchState(nowMs: number): BatchState {
 }
 
 /** Applies a row's end to the state; a second report for the same row (a replayed signal) changes nothing. */
-export function applyRowDone(state: BatchState, summary: RowSummary): boolean {
-  if (!(summary.rowId in state.inFlight)) return false;
-  delete state.inFlight[summary.rowId];
-  state.blocked = state.blocked.filter((id) => id !== summary.rowId);
-  state.counts[summary.state] += 1;
-  state.spentUsd = round6(state.spentUsd + summary.chargedUsd - summary.refundedUsd);
-  state.refundedUsd = round6(state.refundedUsd + summary.refundedUsd);
+export function applyRowDone(
+  state: BatchState,
+  record: Pick<RowRecord, 'rowId' | 'state' | 'netUsd' | 'refundedUsd'>,
+): boolean {
+  if (!(record.rowId in state.inFlight)) return false;
+  delete state.inFlight[record.rowId];
+  state.blocked = state.blocked.filter((id) => id !== record.rowId);
+  state.counts[record.state] += 1;
+  state.spentUsd = round6(state.spentUsd + record.netUsd);
+  state.refundedUsd = round6(state.refundedUsd + record.refundedUsd);
   return true;
 }
 

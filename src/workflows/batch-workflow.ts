@@ -1,12 +1,9 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy } from '@temporalio/common';
 import {
-  CancelledFailure,
-  ChildWorkflowFailure,
+  CancellationScope,
   ParentClosePolicy,
-  TerminatedFailure,
   condition,
   continueAsNew,
-  patched,
   getExternalWorkflowHandle,
   proxyActivities,
   setHandler,
@@ -27,7 +24,7 @@ import {
   rowResumeSignal,
 } from './definitions';
 import { batchWorkflowId, promptWorkflowId } from './keys';
-import { RowState, type BatchProgress, type RowSummary, type WaitReason } from './model';
+import type { BatchProgress, RowRecord, WaitReason } from './model';
 import { promptWorkflow } from './prompt-workflow';
 import { workflowNow } from './time';
 import { BATCH_ACTIVITY_START_TO_CLOSE, HEARTBEAT_TIMEOUT, ROW_CHECK_EVERY_MS } from './timeouts';
@@ -87,14 +84,6 @@ export interface BatchWorkflowInput {
   state?: BatchState;
 }
 
-/** Patch id: rows that fit the window start together (see the main loop). */
-export const PARALLEL_ROW_STARTS = 'parallel-row-starts';
-/**
- * Patch id: a row that closes without reporting (terminated by hand, timed out) is counted instead of being
- * waited for forever: the batch sees its own children close, and asks after the rows of earlier runs.
- */
-export const ROWS_CLOSED_UNREPORTED = 'rows-closed-unreported';
-
 // Every one of them heartbeats while it works, so a dead worker is noticed within the heartbeat timeout.
 const { readBatchPage, fetchModels, lookupRow } = proxyActivities<Activities>({
   startToCloseTimeout: BATCH_ACTIVITY_START_TO_CLOSE,
@@ -106,17 +95,21 @@ const { readBatchPage, fetchModels, lookupRow } = proxyActivities<Activities>({
  * A batch: reads the file page by page and keeps at most `concurrency` rows in flight, each its own
  * {@link promptWorkflow}.
  *
- * Why rows report by signal instead of the batch awaiting child results: rows are started with
- * `ParentClosePolicy.ABANDON` and signal the batch's workflow id when they end, so the batch can continue as new
- * at any page boundary without draining its window; the signal reaches whichever run is current. The state a
- * run carries to the next is bounded by the window, so a batch of a million rows keeps every history small.
+ * One channel: every row signals its complete record to the batch's workflow id when it ends, whatever ended it
+ * (the child signals its parent, as in Temporal's batch-sliding-window sample). Rows are started with
+ * `ParentClosePolicy.ABANDON`, so the batch can continue as new at any page boundary without draining its window;
+ * the signal reaches whichever run is current. The state a run carries to the next is bounded by the window, so a
+ * batch of a million rows keeps every history small.
  *
- * A batch-level stop (authentication, balance, monthly budget) pauses the batch instead of failing rows: the
- * rows that met it wait, nothing is charged for the pause, and `resumeSignal` carries on.
+ * The safety net, in one place ({@link settleSilentRow}): a row that closes without reporting (terminated by hand)
+ * would hold its place in the window, and the batch's end, forever. The batch watches the rows it started close
+ * (events its history has anyway), and asks every ROW_CHECK_EVERY_MS after the rows it cannot watch (started by an
+ * earlier run, or adopted), while it waits on them; either way the row's record is read back, never guessed.
  *
- * A row that never reports (terminated by hand) would hold its place in the window, and the batch's end,
- * forever. The batch therefore watches its own children close (events its history has anyway), and asks every
- * ROW_CHECK_EVERY_MS after the rows it cannot watch (started by an earlier run), while it waits on them.
+ * A batch-level stop (authentication, balance, monthly budget) pauses the batch instead of failing rows: the rows
+ * that met it wait, nothing is charged for the pause, and `resumeSignal` carries on. A cancel, by signal or by
+ * Temporal (a person, or a schedule's overlap policy), cancels every row in flight, blocked ones included, at any
+ * time, and the batch ends when each has reported its record.
  */
 export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchProgress> {
   const concurrency = Math.max(1, input.concurrency ?? 8);
@@ -131,10 +124,12 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
   const unwatched = new Set(Object.keys(state.inFlight));
   let rowCheckDue = false;
   let rowCheckArmed = false;
+  /** Rows in flight already asked to cancel (by this run). */
+  const cancelSent = new Set<string>();
 
   setHandler(progressQuery, () => progressOf(input.batchId, state, workflowNow(), waiting, false));
-  setHandler(rowDoneSignal, (summary: RowSummary) => {
-    applyRowDone(state, summary);
+  setHandler(rowDoneSignal, (record: RowRecord) => {
+    applyRowDone(state, record);
   });
   setHandler(rowBlockedSignal, (rowId, details) => {
     state.stop = details;
@@ -150,20 +145,108 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
   setHandler(cancelSignal, () => {
     state.cancelling = true;
   });
+  // A cancel through Temporal is the cancel signal: the batch's own code runs on, not cancellable, to end every
+  // row with its record before it closes.
+  CancellationScope.current().cancelRequested.catch(() => {
+    state.cancelling = true;
+  });
 
-  if (state.runs === 0 && Object.keys(state.prices).length === 0 && input.spendCapUsd !== undefined) {
-    for (const m of await fetchModels()) if (m.priceUsd !== undefined) state.prices[m.id] = m.priceUsd;
+  return CancellationScope.nonCancellable(run);
+
+  async function run(): Promise<BatchProgress> {
+    if (state.runs === 0 && Object.keys(state.prices).length === 0 && input.spendCapUsd !== undefined) {
+      for (const m of await fetchModels()) if (m.priceUsd !== undefined) state.prices[m.id] = m.priceUsd;
+    }
+    state.runs += 1;
+
+    // The main loop: starts rows, waiting whenever the window is full or the batch is held.
+    for (;;) {
+      await applyResume();
+      if (rowCheckDue) await checkUnwatchedRows();
+      if (state.cancelling || deadlinePassed()) break;
+
+      const held = blockedReason();
+      const capHold = !held && state.pending[0] ? spendCapHold(state.pending[0]) : undefined;
+      if (held || capHold) {
+        waiting = held ?? capHold;
+        if (capHold && !state.pausedBy) state.pausedBy = `spend cap of ${input.spendCapUsd} USD reached`;
+        armRowCheck();
+        await waitUntil(() => resumeRequested || state.cancelling || rowCheckDue);
+        continue;
+      }
+
+      if (state.pending.length === 0) {
+        if (state.fileDone) break;
+        if (shouldContinueAsNew()) return continueAsNewWith();
+        waiting = { kind: 'reading' };
+        state.pending = await readNextPage();
+        continue;
+      }
+
+      if (windowFull()) {
+        waiting = { kind: 'window_full', concurrency };
+        armRowCheck();
+        await waitUntil(
+          () => !windowFull() || resumeRequested || state.cancelling || blockedReason() !== undefined || rowCheckDue,
+        );
+        continue;
+      }
+
+      waiting = undefined;
+      // Every row the window has room for starts at once: their start commands go out in one workflow task.
+      const starts: Promise<void>[] = [];
+      for (;;) {
+        const next = state.pending[0];
+        if (!next || windowFull() || blockedReason() || spendCapHold(next) || deadlinePassed()) break;
+        starts.push(startRow(state.pending.shift()!));
+      }
+      await Promise.all(starts);
+    }
+
+    if (state.cancelling || deadlinePassed()) {
+      // Every row that will not start is counted, those not read yet included, so the counts add up to the file.
+      state.counts.not_run += state.pending.length;
+      state.pending = [];
+      while (!state.fileDone) {
+        if (shouldContinueAsNew()) return continueAsNewWith();
+        state.counts.not_run += (await readNextPage()).length;
+      }
+    }
+    waiting = undefined;
+    // The rows in flight end: each reports its record. A cancel may still come, and reaches them all, blocked or not.
+    while (Object.keys(state.inFlight).length > 0) {
+      if (state.cancelling) await cancelRowsInFlight();
+      await applyResume();
+      if (rowCheckDue) await checkUnwatchedRows();
+      armRowCheck();
+      await condition(
+        () =>
+          Object.keys(state.inFlight).length === 0 ||
+          resumeRequested ||
+          rowCheckDue ||
+          (state.cancelling && Object.keys(state.inFlight).some((rowId) => !cancelSent.has(rowId))),
+      );
+    }
+    return progressOf(input.batchId, state, workflowNow(), undefined, true);
   }
-  state.runs += 1;
 
-  const deadlinePassed = () => deadlineMs !== undefined && workflowNow() >= deadlineMs;
-  const windowFull = () => Object.keys(state.inFlight).length >= concurrency;
-  const blockedReason = (): WaitReason | undefined =>
-    state.stop
-      ? { kind: 'batch_stop', details: state.stop }
-      : state.pausedBy
-        ? { kind: 'paused', reason: state.pausedBy }
-        : undefined;
+  function deadlinePassed(): boolean {
+    return deadlineMs !== undefined && workflowNow() >= deadlineMs;
+  }
+
+  function windowFull(): boolean {
+    return Object.keys(state.inFlight).length >= concurrency;
+  }
+
+  function blockedReason(): WaitReason | undefined {
+    if (state.stop) return { kind: 'batch_stop', details: state.stop };
+    if (state.pausedBy) return { kind: 'paused', reason: state.pausedBy };
+    return undefined;
+  }
+
+  function shouldContinueAsNew(): boolean {
+    return workflowInfo().continueAsNewSuggested || workflowInfo().historyLength >= maxHistory;
+  }
 
   /** Handles a resume request: clears the pause and the stop, and lets the rows that waited carry on. */
   async function applyResume(): Promise<void> {
@@ -173,11 +256,26 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
     delete state.stop;
     const blocked = state.blocked;
     state.blocked = [];
-    for (const rowId of blocked) {
-      await getExternalWorkflowHandle(promptWorkflowId(input.batchId, rowId))
-        .signal(rowResumeSignal)
-        .catch(() => undefined);
-    }
+    await Promise.all(blocked.map((rowId) => resumeRow(rowId)));
+  }
+
+  async function resumeRow(rowId: string): Promise<void> {
+    await getExternalWorkflowHandle(promptWorkflowId(input.batchId, rowId))
+      .signal(rowResumeSignal)
+      .catch(() => undefined);
+  }
+
+  /** Asks every row in flight not asked yet to cancel; each ends `cancelled` and reports its record. */
+  async function cancelRowsInFlight(): Promise<void> {
+    const rowIds = Object.keys(state.inFlight).filter((rowId) => !cancelSent.has(rowId));
+    for (const rowId of rowIds) cancelSent.add(rowId);
+    await Promise.all(
+      rowIds.map((rowId) =>
+        getExternalWorkflowHandle(promptWorkflowId(input.batchId, rowId))
+          .cancel()
+          .catch(() => undefined),
+      ),
+    );
   }
 
   function priceOf(row: BatchRowInput): number {
@@ -206,109 +304,29 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
             parentWorkflowId: selfId,
             ...(input.maxAttempts === undefined ? {} : { maxAttempts: input.maxAttempts }),
             ...(input.maxPollWaitMs === undefined ? {} : { maxPollWaitMs: input.maxPollWaitMs }),
+            ...(input.rowCheckEveryMs === undefined ? {} : { batchCheckEveryMs: input.rowCheckEveryMs }),
           },
         ],
       });
-      // A row reports before it closes; one that closes without a report was terminated (or timed out).
+      // The row reports before it closes; its close is only the safety net.
       void child.result().then(
-        () => undefined,
-        (err: unknown) => closedUnreported(row.rowId, closedStateOf(err)),
+        (record) => settleSilentRow(row.rowId, record),
+        () => settleSilentRow(row.rowId),
       );
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
-      // The batch was started again over rows that exist already: a running row will report to us; a closed
-      // one is counted from its own result.
+      // The batch was started again over a row that exists already: a closed row is counted from its record; a
+      // running one is adopted (it reports to this run) and resumed, in case it waits on a stop of the old run.
       const found = await lookupRow({ workflowId });
-      if (found.status === 'running') unwatched.add(row.rowId);
       if (found.status === 'closed') {
-        applyRowDone(state, {
-          rowId: row.rowId,
-          state: (found.summary?.state as RowState | undefined) ?? RowState.Failed,
-          chargedUsd: found.summary?.chargedUsd ?? 0,
-          refundedUsd: found.summary?.refundedUsd ?? 0,
-          attempts: found.summary?.attempts ?? 0,
-        });
+        applyRowDone(state, found.record);
+        return;
       }
+      unwatched.add(row.rowId);
+      if (state.cancelling) return;
+      await resumeRow(row.rowId);
     }
   }
-
-  const shouldContinueAsNew = () => workflowInfo().continueAsNewSuggested || workflowInfo().historyLength >= maxHistory;
-
-  // The main loop: one row at a time, waiting whenever the window is full or the batch is held.
-  for (;;) {
-    await applyResume();
-    if (rowCheckDue) await checkUnwatchedRows();
-    if (state.cancelling || deadlinePassed()) break;
-
-    const held = blockedReason();
-    const capHold = !held && state.pending[0] ? spendCapHold(state.pending[0]) : undefined;
-    if (held || capHold) {
-      waiting = held ?? capHold;
-      if (capHold && !state.pausedBy) state.pausedBy = `spend cap of ${input.spendCapUsd} USD reached`;
-      await waitUntil(() => resumeRequested || state.cancelling);
-      continue;
-    }
-
-    if (state.pending.length === 0) {
-      if (state.fileDone) break;
-      if (shouldContinueAsNew()) return continueAsNewWith();
-      waiting = { kind: 'reading' };
-      state.pending = await readNextPage();
-      continue;
-    }
-
-    if (windowFull()) {
-      waiting = { kind: 'window_full', concurrency };
-      armRowCheck();
-      await waitUntil(
-        () => !windowFull() || resumeRequested || state.cancelling || blockedReason() !== undefined || rowCheckDue,
-      );
-      continue;
-    }
-
-    waiting = undefined;
-    if (!patched(PARALLEL_ROW_STARTS)) {
-      // Histories recorded before the patch started one row per workflow task.
-      await startRow(state.pending.shift()!);
-      continue;
-    }
-    // Start every row the window has room for at once: their start commands go out in one workflow task,
-    // instead of one round trip to the server per row (about 3 rows/s on the dev server's SQLite before).
-    const starts: Promise<void>[] = [];
-    for (;;) {
-      const next = state.pending[0];
-      if (!next || windowFull() || blockedReason() || spendCapHold(next) || deadlinePassed()) break;
-      starts.push(startRow(state.pending.shift()!));
-    }
-    await Promise.all(starts);
-  }
-
-  // No more rows will start: cancel what is in flight if asked, and count what never started.
-  if (state.cancelling) {
-    for (const rowId of Object.keys(state.inFlight)) {
-      await getExternalWorkflowHandle(promptWorkflowId(input.batchId, rowId))
-        .cancel()
-        .catch(() => undefined);
-    }
-  }
-  if (state.cancelling || deadlinePassed()) {
-    // Every row that will not start is counted, those not read yet included, so the counts add up to the file.
-    state.counts.not_run += state.pending.length;
-    state.pending = [];
-    while (!state.fileDone) {
-      if (shouldContinueAsNew()) return continueAsNewWith();
-      state.counts.not_run += (await readNextPage()).length;
-    }
-  }
-  waiting = undefined;
-  while (Object.keys(state.inFlight).length > 0) {
-    // Rows still blocked by a batch-level stop wait for a resume even now that the file is read.
-    await applyResume();
-    if (rowCheckDue) await checkUnwatchedRows();
-    armRowCheck();
-    await condition(() => Object.keys(state.inFlight).length === 0 || resumeRequested || rowCheckDue);
-  }
-  return progressOf(input.batchId, state, workflowNow(), undefined, true);
 
   async function readNextPage(): Promise<BatchRowInput[]> {
     const page = await readBatchPage({
@@ -337,10 +355,20 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
     return { kind: 'spend_cap', capUsd: input.spendCapUsd, spentUsd: state.spentUsd };
   }
 
-  /** A row closed without reporting: counted as it closed (behind the patch; earlier code waited for it). */
-  function closedUnreported(rowId: string, rowState: RowState, summary?: Partial<RowSummary>): void {
-    if (!(rowId in state.inFlight) || !patched(ROWS_CLOSED_UNREPORTED)) return;
-    applyRowDone(state, { rowId, state: rowState, chargedUsd: 0, refundedUsd: 0, attempts: 0, ...summary });
+  /**
+   * The safety net: a row in flight closed and its report did not come first. Its record is its result, or, when
+   * it closed without one (terminated), what Temporal keeps of it; a row that completed has already reported,
+   * and counting is idempotent.
+   */
+  async function settleSilentRow(rowId: string, result?: RowRecord): Promise<void> {
+    if (!(rowId in state.inFlight)) return;
+    const lookup = result
+      ? { status: 'closed' as const, record: result }
+      : await lookupRow({ workflowId: promptWorkflowId(input.batchId, rowId) });
+    if (lookup.status === 'closed') {
+      unwatched.delete(rowId);
+      applyRowDone(state, lookup.record);
+    }
   }
 
   function unwatchedInFlight(): string[] {
@@ -349,7 +377,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
 
   /** Starts the timer of the next look-up of the unwatched rows in flight, if there are any (one timer at a time). */
   function armRowCheck(): void {
-    if (rowCheckArmed || unwatchedInFlight().length === 0 || !patched(ROWS_CLOSED_UNREPORTED)) return;
+    if (rowCheckArmed || unwatchedInFlight().length === 0) return;
     rowCheckArmed = true;
     void sleep(input.rowCheckEveryMs ?? ROW_CHECK_EVERY_MS).then(
       () => {
@@ -360,38 +388,15 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
     );
   }
 
-  /** Asks after every unwatched row in flight; those that closed are counted as they ended. */
+  /** Asks after every unwatched row in flight; those that closed are counted from their records. */
   async function checkUnwatchedRows(): Promise<void> {
     rowCheckDue = false;
-    const rowIds = unwatchedInFlight();
-    const found = await Promise.all(
-      rowIds.map((rowId) => lookupRow({ workflowId: promptWorkflowId(input.batchId, rowId) })),
-    );
-    found.forEach((f, i) => {
-      const rowId = rowIds[i]!;
-      if (f.status === 'running') return;
-      unwatched.delete(rowId);
-      if (f.summary) {
-        const { chargedUsd, refundedUsd, attempts } = f.summary;
-        closedUnreported(rowId, f.summary.state as RowState, { chargedUsd, refundedUsd, attempts });
-      } else {
-        closedUnreported(
-          rowId,
-          f.closedAs === 'TERMINATED' || f.closedAs === 'CANCELED' ? RowState.Cancelled : RowState.Failed,
-        );
-      }
-    });
+    await Promise.all(unwatchedInFlight().map((rowId) => settleSilentRow(rowId)));
   }
 
   function continueAsNewWith(): Promise<never> {
     return continueAsNew<typeof batchWorkflow>({ ...input, state });
   }
-}
-
-/** How a row that closed without reporting is counted: terminated or cancelled rows as cancelled, others failed. */
-function closedStateOf(err: unknown): RowState {
-  const cause = err instanceof ChildWorkflowFailure ? err.cause : err;
-  return cause instanceof TerminatedFailure || cause instanceof CancelledFailure ? RowState.Cancelled : RowState.Failed;
 }
 
 export { batchWorkflowId };

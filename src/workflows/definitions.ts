@@ -1,6 +1,6 @@
 import { defineQuery, defineSignal } from '@temporalio/workflow';
 import type { BatchStopDetails } from '../api/failure-types';
-import type { BatchProgress, RowSummary } from './model';
+import type { BatchProgress, RowRecord } from './model';
 
 /** A person pauses the batch: no new row starts; rows in flight finish. */
 export const pauseSignal = defineSignal<[reason?: string]>('pause');
@@ -11,9 +11,12 @@ export const cancelSignal = defineSignal<[reason?: string]>('cancel');
 /** Progress of a batch, at any time. */
 export const progressQuery = defineQuery<BatchProgress>('progress');
 
-/** Row to batch: this row has ended (sent by the row itself, so it reaches the batch's current run). */
-export const rowDoneSignal = defineSignal<[RowSummary]>('rowDone');
+/**
+ * Row to batch: this row has ended, with its complete record, whatever ended it. Sent by the row itself (by workflow
+ * id, so it reaches the batch's current run): the batch's one channel.
+ */
+export const rowDoneSignal = defineSignal<[RowRecord]>('rowDone');
 /** Row to batch: the service said the whole batch must stop until a person acts; this row waits. */
 export const rowBlockedSignal = defineSignal<[rowId: string, details: BatchStopDetails]>('rowBlocked');
-/** Batch to row: carry on after a batch-level stop. */
+/** Batch to row: carry on after a batch-level stop (also sent to a row a new run of its batch adopts). */
 export const rowResumeSignal = defineSignal('rowResume');

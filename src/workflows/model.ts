@@ -4,18 +4,95 @@
 import type { BatchStopDetails } from '../api/failure-types';
 import type { CreationRequest, DownloadedImage } from '../activities/types';
 
-/** Final state of a row. */
+/** Final state of a row. Every row ends in exactly one, with its {@link RowRecord}. */
 export const RowState = {
+  /** Generated, and every image saved. */
   Succeeded: 'succeeded',
-  /** Ended without images: rejected, safety filter, retryable failures past the attempt limit. */
+  /**
+   * Paid and generated, but the images could not be saved (a download failed for good, or kept failing until the
+   * maximum wait). Not to be submitted again: the creation exists; its images may still be fetched from its id.
+   */
+  ImagesUnsaved: 'images_unsaved',
+  /** Ended without images and without money at stake: rejected, the safety filter, refunded failures past the limit. */
   Failed: 'failed',
-  /** The outcome of a submission stayed unknown (it may have been charged): reconcile before re-running. */
+  /** The outcome of a key is not known (it may have been charged): resolve it with its own key, never a new one. */
   Unknown: 'unknown',
+  /** Cancelled (or terminated), at whatever point it was; its record says which keys may have been charged. */
   Cancelled: 'cancelled',
-  /** Never started (deadline passed): ready to be run again. */
+  /** Never started (deadline passed, batch cancelled first): nothing was sent for it. */
   NotRun: 'not_run',
 } as const;
 export type RowState = (typeof RowState)[keyof typeof RowState];
+
+/** What is known of one idempotency key's outcome. */
+export const KeyOutcome = {
+  /** Being submitted: no answer yet. */
+  Submitting: 'submitting',
+  /** 202: the creation is in flight (charged up front). */
+  Accepted: 'accepted',
+  /** The creation succeeded (charged). */
+  Succeeded: 'succeeded',
+  /** The creation failed at generation and was refunded. */
+  Failed: 'failed',
+  /** 502 or 503 at submission: charged and refunded, the job never ran. */
+  Refunded: 'refunded',
+  /** 400 or 404 at submission: judged on its merits, not charged. */
+  Rejected: 'rejected',
+  /** 402 at submission: the wallet or the budget could not cover it, not charged. */
+  Declined: 'declined',
+  /** No answer was ever known (no response, timeout, 500, cancelled or terminated in flight): may have been charged. */
+  Unknown: 'unknown',
+  /** Accepted, then the service said the creation does not exist: charged, outcome unknown. */
+  Lost: 'lost',
+  /** Accepted, still in flight when the row's maximum wait ended: charged; it may still end at the service. */
+  TimedOut: 'timed_out',
+} as const;
+export type KeyOutcome = (typeof KeyOutcome)[keyof typeof KeyOutcome];
+
+/** One idempotency key of a row (one attempt), and all that is known of it. */
+export interface KeyRecord {
+  /** 1, 2, ...: the key's number within the row (a new key only after a refunded or declined attempt). */
+  attempt: number;
+  idempotencyKey: string;
+  outcome: KeyOutcome;
+  creationId?: string;
+  /** What the service said this key was charged, when it said so (USD). */
+  chargedUsd?: number;
+  /** What came back (USD): a failed creation, a 502 or 503. */
+  refundedUsd?: number;
+  /** The service's words for this key's end. */
+  error?: string;
+}
+
+/**
+ * The complete record of a row, whatever ended it: the row workflow's result, what it signals to its batch, and
+ * what results.csv, results.jsonl and errors.csv are written from.
+ */
+export interface RowRecord {
+  batchId: string;
+  rowId: string;
+  /** Line of the row in the batch file. */
+  line?: number;
+  state: RowState;
+  prompt: string;
+  model: string;
+  /** Every key used, in order. */
+  keys: KeyRecord[];
+  /** Every creation id the service gave, in order. */
+  creationIds: string[];
+  images: DownloadedImage[];
+  chargedUsd: number;
+  refundedUsd: number;
+  /** Charged less refunded. */
+  netUsd: number;
+  /** The service's words (a failure string, a rejection with its field errors), or what ended the row. */
+  error?: string;
+  /**
+   * Whether the row may be submitted again under a new key without risk of paying twice: true only when every key
+   * it used is known not to have been charged, or refunded.
+   */
+  resubmittable: boolean;
+}
 
 export interface PromptWorkflowInput {
   batchId: string;
@@ -31,8 +108,8 @@ export interface PromptWorkflowInput {
   /** Output folder of the batch, where the images go. */
   outDir: string;
   /**
-   * Longest total wait for one creation to end, polls and waits included, before the row fails with a clear
-   * message.
+   * Longest wait for one creation to end after its acceptance, polls and waits included, before the row gives up
+   * on it with a clear message.
    * @default 30 minutes
    */
   maxPollWaitMs?: number;
@@ -41,48 +118,12 @@ export interface PromptWorkflowInput {
    * @default undefined
    */
   parentWorkflowId?: string;
-}
-
-/** One attempt of a row: one idempotency key. */
-export interface AttemptRecord {
-  attempt: number;
-  idempotencyKey: string;
-  creationId?: string;
-  /** How the attempt ended: `accepted`, then `succeeded` / `failed`, or the failure type of the submission. */
-  outcome: string;
-  error?: string;
-  chargedUsd?: number;
-  refundedUsd?: number;
-}
-
-/** The result record of a row. */
-export interface PromptResult {
-  batchId: string;
-  rowId: string;
-  line?: number;
-  state: RowState;
-  prompt: string;
-  model: string;
-  creationIds: string[];
-  attempts: AttemptRecord[];
-  images: DownloadedImage[];
-  /** The service's words (a failure string, or a rejection message with its field errors). */
-  error?: string;
-  /** Whether the error is retryable as is (a re-run could succeed). */
-  errorRetryable?: boolean;
-  /** The idempotency key whose outcome is unknown (state `unknown`). */
-  unknownKey?: string;
-  chargedUsd: number;
-  refundedUsd: number;
-}
-
-/** What a row tells its batch when it ends: small, so that the batch's history stays small. */
-export interface RowSummary {
-  rowId: string;
-  state: RowState;
-  chargedUsd: number;
-  refundedUsd: number;
-  attempts: number;
+  /**
+   * While blocked by a batch-level stop, how often the row makes sure its batch still runs; a row whose batch is
+   * gone ends `cancelled`.
+   * @default ROW_CHECK_EVERY_MS (5 minutes)
+   */
+  batchCheckEveryMs?: number;
 }
 
 /** Why a batch is not starting new rows right now. */

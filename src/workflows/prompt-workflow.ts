@@ -2,19 +2,17 @@ import {
   ActivityFailure,
   ApplicationFailure,
   CancellationScope,
-  TimeoutFailure,
   condition,
   getExternalWorkflowHandle,
   isCancellation,
-  patched,
   proxyActivities,
   setHandler,
   sleep,
 } from '@temporalio/workflow';
-import { RetryState } from '@temporalio/common';
 import type { Activities } from '../activities';
-import type { PollCreationResult, SubmitCreationResult } from '../activities/types';
+import type { CreateImageResult, KeyProgress } from '../activities/types';
 import {
+  BatchStopReason,
   FailureType,
   type BatchStopDetails,
   type RefundedDetails,
@@ -23,316 +21,208 @@ import {
 } from '../api/failure-types';
 import { rowBlockedSignal, rowDoneSignal, rowResumeSignal } from './definitions';
 import { idempotencyKeyFor } from './keys';
-import { RowState, type AttemptRecord, type PromptResult, type PromptWorkflowInput, type RowSummary } from './model';
+import { KeyOutcome, type PromptWorkflowInput, type RowRecord } from './model';
+import { RowLedger } from './row-record';
 import {
-  COLLECT_START_TO_CLOSE,
+  CREATE_IMAGE_START_TO_CLOSE,
   DEFAULT_MAX_POLL_WAIT_MS,
   HEARTBEAT_TIMEOUT,
-  SUBMIT_START_TO_CLOSE,
+  ROW_CHECK_EVERY_MS,
   maxWaitMessage,
 } from './timeouts';
 
 const DEFAULT_MAX_ATTEMPTS = 3;
 
-/** Patch id: the collect activity reports a row's success to its batch (see CollectCreationInput). */
-export const REPORT_FROM_ACTIVITY = 'report-from-activity';
-/**
- * Patch id: the maximum wait also ends a row when the server stops retrying the collect activity because the next
- * poll would pass it (retry state TIMEOUT, the last poll's failure as cause). Before, only a deadline reached
- * during an attempt (a TimeoutFailure) did, and a creation that stayed in flight failed the row's workflow.
- */
-export const MAX_WAIT_RETRY_STATE = 'max-wait-retry-state';
-
-/** Failure types that end an activity at once; listed in the retry policies too, as a second guard. */
+/** Failure types that end an activity at once; listed in the retry policy too, as a second guard. */
 const NON_RETRYABLE = [
   FailureType.Unknown,
   FailureType.Refunded,
   FailureType.Rejected,
   FailureType.BatchStop,
   FailureType.CreationNotFound,
+  FailureType.MaxWait,
   FailureType.Config,
 ];
 
+const { createImage } = proxyActivities<Activities>({
+  startToCloseTimeout: CREATE_IMAGE_START_TO_CLOSE,
+  heartbeatTimeout: HEARTBEAT_TIMEOUT,
+  retry: {
+    initialInterval: '1 second',
+    backoffCoefficient: 2,
+    maximumInterval: '1 minute',
+    nonRetryableErrorTypes: NON_RETRYABLE,
+  },
+});
+
+/** The row's batch ended while the row waited on it: nothing will resume it. */
+class BatchGone extends Error {}
+
 /**
- * One row of a batch: one image creation, paid once.
+ * One row of a batch: one image creation, paid once, and one record of it, whatever ends it.
  *
- * Why a workflow per row: the row's money-relevant state (which idempotency key is in play, which creation id
- * was accepted, how many refunded attempts were spent) must survive any crash, and Temporal's history is
- * where it survives. Each attempt gets a key derived from batch, row and attempt number, so a retry after a
- * crash or a lost response re-sends the same key and is never charged twice; only the refunded failures of the
- * interface (502, 503, a retryable failure string) start a new attempt with a new key. Waits (Retry-After, the
- * poll interval, backoff) are activity retries with `nextRetryDelay`: durable, and they add no history events,
- * so the happy path stays at 17 events.
+ * Why a workflow per row: the row's money-relevant state (which idempotency key is in play, which creation it
+ * got, how many refunded attempts were spent) must survive any crash, and Temporal's history is where it survives.
+ * Each key is derived from batch, row and attempt number, so a retry after a crash or a lost response re-sends the
+ * same key and is never charged twice; only the refunded failures of the interface (502, 503, a retryable failure
+ * string) and a 402 start a new key. One activity carries a key from submission to saved images, its waits
+ * (Retry-After, the poll interval, backoff) being its own retries: durable, and no history events.
+ *
+ * The row always completes with its {@link RowRecord}, also when cancelled, and a row of a batch signals that record
+ * to its batch itself, whatever ended it: the batch's one channel. Its happy path is 16 history events.
  */
-export async function promptWorkflow(input: PromptWorkflowInput): Promise<PromptResult> {
+export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRecord> {
   const maxAttempts = input.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
-  // Rows of a batch started after this patch have their success reported by the collect activity itself.
-  const reportFromActivity = input.parentWorkflowId !== undefined && patched(REPORT_FROM_ACTIVITY);
-  let reported = false;
   const maxPollWaitMs = input.maxPollWaitMs ?? DEFAULT_MAX_POLL_WAIT_MS;
-  const { submitCreation, collectCreation } = activitiesFor(maxPollWaitMs);
-  const result: PromptResult = {
-    batchId: input.batchId,
-    rowId: input.rowId,
-    ...(input.line === undefined ? {} : { line: input.line }),
-    state: RowState.Failed,
-    prompt: input.request.prompt,
-    model: input.request.model,
-    creationIds: [],
-    attempts: [],
-    images: [],
-    chargedUsd: 0,
-    refundedUsd: 0,
-  };
+  const ledger = new RowLedger(input);
 
   let resumed = false;
   setHandler(rowResumeSignal, () => {
     resumed = true;
   });
-  /** A batch-level stop: tell the batch, then wait (durably, for as long as it takes) until it resumes us. */
-  async function waitForResume(details: BatchStopDetails): Promise<void> {
-    resumed = false;
-    await notifyParent(input.parentWorkflowId, (h) => h.signal(rowBlockedSignal, input.rowId, details));
-    await condition(() => resumed);
-  }
 
   try {
-    await run();
+    await runKeys();
   } catch (err) {
-    if (isCancellation(err)) {
-      result.state = RowState.Cancelled;
-      await CancellationScope.nonCancellable(() => notifyParent(input.parentWorkflowId, reportTo(result)));
-    } else {
-      result.state = RowState.Failed;
-      result.error ??= err instanceof Error ? err.message : String(err);
-      await notifyParent(input.parentWorkflowId, reportTo(result));
-    }
-    throw err;
+    if (isCancellation(err)) ledger.cancelled('cancelled');
+    else if (err instanceof BatchGone) ledger.cancelled(err.message);
+    else ledger.broken(err instanceof Error ? err.message : String(err));
   }
-  // Awaited, which costs a row of a batch five history events (22 on its happy path, 17 for a row alone). Sent
-  // without waiting it would cost one, but the time-skipping test server then stops skipping time (seen here).
   // Not cancellable: a cancel arriving while the row reports must not lose the report (the batch waits for it).
-  if (!reported) {
-    await CancellationScope.nonCancellable(() => notifyParent(input.parentWorkflowId, reportTo(result)));
-  }
-  return result;
+  await CancellationScope.nonCancellable(() => tellBatch((h) => h.signal(rowDoneSignal, ledger.record)));
+  return ledger.record;
 
-  async function run(): Promise<void> {
-    let keyNumber = 0; // a new key for every new attempt, 402 re-tries included
-    let countedAttempts = 0; // attempts that end in a refunded failure count against maxAttempts
-    while (countedAttempts < maxAttempts) {
-      keyNumber += 1;
-      const record: AttemptRecord = {
-        attempt: keyNumber,
-        idempotencyKey: idempotencyKeyFor(input.batchId, input.rowId, keyNumber),
-        outcome: 'submitting',
-      };
-      result.attempts.push(record);
-
-      const submitted = await submitWithStops(record, waitForResume);
-      if (submitted.kind === 'refunded') {
-        countedAttempts += 1;
-        continue;
-      }
-      if (submitted.kind === 'new_key') continue;
-      if (submitted.kind === 'end') {
-        Object.assign(result, submitted.patch);
-        return;
-      }
-      const accepted = submitted.accepted;
-      record.creationId = accepted.creationId;
-      record.outcome = 'accepted';
-      result.creationIds.push(accepted.creationId);
-      const charged = accepted.costUsd ?? 0;
-      record.chargedUsd = charged;
-      result.chargedUsd += charged;
-
-      const ended = await collectWithStops(accepted.creationId, waitForResume);
-      if (ended.kind === 'timeout') {
-        record.outcome = 'timed_out';
-        result.state = RowState.Failed;
-        result.error = ended.message;
-        result.errorRetryable = true;
-        return;
-      }
-      if (ended.kind === 'lost') {
-        // Accepted and charged, then unknown to the service: the money may be spent, so reconcile, do not retry.
-        record.outcome = 'lost';
-        result.state = RowState.Unknown;
-        result.unknownKey = record.idempotencyKey;
-        result.error = ended.message;
-        result.errorRetryable = false;
-        return;
-      }
-      const { poll, images } = ended;
-      record.outcome = poll.outcome;
-      if (poll.outcome === 'succeeded') {
-        result.state = RowState.Succeeded;
-        result.images = images;
-        delete result.error;
-        delete result.errorRetryable;
-        return;
-      }
-      // A failed creation is refunded in full, automatically.
-      const refunded = poll.costUsd ?? charged;
-      record.refundedUsd = refunded;
-      record.error = poll.error;
-      result.refundedUsd += refunded;
-      result.error = poll.error;
-      result.errorRetryable = poll.retryable;
-      if (!poll.retryable) {
-        result.state = RowState.Failed;
-        return;
-      }
-      countedAttempts += 1;
+  async function runKeys(): Promise<void> {
+    let counted = 0; // refunded failures count against maxAttempts; a 402's new key does not
+    for (let keyNumber = 1; counted < maxAttempts; keyNumber += 1) {
+      ledger.startKey(keyNumber, idempotencyKeyFor(input.batchId, input.rowId, keyNumber));
+      const next = await runKey();
+      if (next === 'done') return;
+      if (next === 'counted') counted += 1;
     }
-    result.state = RowState.Failed;
-    result.error = `${result.error ?? 'failed'} (gave up after ${maxAttempts} attempts)`;
+    ledger.gaveUp(maxAttempts);
   }
 
-  type SubmitStep =
-    | { kind: 'accepted'; accepted: SubmitCreationResult }
-    | { kind: 'refunded' }
-    | { kind: 'new_key' }
-    | { kind: 'end'; patch: Partial<PromptResult> };
-
-  async function submitWithStops(
-    record: AttemptRecord,
-    wait: (details: BatchStopDetails) => Promise<void>,
-  ): Promise<SubmitStep> {
+  /** The current key to its end: 'done' when the row has ended, else whether the new key counts as an attempt. */
+  async function runKey(): Promise<'done' | 'counted' | 'uncounted'> {
+    const key = ledger.current!;
+    let progress: KeyProgress | undefined;
     for (;;) {
+      let ended: CreateImageResult;
       try {
-        return {
-          kind: 'accepted',
-          accepted: await submitCreation({ idempotencyKey: record.idempotencyKey, request: input.request }),
-        };
+        ended = await createImage({
+          idempotencyKey: key.idempotencyKey,
+          request: input.request,
+          batchId: input.batchId,
+          rowId: input.rowId,
+          outDir: input.outDir,
+          maxPollWaitMs,
+          ...(progress ? { progress } : {}),
+        });
       } catch (err) {
-        const failure = applicationFailureOf(err);
+        const failure =
+          err instanceof ActivityFailure && err.cause instanceof ApplicationFailure ? err.cause : undefined;
         if (!failure) throw err;
-        record.outcome = failure.type ?? 'failed';
+        progress = keyProgressIn(failure);
+        if (progress) ledger.learned(progress);
+        const creationId = progress?.creationId ?? key.creationId;
         switch (failure.type) {
           case FailureType.Refunded: {
             const details = firstDetail<RefundedDetails>(failure);
-            record.error = details?.message ?? failure.message;
-            result.error = record.error;
-            result.errorRetryable = true;
-            // 503: wait its Retry-After (a durable timer), then a new attempt with a new key.
+            ledger.refunded(details?.message ?? failure.message);
+            // 503: wait its Retry-After (a durable timer), then a new key.
             if (details?.retryAfterMs) await sleep(details.retryAfterMs);
-            return { kind: 'refunded' };
+            return 'counted';
           }
-          case FailureType.Rejected: {
-            const details = firstDetail<RejectedDetails>(failure);
-            return {
-              kind: 'end',
-              patch: { state: RowState.Failed, error: rejectionText(details, failure.message), errorRetryable: false },
-            };
-          }
+          case FailureType.Rejected:
+            ledger.rejected(rejectionText(firstDetail<RejectedDetails>(failure), failure.message));
+            return 'done';
           case FailureType.Unknown: {
             const details = firstDetail<UnknownDetails>(failure);
-            return {
-              kind: 'end',
-              patch: {
-                state: RowState.Unknown,
-                unknownKey: record.idempotencyKey,
-                error: `outcome unknown after ${details?.tries ?? '?'} tries: ${details?.lastError ?? failure.message}`,
-                errorRetryable: false,
-              },
-            };
+            const tries = details?.tries ?? '?';
+            ledger.unknown(
+              KeyOutcome.Unknown,
+              `outcome unknown after ${tries} tries: ${details?.lastError ?? failure.message}`,
+            );
+            return 'done';
           }
-          case FailureType.BatchStop: {
-            const details = firstDetail<BatchStopDetails>(failure);
-            await wait(details ?? unknownStop(failure.message));
-            // 401/403 stopped before the idempotency look-up: the same key again. 402 was judged: a new key.
-            if (details?.httpStatus === 402) return { kind: 'new_key' };
+          case FailureType.CreationNotFound:
+            ledger.unknown(
+              KeyOutcome.Lost,
+              `creation ${creationId ?? '?'} was accepted, then not found: ${failure.message}`,
+            );
+            return 'done';
+          case FailureType.MaxWait:
+            ledger.unknown(KeyOutcome.TimedOut, maxWaitMessage(creationId ?? '?', maxPollWaitMs));
+            return 'done';
+          case FailureType.DownloadFailed:
+            ledger.imagesUnsaved(
+              `creation ${creationId ?? '?'} succeeded, but its images were not saved: ${failure.message}`,
+            );
+            return 'done';
+          case FailureType.BatchStop:
+          case FailureType.Config: {
+            const details = firstDetail<BatchStopDetails>(failure) ?? workerStop(failure.message);
+            await waitForResume(details);
+            // 402 was judged and not charged: the next try needs a new key. Any other stop came before the
+            // idempotency look-up, or after the acceptance: the same key again, its creation polled, never re-sent.
+            if (details.httpStatus === 402 && !creationId) {
+              ledger.declined(details.message);
+              return 'uncounted';
+            }
             continue;
           }
           default:
             throw err;
         }
       }
-    }
-  }
-
-  async function collectWithStops(
-    creationId: string,
-    wait: (details: BatchStopDetails) => Promise<void>,
-  ): Promise<
-    | { kind: 'ended'; poll: PollCreationResult; images: PromptResult['images'] }
-    | { kind: 'timeout'; message: string }
-    | { kind: 'lost'; message: string }
-  > {
-    for (;;) {
-      try {
-        const ended = await collectCreation({
-          creationId,
-          batchId: input.batchId,
-          rowId: input.rowId,
-          outDir: input.outDir,
-          ...(reportFromActivity && input.parentWorkflowId
-            ? { reportOnSuccess: { parentWorkflowId: input.parentWorkflowId, summary: summaryOf(result) } }
-            : {}),
-        });
-        if (reportFromActivity && ended.poll.outcome === 'succeeded') reported = true;
-        return { kind: 'ended', ...ended };
-      } catch (err) {
-        if (
-          err instanceof ActivityFailure &&
-          (err.cause instanceof TimeoutFailure ||
-            (err.retryState === RetryState.TIMEOUT && patched(MAX_WAIT_RETRY_STATE)))
-        ) {
-          return { kind: 'timeout', message: maxWaitMessage(creationId, maxPollWaitMs) };
-        }
-        const failure = applicationFailureOf(err);
-        if (failure?.type === FailureType.BatchStop) {
-          await wait(firstDetail<BatchStopDetails>(failure) ?? unknownStop(failure.message));
-          continue;
-        }
-        if (failure?.type === FailureType.CreationNotFound) {
-          return { kind: 'lost', message: `creation ${creationId} was accepted, then not found: ${failure.message}` };
-        }
-        throw err;
+      if (ended.outcome === 'succeeded') {
+        ledger.succeeded(ended.creationId, ended.costUsd, ended.images);
+        return 'done';
       }
+      ledger.creationFailed(ended.creationId, ended.costUsd, ended.error, ended.retryable);
+      if (!ended.retryable) {
+        ledger.failedAsIs();
+        return 'done';
+      }
+      return 'counted';
+    }
+  }
+
+  /**
+   * A batch-level stop: tell the batch, then wait (durably, for as long as it takes) until it resumes us, making
+   * sure every so often that the batch still runs: a row whose batch was terminated ends instead of waiting forever.
+   */
+  async function waitForResume(details: BatchStopDetails): Promise<void> {
+    resumed = false;
+    for (;;) {
+      const heard = await tellBatch((h) => h.signal(rowBlockedSignal, input.rowId, details));
+      if (!heard) throw new BatchGone(`its batch ${input.batchId} ended while the row waited for a resume`);
+      if (await condition(() => resumed, input.batchCheckEveryMs ?? ROW_CHECK_EVERY_MS)) return;
+    }
+  }
+
+  /** Signals the batch; false when there is a batch and it no longer runs. A row alone has nobody to tell. */
+  async function tellBatch(send: (h: ReturnType<typeof getExternalWorkflowHandle>) => Promise<void>): Promise<boolean> {
+    if (!input.parentWorkflowId) return true;
+    try {
+      await send(getExternalWorkflowHandle(input.parentWorkflowId));
+      return true;
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      return false;
     }
   }
 }
 
-/**
- * The row's two activities. Both heartbeat while a request is in flight, so a dead worker's attempt is retried
- * after HEARTBEAT_TIMEOUT; the collect activity's schedule-to-close timeout is the row's maximum wait for its
- * creation, every poll and wait between polls included.
- */
-function activitiesFor(maxPollWaitMs: number) {
-  const submit = proxyActivities<Activities>({
-    startToCloseTimeout: SUBMIT_START_TO_CLOSE,
-    heartbeatTimeout: HEARTBEAT_TIMEOUT,
-    retry: {
-      initialInterval: '1 second',
-      backoffCoefficient: 2,
-      maximumInterval: '1 minute',
-      nonRetryableErrorTypes: NON_RETRYABLE,
-    },
-  });
-  const collect = proxyActivities<Activities>({
-    startToCloseTimeout: COLLECT_START_TO_CLOSE,
-    heartbeatTimeout: HEARTBEAT_TIMEOUT,
-    scheduleToCloseTimeout: maxPollWaitMs,
-    retry: {
-      initialInterval: '1 second',
-      backoffCoefficient: 2,
-      maximumInterval: '1 minute',
-      nonRetryableErrorTypes: NON_RETRYABLE,
-    },
-  });
-  return { submitCreation: submit.submitCreation, collectCreation: collect.collectCreation };
-}
-
-function applicationFailureOf(err: unknown): ApplicationFailure | undefined {
-  if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure) return err.cause;
-  return undefined;
+/** The key's progress, the second detail of every failure of createImage. */
+function keyProgressIn(failure: ApplicationFailure): KeyProgress | undefined {
+  const progress: unknown = failure.details?.[1];
+  return typeof progress === 'object' && progress !== null ? (progress) : undefined;
 }
 
 function firstDetail<T>(failure: ApplicationFailure): T | undefined {
-  return failure.details?.[0] as T | undefined;
+  return (failure.details?.[0] ?? undefined) as T | undefined;
 }
 
 function rejectionText(details: RejectedDetails | undefined, fallback: string): string {
@@ -341,35 +231,7 @@ function rejectionText(details: RejectedDetails | undefined, fallback: string): 
   return fields ? `${details.message} (${fields})` : details.message;
 }
 
-function unknownStop(message: string): BatchStopDetails {
-  return { reason: 'authentication_required', httpStatus: 0, message };
-}
-
-/** What the batch learns of a row. */
-function summaryOf(result: PromptResult): RowSummary {
-  return {
-    rowId: result.rowId,
-    state: result.state,
-    chargedUsd: result.chargedUsd,
-    refundedUsd: result.refundedUsd,
-    attempts: result.attempts.length,
-  };
-}
-
-function reportTo(result: PromptResult) {
-  const summary = summaryOf(result);
-  return (h: ReturnType<typeof getExternalWorkflowHandle>) => h.signal(rowDoneSignal, summary);
-}
-
-/** Signals the batch, if there is one. A batch that has already closed has nobody to tell: not an error. */
-async function notifyParent(
-  parentWorkflowId: string | undefined,
-  send: (h: ReturnType<typeof getExternalWorkflowHandle>) => Promise<void>,
-): Promise<void> {
-  if (!parentWorkflowId) return;
-  try {
-    await send(getExternalWorkflowHandle(parentWorkflowId));
-  } catch (err) {
-    if (isCancellation(err)) throw err;
-  }
+/** A stop that the worker's own configuration caused (e.g. the key's format): fixed on the worker, then resumed. */
+function workerStop(message: string): BatchStopDetails {
+  return { reason: BatchStopReason.WorkerConfig, httpStatus: 0, message };
 }

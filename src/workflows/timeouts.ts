@@ -12,24 +12,26 @@
 export const HEARTBEAT_TIMEOUT = '20 seconds';
 
 /**
- * One submission attempt: longer than the HTTP client's own bounds (connect, headers, body, total deadline), so
- * that a slow service ends an attempt as an unknown outcome the activity counts, not as a Temporal timeout.
+ * One attempt of `createImage`: one request (a submission or a poll), then, once the creation succeeded, its images
+ * of up to `IMAGEGEN_MAX_DOWNLOAD_BYTES` each. Longer than the HTTP client's own bounds (connect, headers, body,
+ * total deadline), so that a slow service ends an attempt as an unknown outcome the activity counts, not as a
+ * Temporal timeout.
  */
-export const SUBMIT_START_TO_CLOSE = '2 minutes';
-
-/** One poll-and-download attempt: a poll, then images of up to `IMAGEGEN_MAX_DOWNLOAD_BYTES` each. */
-export const COLLECT_START_TO_CLOSE = '5 minutes';
+export const CREATE_IMAGE_START_TO_CLOSE = '5 minutes';
 
 /**
- * The longest total wait for one creation to end, polls and waits between them included, when the row's input
- * names none (`--max-poll-wait`); the collect activity's schedule-to-close timeout.
+ * The longest wait for one creation to end after its acceptance, polls and waits between them included, when the
+ * row's input names none (`--max-poll-wait`); `createImage` ends with MaxWait past it.
  */
 export const DEFAULT_MAX_POLL_WAIT_MS = 30 * 60_000;
 
 /** One attempt of a batch's own activities: a page of the file, the model catalog, a row look-up. */
 export const BATCH_ACTIVITY_START_TO_CLOSE = '2 minutes';
 
-/** How often a batch waiting on rows it cannot see close (rows of an earlier run) asks whether they still run. */
+/**
+ * How often a batch waiting on rows it cannot see close (rows of an earlier run) asks whether they still run, and
+ * how often a row blocked by a batch-level stop makes sure its batch still runs.
+ */
 export const ROW_CHECK_EVERY_MS = 5 * 60_000;
 
 /**

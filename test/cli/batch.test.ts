@@ -3,6 +3,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
+import { stringify } from 'csv-stringify/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FaultKind } from '../../src/simulator';
 import type { BatchProgress } from '../../src/workflows';
@@ -195,29 +196,41 @@ describe('results', { timeout: 120_000 }, () => {
     expect(html.match(/<img /g)).toHaveLength(5);
   });
 
-  it('errors.csv runs again under a new batch id: only its rows are submitted', async () => {
+  it('errors.csv runs again under a new batch id once the rows not to resubmit are out: only its rows are submitted', async () => {
     const { out } = await runMainBatch();
     await cliJson(['results', 'cli-main', '--json'], env());
     const errorsCsv = path.join(out, 'errors.csv');
-    const validate = await cli(['validate', errorsCsv], env());
-    expect(validate.code, describeRun(['validate', errorsCsv], validate)).toBe(0);
-    expect(validate.stdout).toContain('3 rows, 3 valid, 0 problem(s)');
+    // The safety filter's row would be refused again: its record says so, and the file is refused as it is.
+    const refused = await cli(['validate', errorsCsv], env());
+    expect(refused.code, describeRun(['validate', errorsCsv], refused)).toBe(3);
+    expect(refused.stdout + refused.stderr).toContain('resubmittable=false');
+    const rows = await readCsv(errorsCsv);
+    expect(rows.map((r) => [r.id, r.state, r.resubmittable])).toEqual([
+      ['r3', 'failed', 'true'],
+      ['r5', 'failed', 'false'],
+      ['r6', 'failed', 'true'],
+    ]);
+    const retryCsv = path.join(out, 'retry.csv');
+    await writeFile(retryCsv, stringify(rows.filter((r) => r.resubmittable === 'true'), { header: true }));
+    const validate = await cli(['validate', retryCsv], env());
+    expect(validate.code, describeRun(['validate', retryCsv], validate)).toBe(0);
+    expect(validate.stdout).toContain('2 rows, 2 valid, 0 problem(s)');
 
     const charges = stack.sim.ledger.entries().filter((e) => e.kind === 'charge').length;
-    const args = ['run', errorsCsv, '--batch-id', 'cli-retry', '--out', path.join(stack.dir, 'out-retry')];
+    const args = ['run', retryCsv, '--batch-id', 'cli-retry', '--out', path.join(stack.dir, 'out-retry')];
     args.push('--follow', '--json');
     const r = await cli(args, { ...env(), timeoutMs: 60_000 });
     expect(r.code, describeRun(args, r)).toBe(0);
-    expect(r.stderr).toContain('started batch cli-retry (3 rows)');
-    // The flaky rows succeed now (their scripted failures are used up); the unsafe one fails again.
+    expect(r.stderr).toContain('started batch cli-retry (2 rows)');
+    // The flaky rows succeed now (their scripted failures are used up).
     expect(JSON.parse(r.stdout)).toMatchObject({
       status: 'completed',
-      rowsRead: 3,
-      counts: { succeeded: 2, failed: 1, unknown: 0, cancelled: 0, not_run: 0 },
+      rowsRead: 2,
+      counts: { succeeded: 2, failed: 0, unknown: 0, cancelled: 0, not_run: 0 },
     });
     const retried = chargedKeys(stack.sim, 'cli-retry').map((k) => rowOfKey('cli-retry', k));
-    expect(retried.sort()).toEqual(FAILED_IDS);
-    expect(stack.sim.ledger.entries().filter((e) => e.kind === 'charge').length - charges).toBe(3);
+    expect(retried.sort()).toEqual(['r3', 'r6']);
+    expect(stack.sim.ledger.entries().filter((e) => e.kind === 'charge').length - charges).toBe(2);
   });
 
   it('run again with the same batch id: the same result, nothing charged again', async () => {

@@ -17,14 +17,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
-import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { format, resolveConfig } from 'prettier';
 import { defaultServiceConfig } from '../../src/config/service-config';
 import { DEMO_ACCOUNT_ID, DEMO_API_KEY, FaultKind, startSimulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
-import { FailureType } from '../../src/api/failure-types';
-import { createWorker, workflowsPath } from '../../src/worker';
+import { createWorker } from '../../src/worker';
 import {
   batchWorkflow,
   batchWorkflowId,
@@ -150,7 +148,7 @@ async function main(): Promise<void> {
         runId = history.events?.at(-1)?.workflowExecutionContinuedAsNewEventAttributes?.newExecutionRunId ?? undefined;
       }
 
-      // A creation that never ends (the simulator's clock stopped): the row fails at its maximum wait.
+      // A creation that never ends (the simulator's clock stopped): the row ends unknown at its maximum wait.
       frozenAt = Date.now();
       const waited = await client.workflow.start(promptWorkflow, {
         ...row('max-wait', 'a glacier under the northern lights'),
@@ -158,7 +156,7 @@ async function main(): Promise<void> {
       });
       const waitedResult = await waited.result();
       frozenAt = undefined;
-      if (waitedResult.state !== 'failed' || !/maximum wait/.test(waitedResult.error ?? '')) {
+      if (waitedResult.state !== 'unknown' || !/maximum wait/.test(waitedResult.error ?? '')) {
         throw new Error(`max-wait row: ${JSON.stringify(waitedResult)}`);
       }
       await save('prompt-max-wait', waited);
@@ -220,44 +218,28 @@ async function main(): Promise<void> {
       // The last run: the one that asked after the carried row and counted it.
       const lastRun = (await carrying.describe()).runId;
       await save('batch-carried-row-terminated-last-run', carrying, lastRun);
-    });
 
-    // The maximum wait reached between two polls: the server stops retrying the collect activity (retry state
-    // TIMEOUT) with the last poll's failure. The simulator cannot hold one creation in flight on demand, so a
-    // stand-in collect activity answers "still running, poll again in 2 s" (as the real one does, with the
-    // service's interval) and the row may wait 3 s.
-    const standIn = await Worker.create({
-      connection: native,
-      taskQueue: `${TASK_QUEUE}-stand-in`,
-      workflowsPath,
-      activities: {
-        async submitCreation() {
-          return { creationId: 'cr_stand_in', status: 'queued', costUsd: 0.04 };
-        },
-        async collectCreation(): Promise<never> {
-          throw ApplicationFailure.create({ type: FailureType.Pending, message: 'running', nextRetryDelay: 2_000 });
-        },
-      },
-    });
-    await standIn.runUntil(async () => {
-      const stillRunning = await client.workflow.start(promptWorkflow, {
-        taskQueue: `${TASK_QUEUE}-stand-in`,
-        workflowId: 'replay/max-wait-between-polls',
-        args: [
-          {
-            batchId: 'replay',
-            rowId: 'max-wait-between-polls',
-            request: { prompt: 'a glacier at noon', model: 'flux-dev' },
-            outDir: 'replay',
-            maxPollWaitMs: 3_000,
-          },
+      // A cancel after the last row started, while a row waits on a batch stop (402): the row ends cancelled with
+      // its record, and the batch ends.
+      sim.setWallet(DEMO_ACCOUNT_ID, 0);
+      const blockFile = path.join(outputRoot, 'block.csv');
+      await writeFile(blockFile, 'id,prompt\nblocked,a kite over a beach\n');
+      const blocking = await client.workflow.start(batchWorkflow, {
+        taskQueue: TASK_QUEUE,
+        workflowId: batchWorkflowId('replay-cancel-blocked'),
+        args: [{ batchId: 'replay-cancel-blocked', file: blockFile, outDir: 'block', defaultModel: 'flux-dev' }] as [
+          BatchWorkflowInput,
         ],
       });
-      const result = await stillRunning.result();
-      if (result.state !== 'failed' || !/maximum wait/.test(result.error ?? '')) {
-        throw new Error(`max-wait-between-polls row: ${JSON.stringify(result)}`);
+      await waitFor(async () => (await blocking.query(progressQuery)).status === 'paused');
+      await blocking.signal(cancelSignal);
+      const blockProgress = await blocking.result();
+      sim.setWallet(DEMO_ACCOUNT_ID, 100);
+      if (blockProgress.status !== 'cancelled' || blockProgress.counts.cancelled !== 1) {
+        throw new Error(`cancelled blocked-row batch: ${JSON.stringify(blockProgress)}`);
       }
-      await save('prompt-max-wait-between-polls', stillRunning);
+      await save('batch-cancel-blocked-row', blocking);
+      await save('prompt-cancelled-while-blocked', client.workflow.getHandle('replay-cancel-blocked/blocked'));
     });
 
     await mkdir(HISTORIES_DIR, { recursive: true });
@@ -279,9 +261,9 @@ async function main(): Promise<void> {
   }
 }
 
-function expectState(result: { state: string; attempts: unknown[] }, state: string, attempts = 1): void {
-  if (result.state !== state || result.attempts.length !== attempts) {
-    throw new Error(`expected ${state} after ${attempts} attempt(s), got ${JSON.stringify(result)}`);
+function expectState(result: { state: string; keys: unknown[] }, state: string, keys = 1): void {
+  if (result.state !== state || result.keys.length !== keys) {
+    throw new Error(`expected ${state} after ${keys} key(s), got ${JSON.stringify(result)}`);
   }
 }
 

@@ -17,20 +17,14 @@ const EXPECTED = [
   'prompt-retryable-failure',
   'prompt-503-refunded',
   'prompt-batch-stop-resume',
+  'prompt-max-wait',
+  'prompt-cancelled-while-blocked',
   'batch-stop-resume',
   'batch-continue-as-new-run1',
   'batch-continue-as-new-run2',
-  // Recorded after the `parallel-row-starts` patch; the ones above are from before it.
-  'v2-parallel-starts-batch-stop-resume',
-  'v2-parallel-starts-batch-continue-as-new-run1',
-  'v2-parallel-starts-batch-continue-as-new-run2',
-  // Recorded after the `report-from-activity` patch (the collect activity reports a row's success).
-  'v3-report-from-activity-prompt-batch-stop-resume',
-  // Recorded after the `max-wait-retry-state` and `rows-closed-unreported` patches (bounded waits).
-  'v4-max-wait-retry-state-prompt-max-wait',
-  'v4-max-wait-retry-state-prompt-max-wait-between-polls',
-  'v4-rows-closed-unreported-batch-terminated-row-cancelled',
-  'v4-rows-closed-unreported-batch-carried-row-terminated-last-run',
+  'batch-terminated-row-cancelled',
+  'batch-carried-row-terminated-last-run',
+  'batch-cancel-blocked-row',
 ];
 
 type History = temporal.api.history.v1.History;
@@ -72,7 +66,7 @@ describe('replay of recorded histories', () => {
     expect(fixtures.map((f) => f.name).sort()).toEqual([...EXPECTED].sort());
     const last = (name: string) => fixtures.find((f) => f.name === name)!.history.events.at(-1)!;
     const { EventType } = temporal.api.enums.v1;
-    const hops = ['batch-continue-as-new-run1', 'v2-parallel-starts-batch-continue-as-new-run1'];
+    const hops = ['batch-continue-as-new-run1'];
     for (const name of hops) {
       expect(last(name).eventType).toBe(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW);
     }

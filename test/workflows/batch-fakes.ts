@@ -6,13 +6,13 @@ import type { Client } from '@temporalio/client';
 import type {
   BatchCursor,
   BatchRowInput,
-  CollectCreationInput,
+  CreateImageInput,
+  CreateImageResult,
   ReadBatchPageInput,
   ReadBatchPageResult,
 } from '../../src/activities/types';
-import { rowDoneSignal } from '../../src/workflows/definitions';
 import { FailureType } from '../../src/api/failure-types';
-import type { BatchWorkflowInput } from '../../src/workflows';
+import type { BatchProgress, BatchWorkflowInput } from '../../src/workflows';
 import { whileHeartbeating } from '../../src/activities/heartbeat';
 import { createRowActivities } from '../../src/activities/rows';
 import { workflowBundle } from '../helpers/temporal';
@@ -58,8 +58,8 @@ export function batchActivities(
         return [{ id: 'flux-dev', priceUsd: 0.04 }];
       },
       lookupRow: (input: { workflowId: string }) => rowLookups.lookupRow(input),
-      async submitCreation(input: { idempotencyKey: string }) {
-        const rowId = input.idempotencyKey.split('.')[2]!;
+      async createImage(input: CreateImageInput): Promise<CreateImageResult> {
+        const rowId = input.rowId;
         const n = (submissions.get(rowId) ?? 0) + 1;
         submissions.set(rowId, n);
         stats.submits += 1;
@@ -74,24 +74,18 @@ export function batchActivities(
             type: FailureType.BatchStop,
             nonRetryable: true,
             message: 'insufficient balance',
-            details: [{ reason: 'insufficient_balance', httpStatus: 402, message: 'top up', requiredUsd: 0.04 }],
+            details: [{ reason: 'insufficient_balance', httpStatus: 402, message: 'top up', requiredUsd: 0.04 }, {}],
           });
         }
         open.add(rowId);
         stats.maxOpen = Math.max(stats.maxOpen, open.size);
-        return { creationId: `c-${rowId}-${n}`, status: 'queued', costUsd: 0.04 };
-      },
-      async collectCreation(input: CollectCreationInput) {
-        if (behaviour(input.rowId, 0) === 'slow') await new Promise((r) => setTimeout(r, 50));
-        open.delete(input.rowId);
-        // As the real activity does: a row of a batch reports its success from here.
-        if (input.reportOnSuccess) {
-          const { parentWorkflowId, summary } = input.reportOnSuccess;
-          await client.workflow.getHandle(parentWorkflowId).signal(rowDoneSignal, { ...summary, state: 'succeeded' });
-        }
+        if (behaviour(rowId, n) === 'slow') await new Promise((r) => setTimeout(r, 50));
+        open.delete(rowId);
         return {
-          poll: { outcome: 'succeeded' as const, status: 'succeeded', images: [] },
-          images: [{ url: 'u', path: `${input.rowId}.png`, sha256: 'x', bytes: 1 }],
+          outcome: 'succeeded',
+          creationId: `c-${rowId}-${n}`,
+          costUsd: 0.04,
+          images: [{ url: 'u', path: `${rowId}.png`, sha256: 'x', bytes: 1 }],
         };
       },
     },
@@ -115,4 +109,19 @@ export async function startBatch(
   const batchId = `b${randomUUID().slice(0, 8)}`;
   const input: BatchWorkflowInput = { batchId, file: 'mem', outDir: '/tmp/out', ...extra };
   return { worker, fake, batchId, taskQueue, input };
+}
+
+/** Asks `probe` every second until `done` holds (at most 120 tries). */
+export async function until(
+  env: () => TestWorkflowEnvironment,
+  probe: () => Promise<BatchProgress>,
+  done: (p: BatchProgress) => boolean,
+): Promise<BatchProgress> {
+  let last: BatchProgress | undefined;
+  for (let i = 0; i < 120; i++) {
+    last = await probe();
+    if (done(last)) return last;
+    await env().sleep(1_000);
+  }
+  throw new Error(`the batch never got there: ${JSON.stringify(last)}`);
 }

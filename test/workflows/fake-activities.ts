@@ -1,26 +1,19 @@
 import { ApplicationFailure } from '@temporalio/common';
-import type {
-  CollectCreationInput,
-  CollectCreationResult,
-  SubmitCreationInput,
-  SubmitCreationResult,
-} from '../../src/activities/types';
+import type { CreateImageInput, CreateImageResult, KeyProgress } from '../../src/activities/types';
 import { FailureType } from '../../src/api/failure-types';
 
 /** One scripted answer of a fake activity: a value, or a failure of the given type. */
 export type Step<T> =
-  { ok: T } | { fail: string; details?: unknown; nonRetryable?: boolean; nextRetryDelayMs?: number };
+  | { ok: T }
+  | { fail: string; details?: unknown; progress?: KeyProgress; nonRetryable?: boolean; nextRetryDelayMs?: number };
 
 /**
  * Fake image-service activities that answer from a script, recording every call, so that the workflow's
  * branching (keys, attempts, waits) is tested apart from HTTP. The real activities are tested against the
  * simulator elsewhere.
  */
-export function scriptedActivities(script: {
-  submit: Step<SubmitCreationResult>[];
-  collect: Step<CollectCreationResult>[];
-}) {
-  const calls = { submit: [] as SubmitCreationInput[], collect: [] as CollectCreationInput[] };
+export function scriptedActivities(script: { createImage: Step<CreateImageResult>[] }) {
+  const calls = { createImage: [] as CreateImageInput[] };
   function next<T>(steps: Step<T>[], what: string): T {
     const step = steps.shift();
     if (!step) throw ApplicationFailure.create({ message: `script for ${what} ran out`, nonRetryable: true });
@@ -29,20 +22,16 @@ export function scriptedActivities(script: {
       type: step.fail,
       message: `scripted ${step.fail}`,
       nonRetryable: step.nonRetryable ?? !RETRYABLE.has(step.fail),
-      details: step.details === undefined ? [] : [step.details],
+      details: step.progress ? [step.details ?? null, step.progress] : step.details === undefined ? [] : [step.details],
       ...(step.nextRetryDelayMs === undefined ? {} : { nextRetryDelay: step.nextRetryDelayMs }),
     });
   }
   return {
     calls,
     activities: {
-      async submitCreation(input: SubmitCreationInput): Promise<SubmitCreationResult> {
-        calls.submit.push(input);
-        return next(script.submit, 'submitCreation');
-      },
-      async collectCreation(input: CollectCreationInput): Promise<CollectCreationResult> {
-        calls.collect.push(input);
-        return next(script.collect, 'collectCreation');
+      async createImage(input: CreateImageInput): Promise<CreateImageResult> {
+        calls.createImage.push(input);
+        return next(script.createImage, 'createImage');
       },
     },
   };
@@ -50,17 +39,15 @@ export function scriptedActivities(script: {
 
 const RETRYABLE = new Set<string>([FailureType.RateLimited, FailureType.Ambiguous, FailureType.Pending]);
 
-export const succeeded = (id: string): Step<CollectCreationResult> => ({
+export const succeeded = (id: string, costUsd = 0.04): Step<CreateImageResult> => ({
   ok: {
-    poll: { outcome: 'succeeded', status: 'succeeded', images: [{ url: `http://files/${id}.png` }] },
+    outcome: 'succeeded',
+    creationId: id,
+    costUsd,
     images: [{ url: `http://files/${id}.png`, path: `r/${id}.png`, sha256: 'ab', bytes: 10 }],
   },
 });
 
-export const failedWith = (error: string, retryable: boolean, costUsd = 0.04): Step<CollectCreationResult> => ({
-  ok: { poll: { outcome: 'failed', status: 'failed', error, retryable, costUsd }, images: [] },
-});
-
-export const accepted = (id: string, costUsd = 0.04): Step<SubmitCreationResult> => ({
-  ok: { creationId: id, status: 'queued', costUsd },
+export const failedWith = (id: string, error: string, retryable: boolean, costUsd = 0.04): Step<CreateImageResult> => ({
+  ok: { outcome: 'failed', creationId: id, error, retryable, costUsd },
 });

@@ -1,0 +1,183 @@
+/**
+ * The record of one row as its keys end: a plain class with no Temporal in it (the row workflow only calls it), so
+ * every rule of the record is tested on its own. Workflow code imports it: no I/O, no Node built-ins.
+ */
+import type { KeyProgress } from '../activities/types';
+import { KeyOutcome, RowState, type KeyRecord, type PromptWorkflowInput, type RowRecord } from './model';
+
+/** Key outcomes that leave nothing charged: the key was judged and refused, or charged and refunded. */
+const SETTLED_UNCHARGED: ReadonlySet<KeyOutcome> = new Set([
+  KeyOutcome.Failed,
+  KeyOutcome.Refunded,
+  KeyOutcome.Rejected,
+  KeyOutcome.Declined,
+]);
+
+export class RowLedger {
+  readonly record: RowRecord;
+  /** Set when what ended the row would end it again as it is (a rejection, the safety filter). */
+  private finalAsIs = false;
+
+  constructor(input: Pick<PromptWorkflowInput, 'batchId' | 'rowId' | 'line' | 'request'>) {
+    this.record = {
+      batchId: input.batchId,
+      rowId: input.rowId,
+      ...(input.line === undefined ? {} : { line: input.line }),
+      state: RowState.Unknown,
+      prompt: input.request.prompt,
+      model: input.request.model,
+      keys: [],
+      creationIds: [],
+      images: [],
+      chargedUsd: 0,
+      refundedUsd: 0,
+      netUsd: 0,
+      resubmittable: false,
+    };
+  }
+
+  /** The key in play: the last one started. */
+  get current(): KeyRecord | undefined {
+    return this.record.keys.at(-1);
+  }
+
+  /** A new key: its outcome is not known until it ends. */
+  startKey(attempt: number, idempotencyKey: string): KeyRecord {
+    const key: KeyRecord = { attempt, idempotencyKey, outcome: KeyOutcome.Submitting };
+    this.record.keys.push(key);
+    return key;
+  }
+
+  /** What an activity learned of the current key (its creation and price), also when it failed. */
+  learned(progress: KeyProgress): void {
+    const key = this.current;
+    if (!key || !progress.creationId) return;
+    if (key.creationId !== progress.creationId) {
+      key.creationId = progress.creationId;
+      this.record.creationIds.push(progress.creationId);
+    }
+    if (key.outcome === KeyOutcome.Submitting) key.outcome = KeyOutcome.Accepted;
+    if (progress.costUsd !== undefined) key.chargedUsd = progress.costUsd;
+  }
+
+  /** The creation succeeded and its images are saved. */
+  succeeded(creationId: string, costUsd: number | undefined, images: RowRecord['images']): void {
+    this.learned({ creationId, ...(costUsd === undefined ? {} : { costUsd }) });
+    this.endKey(KeyOutcome.Succeeded);
+    this.record.images = images;
+    this.finish(RowState.Succeeded);
+  }
+
+  /** The creation failed and was refunded in full: `retryable` says whether a new key may be tried. */
+  creationFailed(creationId: string, costUsd: number | undefined, error: string, retryable: boolean): void {
+    this.learned({ creationId, ...(costUsd === undefined ? {} : { costUsd }) });
+    const key = this.endKey(KeyOutcome.Failed, error);
+    if (key) key.refundedUsd = key.chargedUsd ?? 0;
+    this.record.error = error;
+    this.finalAsIs = !retryable;
+  }
+
+  /** The submission of the current key was charged and refunded (502, 503): a new key may follow. */
+  refunded(error: string): void {
+    this.endKey(KeyOutcome.Refunded, error);
+    this.record.error = error;
+  }
+
+  /** 402 on the current key: judged and not charged; the next try needs a new key. */
+  declined(error: string): void {
+    this.endKey(KeyOutcome.Declined, error);
+    this.record.error = error;
+  }
+
+  /** The current key was refused on its merits (400, 404 model): the row fails as it is. */
+  rejected(error: string): void {
+    this.endKey(KeyOutcome.Rejected, error);
+    this.finalAsIs = true;
+    this.fail(error);
+  }
+
+  /** The creation failed with an error that would end it again as it is (the safety filter): the row fails. */
+  failedAsIs(): void {
+    this.fail(this.record.error ?? 'failed');
+  }
+
+  /** Refunded failures up to the limit: the row fails; another run may succeed. */
+  gaveUp(maxAttempts: number): void {
+    this.fail(`${this.record.error ?? 'failed'} (gave up after ${maxAttempts} attempts)`);
+  }
+
+  /** The current key's outcome is not known (no answer, lost, still running at the maximum wait). */
+  unknown(
+    outcome: typeof KeyOutcome.Unknown | typeof KeyOutcome.Lost | typeof KeyOutcome.TimedOut,
+    error: string,
+  ): void {
+    this.endKey(outcome, error);
+    this.record.error = error;
+    this.finish(RowState.Unknown);
+  }
+
+  /** Paid and generated, but the images could not be saved. */
+  imagesUnsaved(error: string): void {
+    this.endKey(KeyOutcome.Succeeded, error);
+    this.record.error = error;
+    this.finish(RowState.ImagesUnsaved);
+  }
+
+  /**
+   * The row was stopped from outside (cancelled, or its batch is gone). A key still in play keeps what is known
+   * of it: accepted (charged) if its creation is known, else unknown, since it may have been sent.
+   */
+  cancelled(why: string): void {
+    const key = this.current;
+    if (key?.outcome === KeyOutcome.Submitting) {
+      key.outcome = KeyOutcome.Unknown;
+      key.error = `${why} while its key was in flight: it may have been charged`;
+    }
+    this.record.error = why;
+    this.finish(RowState.Cancelled);
+  }
+
+  /** An error nobody expected: the row ends with what is known, unknown if any key may have been charged. */
+  broken(message: string): void {
+    const key = this.current;
+    if (key?.outcome === KeyOutcome.Submitting) key.outcome = KeyOutcome.Unknown;
+    this.record.error = message;
+    this.finish(this.mayBeCharged() ? RowState.Unknown : RowState.Failed);
+  }
+
+  private fail(error: string): void {
+    this.record.error = error;
+    this.finish(RowState.Failed);
+  }
+
+  private endKey(outcome: KeyOutcome, error?: string): KeyRecord | undefined {
+    const key = this.current;
+    if (!key) return undefined;
+    key.outcome = outcome;
+    if (error !== undefined) key.error = error;
+    return key;
+  }
+
+  /** Whether any key may hold money: anything but a refused or refunded key. */
+  private mayBeCharged(): boolean {
+    return this.record.keys.some((k) => !SETTLED_UNCHARGED.has(k.outcome));
+  }
+
+  private finish(state: RowState): void {
+    const r = this.record;
+    r.state = state;
+    r.chargedUsd = round6(r.keys.reduce((sum, k) => sum + (k.chargedUsd ?? 0), 0));
+    r.refundedUsd = round6(r.keys.reduce((sum, k) => sum + (k.refundedUsd ?? 0), 0));
+    r.netUsd = round6(r.chargedUsd - r.refundedUsd);
+    if (state === RowState.Succeeded) delete r.error;
+    // Submitted again only when nothing it sent may hold money, and what ended it may pass on another try.
+    r.resubmittable =
+      (state === RowState.Failed || state === RowState.Cancelled || state === RowState.NotRun) &&
+      !this.mayBeCharged() &&
+      !this.finalAsIs;
+  }
+}
+
+function round6(n: number): number {
+  return Math.round(n * 1e6) / 1e6;
+}

@@ -1,0 +1,193 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { CreateImageInput, CreateImageResult } from '../../src/activities/types';
+import { FailureType } from '../../src/api/failure-types';
+import { UNRECOGNIZED_NOT_FOUND_LIMIT } from '../../src/activities/image-activities';
+import { startStub, type StubReply, type StubServer } from '../api/helpers/stub-server';
+import { activitiesFor, runActivity } from './helpers';
+
+/**
+ * createImage, one key from submission to the creation's end, driven attempt by attempt as Temporal would: each
+ * retry after the failure's `nextRetryDelay` on a fake clock, with the previous attempt's last heartbeat details.
+ * The stub service records, on the same clock, when each poll reached it.
+ */
+let stub: StubServer | undefined;
+afterEach(async () => {
+  await stub?.close();
+  stub = undefined;
+});
+
+const MIN_INTERVAL = 2_000;
+
+function input(extra: Partial<CreateImageInput> = {}): CreateImageInput {
+  return {
+    idempotencyKey: 'ib.b.r.a1',
+    request: { prompt: 'a lighthouse at dusk', model: 'flux-dev' },
+    batchId: 'b',
+    rowId: 'r',
+    outDir: 'out',
+    maxPollWaitMs: 30 * 60_000,
+    ...extra,
+  };
+}
+
+/** A service whose polls answer from `polls` in turn (the last one repeats), recording each poll's clock time. */
+async function service(polls: StubReply[], clock: { t: number }, pollTimes: number[]) {
+  let i = 0;
+  stub = await startStub((req) => {
+    if (req.method === 'POST') return { status: 202, body: { id: 'cr_1', status: 'queued', cost_usd: 0.04 } };
+    pollTimes.push(clock.t);
+    return polls[Math.min(i++, polls.length - 1)]!;
+  });
+  return stub;
+}
+
+/** Runs attempts until one returns or fails for good (at most `max`), as Temporal's retries would. */
+async function drive(
+  run: () => Promise<CreateImageResult>,
+  clock: { t: number },
+  options: { max?: number; firstDetails?: unknown; retryAfterZero?: boolean } = {},
+) {
+  let details: unknown = options.firstDetails;
+  const failures: { type?: string | null | undefined; delay: number; local: boolean }[] = [];
+  for (let n = 0; n < (options.max ?? 40); n++) {
+    const r = await runActivity(run, details === undefined ? {} : { heartbeatDetails: details });
+    details = r.heartbeats.at(-1) ?? details;
+    if (r.value) return { value: r.value, failures, details };
+    const f = r.failure!;
+    if (f.nonRetryable) return { failure: f, failures, details };
+    const delay = typeof f.nextRetryDelay === 'number' ? f.nextRetryDelay : 1_000;
+    failures.push({ type: f.type, delay, local: (f.details?.[0] as { local?: boolean } | null)?.local === true });
+    clock.t += options.retryAfterZero ? 0 : delay;
+  }
+  throw new Error('createImage never ended');
+}
+
+describe('createImage', () => {
+  it('submits once, polls no faster than the interval, and ends with the creation and its cost', async () => {
+    const clock = { t: 1_000_000 };
+    const pollTimes: number[] = [];
+    const s = await service(
+      [
+        { status: 200, body: { id: 'cr_1', status: 'running' } },
+        { status: 200, body: { id: 'cr_1', status: 'failed', error: 'Generation failed.', cost_usd: 0.04 } },
+      ],
+      clock,
+      pollTimes,
+    );
+    const { activities } = activitiesFor(s.url, { minPollIntervalMs: MIN_INTERVAL }, { now: () => clock.t });
+    const ended = await drive(() => activities.createImage(input()), clock);
+    expect(ended.value).toEqual({
+      outcome: 'failed',
+      creationId: 'cr_1',
+      costUsd: 0.04,
+      error: 'Generation failed.',
+      retryable: true,
+    });
+    expect(s.requests.filter((q) => q.method === 'POST')).toHaveLength(1);
+    expect(pollTimes).toHaveLength(2);
+    expect(pollTimes[1]! - pollTimes[0]!).toBeGreaterThanOrEqual(MIN_INTERVAL);
+  });
+
+  it('no poll goes out sooner than the minimum interval after the previous one, whatever came between', async () => {
+    const clock = { t: 1_000_000 };
+    const pollTimes: number[] = [];
+    // An unknown outcome (500), a Retry-After of 0, an answer with no JSON: each retried quickly by its own rule.
+    const s = await service(
+      [
+        { status: 500, body: { error: { code: 'ERR_INTERNAL', message: 'boom' } } },
+        { status: 429, headers: { 'retry-after': '0' }, body: { error: { code: 'ERR_RATE_LIMIT', message: 'slow' } } },
+        { status: 200, body: 'not json' },
+        { status: 200, body: { id: 'cr_1', status: 'failed', error: 'Generation failed.' } },
+      ],
+      clock,
+      pollTimes,
+    );
+    const { activities } = activitiesFor(
+      s.url,
+      { minPollIntervalMs: MIN_INTERVAL, backoffBaseMs: 100 },
+      {
+        now: () => clock.t,
+      },
+    );
+    const ended = await drive(() => activities.createImage(input()), clock);
+    expect(ended.value?.outcome).toBe('failed');
+    expect(pollTimes).toHaveLength(4);
+    const gaps = pollTimes.slice(1).map((t, i) => t - pollTimes[i]!);
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(MIN_INTERVAL);
+    // The waits that kept them apart were the activity's own, sent nothing, and said so.
+    expect(ended.failures.some((f) => f.local)).toBe(true);
+  });
+
+  it('the interval holds across a worker restart too: the last poll time travels in heartbeat details', async () => {
+    const clock = { t: 1_000_000 };
+    const pollTimes: number[] = [];
+    const s = await service(
+      [{ status: 200, body: { id: 'cr_1', status: 'failed', error: 'Generation failed.' } }],
+      clock,
+      pollTimes,
+    );
+    const { activities } = activitiesFor(s.url, { minPollIntervalMs: MIN_INTERVAL }, { now: () => clock.t });
+    const r = await runActivity(() => activities.createImage(input()), {
+      heartbeatDetails: { creationId: 'cr_1', acceptedAtMs: clock.t - 10_000, lastPollAtMs: clock.t - 500 },
+    });
+    expect(r.failure?.type).toBe(FailureType.RateLimited);
+    expect(r.failure?.nextRetryDelay).toBe(1_500);
+    expect(pollTimes).toHaveLength(0);
+  });
+
+  it('404 polls without ERR_NOT_FOUND are unknown outcomes; a run of them stops the batch, naming IMAGEGEN_CREATION_PATH', async () => {
+    const clock = { t: 1_000_000 };
+    const pollTimes: number[] = [];
+    const s = await service([{ status: 404, body: '<html><body>Not Found</body></html>' }], clock, pollTimes);
+    const { activities } = activitiesFor(s.url, { minPollIntervalMs: MIN_INTERVAL }, { now: () => clock.t });
+    const ended = await drive(() => activities.createImage(input()), clock);
+    expect(ended.failure?.type).toBe(FailureType.BatchStop);
+    expect(ended.failure?.message).toContain('IMAGEGEN_CREATION_PATH');
+    expect(ended.failure?.details?.[0]).toMatchObject({ reason: 'creation_path_not_found', httpStatus: 404 });
+    // Its creation and cost are kept: after the resume the row polls the same creation, never submits again.
+    expect(ended.failure?.details?.[1]).toMatchObject({ creationId: 'cr_1', costUsd: 0.04 });
+    expect(pollTimes).toHaveLength(UNRECOGNIZED_NOT_FOUND_LIMIT);
+    expect(ended.failures.filter((f) => f.type === FailureType.Ambiguous)).toHaveLength(
+      UNRECOGNIZED_NOT_FOUND_LIMIT - 1,
+    );
+  });
+
+  it('a 404 with ERR_NOT_FOUND is a lost creation, its id and cost kept', async () => {
+    const clock = { t: 1_000_000 };
+    const s = await service(
+      [{ status: 404, body: { error: { code: 'ERR_NOT_FOUND', message: 'no such creation' } } }],
+      clock,
+      [],
+    );
+    const { activities } = activitiesFor(s.url, {}, { now: () => clock.t });
+    const ended = await drive(() => activities.createImage(input()), clock);
+    expect(ended.failure?.type).toBe(FailureType.CreationNotFound);
+    expect(ended.failure?.details?.[1]).toMatchObject({ creationId: 'cr_1', costUsd: 0.04 });
+  });
+
+  it('a creation still running at the maximum wait ends with MaxWait, its id and cost kept', async () => {
+    const clock = { t: 1_000_000 };
+    const s = await service([{ status: 200, body: { id: 'cr_1', status: 'running' } }], clock, []);
+    const { activities } = activitiesFor(s.url, {}, { now: () => clock.t });
+    const ended = await drive(() => activities.createImage(input({ maxPollWaitMs: 60_000 })), clock);
+    expect(ended.failure?.type).toBe(FailureType.MaxWait);
+    expect(ended.failure?.details?.[1]).toMatchObject({ creationId: 'cr_1', costUsd: 0.04 });
+  });
+
+  it('a paid success whose image is not an image ends DownloadFailed for good, its creation and cost kept', async () => {
+    const clock = { t: 1_000_000 };
+    const origin = () => stub!.origin;
+    stub = await startStub((req) => {
+      if (req.method === 'POST') return { status: 202, body: { id: 'cr_1', status: 'queued', cost_usd: 0.04 } };
+      if (req.url.startsWith('/files/')) {
+        return { status: 200, headers: { 'content-type': 'application/octet-stream' }, body: 'x' };
+      }
+      return { status: 200, body: { id: 'cr_1', status: 'succeeded', images: [{ url: `${origin()}/files/cr_1-0` }] } };
+    });
+    const { activities } = activitiesFor(stub.url, {}, { now: () => clock.t });
+    const ended = await drive(() => activities.createImage(input()), clock);
+    expect(ended.failure?.type).toBe(FailureType.DownloadFailed);
+    expect(ended.failure?.nonRetryable).toBe(true);
+    expect(ended.failure?.details?.[1]).toMatchObject({ creationId: 'cr_1', costUsd: 0.04, generated: true });
+  });
+});

@@ -1,0 +1,199 @@
+import { describe, expect, it } from 'vitest';
+import {
+  batchWorkflow,
+  batchWorkflowId,
+  cancelSignal,
+  progressQuery,
+  resumeSignal,
+  type RowRecord,
+} from '../../src/workflows';
+import { promptWorkflowId } from '../../src/workflows/keys';
+import { createLocalEnv, useTestEnv } from '../helpers/temporal';
+import { rows, startBatch, until } from './batch-fakes';
+
+// The dev server: it tells a batch when its rows close, as a real server does.
+const env = useTestEnv(() => createLocalEnv());
+/** row-1 meets a 402 (a batch-level stop) on its first key; everything else passes. */
+const stopFirstKeyOfRow1 = (rowId: string, n: number) => (rowId === 'row-1' && n === 1 ? 'stop' : 'ok');
+const stopRow1Always = (rowId: string) => (rowId === 'row-1' ? ('stop' as const) : ('ok' as const));
+const hangRow1 = (rowId: string) => (rowId === 'row-1' ? ('hang' as const) : ('ok' as const));
+
+async function recordOf(workflowId: string): Promise<RowRecord> {
+  return (await env().client.workflow.getHandle(workflowId).result()) as RowRecord;
+}
+
+/**
+ * How a batch ends when rows are held, cancelled or orphaned: every row ends in one state with its record, and the
+ * batch ends. Before the one-channel rework each of these waited forever (the tests ran into their bounded loops).
+ */
+describe('one channel: a row reports its end to its batch itself (dev server)', () => {
+  it('every report is a signal from its row workflow carrying the record; a happy row takes at most 17 events', async () => {
+    const all = rows(4);
+    const { worker, batchId, taskQueue, input } = await startBatch(env, all, () => 'ok', { concurrency: 2 });
+    const progress = await worker.runUntil(
+      env().client.workflow.execute(batchWorkflow, { taskQueue, workflowId: batchWorkflowId(batchId), args: [input] }),
+    );
+    expect(progress.counts.succeeded).toBe(4);
+    const batchEvents = (await env().client.workflow.getHandle(batchWorkflowId(batchId)).fetchHistory()).events ?? [];
+    const reports = batchEvents.flatMap((e) => {
+      const s = e.workflowExecutionSignaledEventAttributes;
+      return s?.signalName === 'rowDone' ? [s] : [];
+    });
+    expect(reports).toHaveLength(4);
+    // Sent by the row workflows themselves (an activity or a client leaves no external execution), each with its
+    // record, and nothing else reports: no look-up ran.
+    expect(reports.map((r) => r.externalWorkflowExecution?.workflowId).sort()).toEqual(
+      all.map((r) => promptWorkflowId(batchId, r.rowId)).sort(),
+    );
+    const scheduled = batchEvents.flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? []);
+    expect(scheduled.filter((name) => name !== 'readBatchPage')).toEqual([]);
+    for (const row of all) {
+      const record = await recordOf(promptWorkflowId(batchId, row.rowId));
+      expect(record).toMatchObject({ state: 'succeeded', keys: [{ attempt: 1, outcome: 'succeeded' }] });
+    }
+    const rowEvents = (await env().client.workflow.getHandle(promptWorkflowId(batchId, 'row-1')).fetchHistory()).events
+      ?.length;
+    console.log(`history events of a row of a batch, happy path: ${rowEvents}`);
+    expect(rowEvents).toBeLessThanOrEqual(17);
+  }, 120_000);
+});
+
+describe('batch endings: cancel, terminate, run again (dev server)', () => {
+  it('a cancel after the last row started reaches a row blocked by a batch stop, and the batch ends', async () => {
+    const all = rows(2);
+    const { worker, batchId, taskQueue, input } = await startBatch(env, all, stopRow1Always, { concurrency: 2 });
+    const progress = await worker.runUntil(async () => {
+      const handle = await env().client.workflow.start(batchWorkflow, {
+        taskQueue,
+        workflowId: batchWorkflowId(batchId),
+        args: [input],
+      });
+      // Every row has started (the file is read), row-2 has ended, row-1 waits on the stop.
+      await until(
+        env,
+        () => handle.query(progressQuery),
+        (p) => p.counts.succeeded === 1 && p.status === 'paused',
+      );
+      await handle.signal(cancelSignal);
+      return handle.result();
+    });
+    expect(progress.status).toBe('cancelled');
+    expect(progress.counts).toMatchObject({ succeeded: 1, cancelled: 1 });
+    const row1 = await recordOf(promptWorkflowId(batchId, 'row-1'));
+    expect(row1.state).toBe('cancelled');
+    expect(row1.keys.length).toBeGreaterThanOrEqual(1);
+  }, 120_000);
+
+  it('a cancel through Temporal (a person, or a schedule) ends every row with its record, blocked ones too', async () => {
+    const all = rows(4);
+    const { worker, batchId, taskQueue, input } = await startBatch(env, all, stopRow1Always, { concurrency: 1 });
+    const progress = await worker.runUntil(async () => {
+      const handle = await env().client.workflow.start(batchWorkflow, {
+        taskQueue,
+        workflowId: batchWorkflowId(batchId),
+        args: [input],
+      });
+      await until(
+        env,
+        () => handle.query(progressQuery),
+        (p) => p.status === 'paused',
+      );
+      await handle.cancel();
+      return handle.result();
+    });
+    expect(progress.status).toBe('cancelled');
+    expect(progress.counts).toMatchObject({ cancelled: 1, not_run: 3 });
+    expect((await recordOf(promptWorkflowId(batchId, 'row-1'))).state).toBe('cancelled');
+  }, 120_000);
+
+  it('a terminated batch: its blocked row notices, ends cancelled with its record; running the id again counts it', async () => {
+    const all = rows(2);
+    const { worker, batchId, taskQueue, input } = await startBatch(env, all, stopRow1Always, {
+      concurrency: 2,
+      rowCheckEveryMs: 1_000,
+    });
+    const progress = await worker.runUntil(async () => {
+      const first = await env().client.workflow.start(batchWorkflow, {
+        taskQueue,
+        workflowId: batchWorkflowId(batchId),
+        args: [input],
+      });
+      await until(
+        env,
+        () => first.query(progressQuery),
+        (p) => p.counts.succeeded === 1 && p.status === 'paused',
+      );
+      await first.terminate('by hand');
+      const row1 = await recordOf(promptWorkflowId(batchId, 'row-1'));
+      expect(row1.state).toBe('cancelled');
+      expect(row1.error).toContain('ended while the row waited for a resume');
+      const again = await env().client.workflow.start(batchWorkflow, {
+        taskQueue,
+        workflowId: batchWorkflowId(batchId),
+        args: [input],
+      });
+      return again.result();
+    });
+    expect(progress.status).toBe('completed');
+    expect(progress.counts).toMatchObject({ succeeded: 1, cancelled: 1 });
+  }, 120_000);
+
+  it('running the batch id again adopts a row an earlier run left blocked, and resume reaches it', async () => {
+    const all = rows(2);
+    const { worker, batchId, taskQueue, input } = await startBatch(env, all, stopFirstKeyOfRow1, { concurrency: 2 });
+    const progress = await worker.runUntil(async () => {
+      const first = await env().client.workflow.start(batchWorkflow, {
+        taskQueue,
+        workflowId: batchWorkflowId(batchId),
+        args: [input],
+      });
+      await until(
+        env,
+        () => first.query(progressQuery),
+        (p) => p.counts.succeeded === 1 && p.status === 'paused',
+      );
+      await first.terminate('by hand');
+      // row-1 still waits (it checks on its batch every 5 minutes); the new run adopts and resumes it.
+      const again = await env().client.workflow.start(batchWorkflow, {
+        taskQueue,
+        workflowId: batchWorkflowId(batchId),
+        args: [input],
+      });
+      await again.signal(resumeSignal);
+      return again.result();
+    });
+    expect(progress.status).toBe('completed');
+    expect(progress.counts).toMatchObject({ succeeded: 2 });
+    const row1 = await recordOf(promptWorkflowId(batchId, 'row-1'));
+    expect(row1.state).toBe('succeeded');
+    expect(row1.keys.map((k) => k.outcome)).toEqual(['declined', 'succeeded']);
+  }, 120_000);
+
+  it('a row cancelled while its batch was gone is counted as cancelled, not failed, when the batch runs again', async () => {
+    const all = rows(2);
+    const { worker, batchId, taskQueue, input } = await startBatch(env, all, hangRow1, { concurrency: 2 });
+    const progress = await worker.runUntil(async () => {
+      const first = await env().client.workflow.start(batchWorkflow, {
+        taskQueue,
+        workflowId: batchWorkflowId(batchId),
+        args: [input],
+      });
+      await until(
+        env,
+        () => first.query(progressQuery),
+        (p) => p.counts.succeeded === 1,
+      );
+      await first.terminate('by hand');
+      const row1 = env().client.workflow.getHandle(promptWorkflowId(batchId, 'row-1'));
+      await row1.cancel();
+      await row1.result().catch(() => undefined);
+      const again = await env().client.workflow.start(batchWorkflow, {
+        taskQueue,
+        workflowId: batchWorkflowId(batchId),
+        args: [input],
+      });
+      return again.result();
+    });
+    expect(progress.counts).toMatchObject({ succeeded: 1, cancelled: 1, failed: 0 });
+  }, 120_000);
+});

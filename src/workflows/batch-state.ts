@@ -22,6 +22,8 @@ export interface BatchState {
   refundedUsd: number;
   startedAtMs: number;
   runs: number;
+  /** Keys rows tried after their first (a refunded failure or a 402 before), as the rows told it. */
+  newKeys?: number;
   pausedBy?: string;
   stop?: BatchStopDetails;
   cancelling: boolean;
@@ -101,6 +103,7 @@ export function progressOf(
     rowsPerSecond: Math.round((ended / seconds) * 100) / 100,
     ...(waiting ? { waiting } : {}),
     runs: state.runs,
+    newKeys: state.newKeys ?? 0,
     done,
   };
 }

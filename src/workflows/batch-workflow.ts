@@ -21,6 +21,7 @@ import {
   resumeSignal,
   rowBlockedSignal,
   rowDoneSignal,
+  rowNewKeySignal,
   rowResumeSignal,
 } from './definitions';
 import { batchWorkflowId, promptWorkflowId } from './keys';
@@ -130,6 +131,9 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
   setHandler(progressQuery, () => progressOf(input.batchId, state, workflowNow(), waiting, false));
   setHandler(rowDoneSignal, (record: RowRecord) => {
     applyRowDone(state, record);
+  });
+  setHandler(rowNewKeySignal, () => {
+    state.newKeys = (state.newKeys ?? 0) + 1;
   });
   setHandler(rowBlockedSignal, (rowId, details) => {
     state.stop = details;

@@ -18,5 +18,7 @@ export const progressQuery = defineQuery<BatchProgress>('progress');
 export const rowDoneSignal = defineSignal<[RowRecord]>('rowDone');
 /** Row to batch: the service said the whole batch must stop until a person acts; this row waits. */
 export const rowBlockedSignal = defineSignal<[rowId: string, details: BatchStopDetails]>('rowBlocked');
+/** Row to batch: this row is about to try a new key (number `keyNumber`) after a refunded or declined one. */
+export const rowNewKeySignal = defineSignal<[rowId: string, keyNumber: number]>('rowNewKey');
 /** Batch to row: carry on after a batch-level stop (also sent to a row a new run of its batch adopts). */
 export const rowResumeSignal = defineSignal('rowResume');

@@ -150,5 +150,7 @@ export interface BatchProgress {
   waiting?: WaitReason;
   /** How many continue-as-new hops this batch has made. */
   runs: number;
+  /** Keys rows tried after their first (each after a refunded failure or a 402), as far as the rows said. */
+  newKeys: number;
   done: boolean;
 }

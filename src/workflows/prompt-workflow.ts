@@ -5,6 +5,7 @@ import {
   condition,
   getExternalWorkflowHandle,
   isCancellation,
+  patched,
   proxyActivities,
   setHandler,
   sleep,
@@ -19,7 +20,7 @@ import {
   type RejectedDetails,
   type UnknownDetails,
 } from '../api/failure-types';
-import { rowBlockedSignal, rowDoneSignal, rowResumeSignal } from './definitions';
+import { rowBlockedSignal, rowDoneSignal, rowNewKeySignal, rowResumeSignal } from './definitions';
 import { idempotencyKeyFor } from './keys';
 import { KeyOutcome, type PromptWorkflowInput, type RowRecord } from './model';
 import { RowLedger } from './row-record';
@@ -32,6 +33,12 @@ import {
 } from './timeouts';
 
 const DEFAULT_MAX_ATTEMPTS = 3;
+
+/**
+ * Patch id: a row of a batch tells its batch before it tries a new key, and starts none when the batch no longer
+ * runs (a terminated batch's rows spend nothing more). Rows started before it go on without asking.
+ */
+export const ASK_BATCH_BEFORE_NEW_KEY = 'ask-batch-before-new-key';
 
 /** Failure types that end an activity at once; listed in the retry policy too, as a second guard. */
 const NON_RETRYABLE = [
@@ -95,6 +102,10 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
   async function runKeys(): Promise<void> {
     let counted = 0; // refunded failures count against maxAttempts; a 402's new key does not
     for (let keyNumber = 1; counted < maxAttempts; keyNumber += 1) {
+      if (keyNumber > 1 && input.parentWorkflowId && patched(ASK_BATCH_BEFORE_NEW_KEY)) {
+        const heard = await tellBatch((h) => h.signal(rowNewKeySignal, input.rowId, keyNumber));
+        if (!heard) throw new BatchGone(`its batch ${input.batchId} ended before the row could try key ${keyNumber}`);
+      }
       ledger.startKey(keyNumber, idempotencyKeyFor(input.batchId, input.rowId, keyNumber));
       const next = await runKey();
       if (next === 'done') return;
@@ -218,7 +229,7 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
 /** The key's progress, the second detail of every failure of createImage. */
 function keyProgressIn(failure: ApplicationFailure): KeyProgress | undefined {
   const progress: unknown = failure.details?.[1];
-  return typeof progress === 'object' && progress !== null ? (progress) : undefined;
+  return typeof progress === 'object' && progress !== null ? progress : undefined;
 }
 
 function firstDetail<T>(failure: ApplicationFailure): T | undefined {

@@ -12,20 +12,21 @@ import {
 } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultServiceConfig } from '../../src/config/service-config';
-import { DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
+import { DEMO_API_KEY, FaultKind, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
 import { createWorker, SHUTDOWN_GRACE_MS, workflowsPath } from '../../src/worker';
 import { batchWorkflow, batchWorkflowId } from '../../src/workflows';
 import { progressQuery } from '../../src/workflows/definitions';
-import { REPORT_FROM_ACTIVITY } from '../../src/workflows/prompt-workflow';
+import { ASK_BATCH_BEFORE_NEW_KEY } from '../../src/workflows/prompt-workflow';
 import { REPO_ROOT, rowOutcomes, sha256Of, waitUntil, within, writeBatchCsv } from './helpers';
 import { temporal } from '@temporalio/proto';
 
 /**
  * Deploying a new worker version in the middle of a batch. Worker "v1" runs the workflow code as it was just before
- * a real patch (`report-from-activity`, taken from git history), "v2" runs today's code. v1 starts the batch and is
- * shut down gracefully with rows in flight; v2 takes over: the rows v1 started replay on v2 and keep their old path
- * (no patch marker), the rows v2 starts take the new one, and nothing fails to replay.
+ * a real patch (`ask-batch-before-new-key`, taken from git history), "v2" runs today's code. Every third row's first
+ * creation fails (refunded, retryable), so rows take the patched path: a new key. v1 starts the batch and is shut
+ * down gracefully with rows in flight; v2 takes over: what v1 did replays on v2 unchanged (no patch marker), the new
+ * keys v2 starts take the new path, and nothing fails to replay.
  */
 const ROWS = 30;
 const V1 = 'imagebatch-v1';
@@ -42,7 +43,7 @@ let v1Commit: string;
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'imagebatch-upgrade-'));
-  v1Commit = commitBeforePatch(REPORT_FROM_ACTIVITY);
+  v1Commit = commitBeforePatch(ASK_BATCH_BEFORE_NEW_KEY);
   const v1Root = path.join(dir, 'v1');
   await mkdir(v1Root);
   const archive = execFileSync('git', ['archive', '--format=tar', v1Commit, 'src'], {
@@ -53,7 +54,7 @@ beforeAll(async () => {
   // The old sources resolve @temporalio/* and the rest from this checkout's dependencies.
   await symlink(path.join(REPO_ROOT, 'node_modules'), path.join(v1Root, 'node_modules'), 'dir');
   const v1Source = await readFile(path.join(v1Root, 'src', 'workflows', 'prompt-workflow.ts'), 'utf8');
-  if (v1Source.includes(REPORT_FROM_ACTIVITY)) throw new Error(`${v1Commit} already has the patch`);
+  if (v1Source.includes(ASK_BATCH_BEFORE_NEW_KEY)) throw new Error(`${v1Commit} already has the patch`);
   [v1Bundle, v2Bundle] = await Promise.all([
     bundleWorkflowCode({ workflowsPath: path.join(v1Root, 'src', 'workflows'), logger: quietLogger }),
     bundleWorkflowCode({ workflowsPath, logger: quietLogger }),
@@ -82,6 +83,10 @@ describe('a new worker version in the middle of a batch', () => {
     const batchId = `upgrade${randomUUID().slice(0, 8)}`;
     const file = path.join(dir, 'batch.csv');
     const rowIds = await writeBatchCsv(file, ROWS);
+    // Every third row's first creation fails, refunded: the row tries a new key, the patched path.
+    for (let n = 3; n <= ROWS; n += 3) {
+      sim!.scriptFor(`a watercolour harbour at dawn, number ${n}`, [{ kind: FaultKind.FailGeneration }]);
+    }
     const newWorker = (identity: string, workflowBundle: WorkflowBundleWithSourceMap): Promise<Worker> =>
       createWorker({
         connection: native!,
@@ -135,6 +140,8 @@ describe('a new worker version in the middle of a batch', () => {
     }
     expect(sim!.ledger.violations().chargedTwice).toEqual([]);
     expect(sim!.ledger.byCreation().filter((c) => c.netUsd > 0)).toHaveLength(ROWS);
+    const retried = outcomes.filter((o) => (o.result?.keys.length ?? 0) > 1);
+    expect(retried.length).toBeGreaterThan(0);
 
     // Who ran what: no workflow task failed anywhere (no nondeterminism), old rows kept the old path.
     const batch = await describeHistory(client, batchWorkflowId(batchId));
@@ -146,17 +153,22 @@ describe('a new worker version in the middle of a batch', () => {
     const v1Rows = rows.filter((r) => startedOn(r) === V1);
     const v2Rows = rows.filter((r) => startedOn(r) === V2);
     const handedOver = v1Rows.filter((r) => r.identities.has(V2));
+    const patchedRows = rows.filter((r) => r.patched);
     console.log(
-      `[version-upgrade] v1 = ${v1Commit.slice(0, 10)} (before ${REPORT_FROM_ACTIVITY}); switched at ` +
+      `[version-upgrade] v1 = ${v1Commit.slice(0, 10)} (before ${ASK_BATCH_BEFORE_NEW_KEY}); switched at ` +
         `${atSwitch.counts.succeeded} succeeded, ${atSwitch.inFlight} in flight; rows started on v1 ${v1Rows.length} ` +
-        `(${handedOver.length} finished on v2), on v2 ${v2Rows.length}; v1 shut down in ${shutdownMs} ms, v2 finished ` +
-        `in ${(v2Ms / 1000).toFixed(1)} s`,
+        `(${handedOver.length} finished on v2), on v2 ${v2Rows.length}; rows with a new key ${retried.length}, ` +
+        `on the patched path ${patchedRows.length}; v1 shut down in ${shutdownMs} ms, v2 finished in ` +
+        `${(v2Ms / 1000).toFixed(1)} s`,
     );
     expect(v1Rows.length + v2Rows.length).toBe(ROWS);
     expect(handedOver.length).toBeGreaterThan(0);
     expect(v2Rows.length).toBeGreaterThan(0);
-    expect(v1Rows.filter((r) => r.patched).map((r) => r.workflowId)).toEqual([]);
-    expect(v2Rows.filter((r) => !r.patched).map((r) => r.workflowId)).toEqual([]);
+    // v1 never took the new path; every new key v2 started (a row of v2 with a second key) took it.
+    expect(rows.filter((r) => r.patched && !r.identities.has(V2)).map((r) => r.workflowId)).toEqual([]);
+    const v2Retried = v2Rows.filter((r) => r.keys > 1);
+    expect(v2Retried.filter((r) => !r.patched).map((r) => r.workflowId)).toEqual([]);
+    expect(patchedRows.length).toBeGreaterThan(0);
   }, 480_000);
 });
 
@@ -167,8 +179,10 @@ interface HistoryFacts {
   identities: Set<string>;
   /** Causes of failed workflow tasks (a nondeterminism error would be one). */
   failedTasks: string[];
-  /** Whether the `report-from-activity` patch marker is in the history. */
+  /** Whether the `ask-batch-before-new-key` patch marker is in the history. */
   patched: boolean;
+  /** Keys the row tried (createImage activities with distinct inputs are not told apart: scheduled ones). */
+  keys: number;
 }
 
 const UNHANDLED_COMMAND = temporal.api.enums.v1.WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND;
@@ -178,7 +192,9 @@ async function describeHistory(client: Client, workflowId: string): Promise<Hist
   const identities: string[] = [];
   const failedTasks: string[] = [];
   let patched = false;
+  let keys = 0;
   for (const e of history.events ?? []) {
+    if (e.activityTaskScheduledEventAttributes?.activityType?.name === 'createImage') keys += 1;
     const done = e.workflowTaskCompletedEventAttributes;
     if (done?.identity) identities.push(done.identity);
     const failed = e.workflowTaskFailedEventAttributes;
@@ -190,10 +206,10 @@ async function describeHistory(client: Client, workflowId: string): Promise<Hist
     const marker = e.markerRecordedEventAttributes;
     if (marker?.markerName === 'core_patch') {
       const data = marker.details?.['patch-data']?.payloads?.[0]?.data;
-      if (data && Buffer.from(data).toString('utf8').includes(`"${REPORT_FROM_ACTIVITY}"`)) patched = true;
+      if (data && Buffer.from(data).toString('utf8').includes(`"${ASK_BATCH_BEFORE_NEW_KEY}"`)) patched = true;
     }
   }
-  return { workflowId, firstIdentity: identities[0], identities: new Set(identities), failedTasks, patched };
+  return { workflowId, firstIdentity: identities[0], identities: new Set(identities), failedTasks, patched, keys };
 }
 
 /** The commit just before the one that introduced the patch `patchId` into the workflow code. */

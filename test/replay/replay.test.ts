@@ -25,6 +25,9 @@ const EXPECTED = [
   'batch-terminated-row-cancelled',
   'batch-carried-row-terminated-last-run',
   'batch-cancel-blocked-row',
+  // Recorded after the `ask-batch-before-new-key` patch (a row of a batch asks its batch before a new key).
+  'v2-ask-batch-before-new-key-prompt-batch-stop-resume',
+  'v2-ask-batch-before-new-key-batch-stop-resume',
 ];
 
 type History = temporal.api.history.v1.History;

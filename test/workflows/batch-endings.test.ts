@@ -138,6 +138,30 @@ describe('batch endings: cancel, terminate, run again (dev server)', () => {
     expect(progress.counts).toMatchObject({ succeeded: 1, cancelled: 1 });
   }, 120_000);
 
+  it('a row whose batch was terminated tries no new key after a refunded failure: it ends cancelled', async () => {
+    const all = rows(1);
+    const { worker, fake, batchId, taskQueue, input } = await startBatch(env, all, () => 'fail-later', {});
+    await worker.runUntil(async () => {
+      const first = await env().client.workflow.start(batchWorkflow, {
+        taskQueue,
+        workflowId: batchWorkflowId(batchId),
+        args: [input],
+      });
+      await until(
+        env,
+        () => first.query(progressQuery),
+        (p) => p.inFlight === 1,
+      );
+      await first.terminate('by hand');
+      const row1 = await recordOf(promptWorkflowId(batchId, 'row-1'));
+      expect(row1.state).toBe('cancelled');
+      expect(row1.error).toContain('ended before the row could try key 2');
+      expect(row1.keys).toMatchObject([{ attempt: 1, outcome: 'failed', refundedUsd: 0.04 }]);
+      expect(row1.resubmittable).toBe(true);
+    });
+    expect(fake.stats.submits).toBe(1);
+  }, 120_000);
+
   it('running the batch id again adopts a row an earlier run left blocked, and resume reaches it', async () => {
     const all = rows(2);
     const { worker, batchId, taskQueue, input } = await startBatch(env, all, stopFirstKeyOfRow1, { concurrency: 2 });
@@ -164,6 +188,7 @@ describe('batch endings: cancel, terminate, run again (dev server)', () => {
     });
     expect(progress.status).toBe('completed');
     expect(progress.counts).toMatchObject({ succeeded: 2 });
+    expect(progress.newKeys).toBe(1);
     const row1 = await recordOf(promptWorkflowId(batchId, 'row-1'));
     expect(row1.state).toBe('succeeded');
     expect(row1.keys.map((k) => k.outcome)).toEqual(['declined', 'succeeded']);

@@ -27,13 +27,14 @@ export function rows(n: number): BatchRowInput[] {
 
 /**
  * Fake activities for a whole batch: pages from an in-memory list, and per-row behaviour decided by a function
- * of the row id and its submission count (`hang`: the submission never ends until it is cancelled). Records the
+ * of the row id and its submission count (`hang`: the submission never ends until it is cancelled; `fail-later`:
+ * the creation fails, refunded, after 3 s). Records the
  * largest number of rows open at once. Rows are looked up for real (the batch asks Temporal about its rows).
  */
 export function batchActivities(
   client: Client,
   all: BatchRowInput[],
-  behaviour: (rowId: string, submission: number) => 'ok' | 'stop' | 'slow' | 'hang',
+  behaviour: (rowId: string, submission: number) => 'ok' | 'stop' | 'slow' | 'hang' | 'fail-later',
 ) {
   const submissions = new Map<string, number>();
   const open = new Set<string>();
@@ -76,6 +77,18 @@ export function batchActivities(
             message: 'insufficient balance',
             details: [{ reason: 'insufficient_balance', httpStatus: 402, message: 'top up', requiredUsd: 0.04 }, {}],
           });
+        }
+        if (behaviour(rowId, n) === 'fail-later') {
+          // A creation that fails (refunded, retryable) a few seconds after the key went out.
+          const ctx = Context.current();
+          await whileHeartbeating(ctx, new Promise((r) => setTimeout(r, 3_000)), 1_000);
+          return {
+            outcome: 'failed',
+            creationId: `c-${rowId}-${n}`,
+            costUsd: 0.04,
+            error: 'Generation failed.',
+            retryable: true,
+          };
         }
         open.add(rowId);
         stats.maxOpen = Math.max(stats.maxOpen, open.size);

@@ -45,7 +45,11 @@ export function describeAttempt(activityType: string, end: AttemptEnd): AttemptO
   if (activityType === 'createImage' && !end.ok && isAcceptance(end.error)) {
     // The submission was accepted; the activity retries to poll it.
     const progress = end.error instanceof ApplicationFailure ? end.error.details?.[1] : undefined;
-    return { request: { kind, class: ResponseClass.Success }, charge: { usd: numberField(progress, 'costUsd') ?? 0 } };
+    return {
+      ...out,
+      request: { kind, class: ResponseClass.Success },
+      charge: { usd: numberField(progress, 'costUsd') ?? 0 },
+    };
   }
   if (end.ok) return { ...out, ...fromResult(kind, end.result) };
   return { ...out, ...fromFailure(kind, end.error) };

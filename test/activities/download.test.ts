@@ -176,7 +176,7 @@ describe('downloadImages', () => {
   });
 });
 
-describe('collectCreation', () => {
+describe('createImage, once its creation is known', () => {
   it('polls once and, when the creation succeeded, downloads its images', async () => {
     const images = await files(() => png());
     const api = await startStub(() => ({
@@ -189,20 +189,31 @@ describe('collectCreation', () => {
       },
     }));
     servers.push(api);
-    const { activities } = activitiesFor(api.url, {}, { outputRoot: out.dir });
-    const r = await runActivity(() =>
-      activities.collectCreation({ creationId: 'cr_1', batchId: 'b1', rowId: 'row-7', outDir: 'batch-out' }),
+    const { activities, clock } = activitiesFor(api.url, {}, { outputRoot: out.dir });
+    // The attempt after the acceptance: the creation and its price come from the previous attempt's heartbeat.
+    const r = await runActivity(
+      () =>
+        activities.createImage({
+          idempotencyKey: 'ib.b1.row-7.a1',
+          request: { prompt: 'a lighthouse at dusk', model: 'flux-dev' },
+          batchId: 'b1',
+          rowId: 'row-7',
+          outDir: 'batch-out',
+          maxPollWaitMs: 30 * 60_000,
+        }),
+      { heartbeatDetails: { creationId: 'cr_1', acceptedAtMs: clock.t - 5_000, costUsd: 0.04 } },
     );
+    expect(r.failure).toBeUndefined();
     expect(r.value).toEqual({
-      poll: {
-        outcome: 'succeeded',
-        status: 'succeeded',
-        costUsd: 0.04,
-        images: [{ url: `${images.origin}/cr_1-0.png`, width: 1, height: 1 }],
-      },
+      outcome: 'succeeded',
+      creationId: 'cr_1',
+      costUsd: 0.04,
       images: [{ url: `${images.origin}/cr_1-0.png`, path: 'row-7/cr_1-0.png', sha256: sha(PNG), bytes: PNG.length }],
     });
-    expect(api.requests).toHaveLength(1);
+    // One request to the service (the poll, never a submission), then the image, without any credential.
+    expect(api.requests.map((q) => q.method)).toEqual(['GET']);
+    expect(images.requests).toHaveLength(1);
     expect(images.requests[0]?.headers.authorization).toBeUndefined();
+    expect(await readFile(path.join(out.dir, 'batch-out', 'row-7', 'cr_1-0.png'))).toEqual(PNG);
   });
 });

@@ -10,7 +10,7 @@ import { defaultServiceConfig } from '../../src/config/service-config';
 import { SECRET_KEY, startStub, type StubReply, type StubServer } from '../api/helpers/stub-server';
 import { createTimeSkippingEnv, useTestEnv } from '../helpers/temporal';
 import { capturingLogger } from './helpers';
-import { pollWorkflow, probeHeartbeatWorkflow, submitWorkflow } from './fixtures/workflows';
+import { createImageWorkflow, pollWorkflow, probeHeartbeatWorkflow, submitWorkflow } from './fixtures/workflows';
 
 /**
  * The retry mechanics the activities rely on, measured on the time-skipping test server: heartbeat details
@@ -62,6 +62,10 @@ async function realActivities(reply: (i: number) => StubReply, maxAmbiguousTries
     pollCreation: (input: Parameters<typeof activities.pollCreation>[0]) => {
       clock.t += 2100;
       return activities.pollCreation(input);
+    },
+    createImage: (input: Parameters<typeof activities.createImage>[0]) => {
+      clock.t += 2100;
+      return activities.createImage(input);
     },
   };
   return { server, activities: ticking };
@@ -157,6 +161,44 @@ describe('durable retries on the time-skipping server', () => {
       value: { outcome: 'succeeded', status: 'succeeded', images: [{ url: 'http://files/c-0.png' }] },
     });
     expect(server.requests).toHaveLength(3);
+    expect(elapsed).toBeGreaterThanOrEqual(4000);
+  });
+
+  it('createImage: the creation its submission learned is polled by the next attempts, never submitted again', async () => {
+    const { server, activities } = await realActivities((i) => {
+      if (i === 0) return { status: 202, body: { id: 'cr_9', status: 'queued', cost_usd: 0.04 } };
+      if (i === 1) return { status: 200, body: { id: 'cr_9', status: 'running' } };
+      return { status: 200, body: { id: 'cr_9', status: 'failed', error: 'Generation failed.' } };
+    });
+    const t0 = await env().currentTimeMs();
+    const result = await runWith(activities, (taskQueue) =>
+      env().client.workflow.execute(createImageWorkflow, {
+        taskQueue,
+        workflowId: randomUUID(),
+        args: [
+          {
+            idempotencyKey: 'b1-r3-1',
+            request: { prompt: 'p', model: 'flux-dev' },
+            batchId: 'b1',
+            rowId: 'r3',
+            outDir: 'out',
+            maxPollWaitMs: 60_000,
+          },
+        ],
+      }),
+    );
+    const elapsed = (await env().currentTimeMs()) - t0;
+    // The price said at acceptance travelled with the creation id, in heartbeat details, to the attempt that ended.
+    expect(result).toEqual({
+      ok: true,
+      value: { outcome: 'failed', creationId: 'cr_9', costUsd: 0.04, error: 'Generation failed.', retryable: true },
+    });
+    expect(server.requests.map((r) => `${r.method} ${r.url.split('/').pop()}`)).toEqual([
+      'POST creations',
+      'GET cr_9',
+      'GET cr_9',
+    ]);
+    // Each poll waited the poll interval (nextRetryDelay) after the answer before it.
     expect(elapsed).toBeGreaterThanOrEqual(4000);
   });
 });

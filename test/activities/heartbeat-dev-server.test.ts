@@ -8,8 +8,9 @@ import { probeHeartbeatWorkflow } from './fixtures/workflows';
 
 /**
  * The same measurement as in durable-retry.test.ts, on the real server code (`temporal server start-dev`),
- * since the time-skipping server is a separate implementation: the count of unknown outcomes that
- * submitCreation keeps in heartbeat details must survive failed attempts on the server that runs batches.
+ * since the time-skipping server is a separate implementation: what createImage keeps of its key in heartbeat
+ * details (its creation, the last poll, the count of unknown outcomes) must survive failed attempts on the server
+ * that runs batches.
  */
 describe('heartbeat details across failed attempts on the dev server', () => {
   const env = useTestEnv(() => createLocalEnv());

@@ -133,6 +133,27 @@ describe('the API key never leaves the request headers', () => {
       for (let i = 0; i < POLL_REPLIES.length; i += 1) {
         await run(() => activities.pollCreation({ creationId: `c${i}` }));
       }
+      // The same answers to createImage, the activity rows run: its failures carry the key's progress as well.
+      const keyInput = (idempotencyKey: string) => ({
+        idempotencyKey,
+        request: { prompt: 'p', model: 'm' },
+        batchId: 'b',
+        rowId: 'r',
+        outDir: 'o',
+        maxPollWaitMs: 60_000,
+      });
+      script = [...SUBMIT_REPLIES];
+      for (let i = 0; i < SUBMIT_REPLIES.length; i += 1) {
+        await run(() => activities.createImage(keyInput(`k-image-${i}`)), { ambiguousTries: i % 2 });
+      }
+      script = [...POLL_REPLIES];
+      for (let i = 0; i < POLL_REPLIES.length; i += 1) {
+        await run(() => activities.createImage(keyInput(`k-poll-${i}`)), {
+          creationId: `c${i}`,
+          acceptedAtMs: Date.now(),
+          costUsd: 0.04,
+        });
+      }
       script = [
         { status: 200, body: { data: [{ id: 'm', name: SECRET_KEY.slice(0, 3) }] } },
         { status: 403, body: { detail: 'account_disabled' } },
@@ -162,7 +183,7 @@ describe('the API key never leaves the request headers', () => {
     captured.push(JSON.stringify(ours.lines));
 
     // The service did receive the key (so the assertion below can fail), only in the chosen header.
-    const seen = api.requests.slice(-SUBMIT_REPLIES.length - POLL_REPLIES.length - 2);
+    const seen = api.requests.slice(-2 * (SUBMIT_REPLIES.length + POLL_REPLIES.length) - 2);
     expect(seen.length).toBeGreaterThan(20);
     for (const r of seen) {
       expect(authHeader === 'bearer' ? r.headers.authorization : r.headers['x-api-key']).toContain(SECRET_KEY);

@@ -24,6 +24,7 @@ export function formatFigures(report: ChaosReport, wallMs: number): string {
   check('rows in a final state', `${inFinal} of ${f.rows}`, inFinal === f.rows);
   info('rows by final state', list(f.byState));
   zero('rows not in exactly one final state', f.notFinal);
+  zero('rows without a complete record', f.rowsWithoutRecord);
   zero('rows lost', f.lost);
   zero('rows whose workflow ran twice', f.rowsRunTwice);
   check("batch's counts = rows' states", f.batchCountsDiffer === 0 ? 'yes' : 'no', f.batchCountsDiffer === 0);
@@ -31,7 +32,7 @@ export function formatFigures(report: ChaosReport, wallMs: number): string {
   section('money (simulator ledger)');
   zero('rows charged twice', f.doubleCharged);
   zero('idempotency keys charged twice', f.ledgerChargedTwice);
-  zero('succeeded rows not charged exactly once', f.succeededNotChargedOnce);
+  zero('succeeded (or images unsaved) rows not charged once', f.succeededNotChargedOnce);
   zero('failed rows with a charge left', f.failedWithCharge);
   check(
     'failed creations refunded',
@@ -40,7 +41,7 @@ export function formatFigures(report: ChaosReport, wallMs: number): string {
   );
   zero('charges without a creation', f.chargesWithoutCreation);
   zero('creations charged above price', f.overchargedCreations);
-  zero("charged keys of no row's attempt", f.keysOfNoRow);
+  zero("charged keys in no row's record", f.keysOfNoRow);
   zero("rows' accounting != ledger", f.moneyMismatches);
   info('unknown rows: charged / not charged', `${f.unknownCharged} / ${f.unknownRows - f.unknownCharged}`);
   info('net charged', `${f.netChargedUsd.toFixed(2)} USD`);
@@ -53,7 +54,7 @@ export function formatFigures(report: ChaosReport, wallMs: number): string {
 
   section('result files');
   check('results.jsonl rows', `${f.resultFileRows} of ${f.rows}`, f.resultFileRows === f.rows);
-  zero('rows differing from the workflows', f.resultMismatches);
+  zero("rows differing from the workflows' records", f.resultMismatches);
   info('errors.csv rows', f.errorsCsvRows);
 
   section('chaos');

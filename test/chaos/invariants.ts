@@ -2,11 +2,17 @@ import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parse } from 'csv-parse/sync';
-import type { WrittenResults } from '../../src/results';
-import { CreationOutcome, type FaultKind, type FaultProxyCounts, type Ledger } from '../../src/simulator';
+import type { JsonlRecord, WrittenResults } from '../../src/results';
+import {
+  CreationOutcome,
+  type FaultKind,
+  type FaultProxyCounts,
+  type Ledger,
+  type LedgerCreation,
+} from '../../src/simulator';
 import type { BatchProgress } from '../../src/workflows';
 import { idempotencyKeyFor } from '../../src/workflows/keys';
-import { RowState, type PromptResult } from '../../src/workflows/model';
+import { KeyOutcome, RowState, type RowRecord } from '../../src/workflows/model';
 import { sha256Of, type RowOutcome } from '../integration/helpers';
 import { ChaosEventKind, SIMULATOR_FAULT_KINDS } from './chaos-plan';
 import type { DoneEvent } from './chaos-scenario';
@@ -37,8 +43,14 @@ export interface ChaosFigures {
   rows: number;
   /** Rows by the final state of their workflow's result. */
   byState: Partial<Record<RowState, number>>;
-  /** Rows whose workflow did not complete with one of succeeded / failed / unknown. */
+  /** Rows whose workflow did not complete with one of succeeded / images_unsaved / failed / unknown. */
   notFinal: number;
+  /**
+   * Rows of the file that did not end with a complete record (see {@link recordProblems}), and what was wrong with
+   * the first few of them.
+   */
+  rowsWithoutRecord: number;
+  recordProblems: string[];
   /** Rows of the file with no workflow at all. */
   lost: number;
   /** Rows whose workflow ran more than once. */
@@ -48,18 +60,18 @@ export interface ChaosFigures {
   /** Rows with more than one creation charged net (over all their keys), and keys the ledger says were. */
   doubleCharged: number;
   ledgerChargedTwice: number;
-  /** Succeeded rows without exactly one net charge. */
+  /** Succeeded (and images_unsaved: paid and generated) rows without exactly one net charge. */
   succeededNotChargedOnce: number;
   /** Failed rows with money not refunded. */
   failedWithCharge: number;
   /** Failed (or rejected 502/503) creations in the ledger, and those of them not refunded in full. */
   failedCreations: number;
   failedCreationsUnrefunded: number;
-  /** Ledger charges with no creation, creations charged more than their price, keys of no row's attempt. */
+  /** Ledger charges with no creation, creations charged more than their price, keys in no row's record. */
   chargesWithoutCreation: number;
   overchargedCreations: number;
   keysOfNoRow: number;
-  /** Succeeded and failed rows whose own charged - refunded differs from the ledger's net. */
+  /** Rows, but unknown ones, whose own net (charged - refunded) differs from the ledger's. */
   moneyMismatches: number;
   /** Unknown rows, and those of them whose creation the ledger shows charged (to reconcile). */
   unknownRows: number;
@@ -70,7 +82,7 @@ export interface ChaosFigures {
   imagesBadChecksum: number;
   succeededWithoutImages: number;
   resultFileRows: number;
-  /** Rows whose results.jsonl record differs from the workflow's result, or that are missing or repeated. */
+  /** Rows whose results.jsonl record differs from the workflow's record, or that are missing or repeated. */
   resultMismatches: number;
   errorsCsvRows: number;
   kills: number;
@@ -87,7 +99,10 @@ export interface ChaosFigures {
   continueAsNewRuns: number;
 }
 
-const FINAL: readonly string[] = [RowState.Succeeded, RowState.Failed, RowState.Unknown];
+const FINAL: readonly string[] = [RowState.Succeeded, RowState.ImagesUnsaved, RowState.Failed, RowState.Unknown];
+
+/** How many rows' problems the figures keep, to say what was wrong. */
+const PROBLEMS_KEPT = 10;
 
 export async function computeFigures(input: FigureInputs): Promise<ChaosFigures> {
   const { outcomes, ledger, batchId } = input;
@@ -99,6 +114,21 @@ export async function computeFigures(input: FigureInputs): Promise<ChaosFigures>
     input.progress.done && JSON.stringify(sorted(counted)) === JSON.stringify(sorted(byState)) ? 0 : 1;
 
   const byKey = new Map(ledger.byIdempotencyKey().map((s) => [s.idempotencyKey, s]));
+  const ledgerKeysOf = ledgerKeysByRow(batchId, byKey.keys());
+  const creationsOf = new Map<string, LedgerCreation[]>();
+  for (const c of ledger.byCreation()) {
+    if (c.idempotencyKey !== null) creationsOf.set(c.idempotencyKey, [...(creationsOf.get(c.idempotencyKey) ?? []), c]);
+  }
+
+  // Every row of the file ends with a complete record, whatever ended it.
+  const problems: string[] = [];
+  let withRecord = 0;
+  for (const outcome of outcomes) {
+    const found = recordProblems(outcome, batchId, ledgerKeysOf.get(outcome.rowId) ?? [], creationsOf);
+    if (found.length === 0) withRecord++;
+    else if (problems.length < PROBLEMS_KEPT) problems.push(`${outcome.rowId}: ${found.join('; ')}`);
+  }
+
   const rowKeys = new Set<string>();
   let doubleCharged = 0;
   let succeededNotChargedOnce = 0;
@@ -106,13 +136,16 @@ export async function computeFigures(input: FigureInputs): Promise<ChaosFigures>
   let moneyMismatches = 0;
   let unknownCharged = 0;
   for (const { rowId, result } of completed) {
-    const keys = result!.attempts.map((_, i) => idempotencyKeyFor(batchId, rowId, i + 1));
-    for (const k of keys) rowKeys.add(k);
+    // The keys the record lists, and any the ledger saw for the row that it does not (those count as well).
+    const listed = result!.keys.map((k) => k.idempotencyKey);
+    for (const k of listed) rowKeys.add(k);
+    const keys = [...new Set([...listed, ...(ledgerKeysOf.get(rowId) ?? [])])];
     const netCharged = keys.reduce((n, k) => n + (byKey.get(k)?.netCharged ?? 0), 0);
     const netUsd = keys.reduce((n, k) => n + (byKey.get(k)?.netUsd ?? 0), 0);
     if (netCharged > 1) doubleCharged++;
     switch (result!.state) {
       case RowState.Succeeded:
+      case RowState.ImagesUnsaved:
         if (netCharged !== 1) succeededNotChargedOnce++;
         break;
       case RowState.Failed:
@@ -125,9 +158,7 @@ export async function computeFigures(input: FigureInputs): Promise<ChaosFigures>
       case RowState.NotRun:
         break;
     }
-    if (result!.state !== RowState.Unknown && Math.abs(netUsd - (result!.chargedUsd - result!.refundedUsd)) > 1e-6) {
-      moneyMismatches++;
-    }
+    if (result!.state !== RowState.Unknown && Math.abs(netUsd - result!.netUsd) > 1e-6) moneyMismatches++;
   }
   const violations = ledger.violations();
   const failed = ledger
@@ -155,6 +186,8 @@ export async function computeFigures(input: FigureInputs): Promise<ChaosFigures>
     rows: input.rows,
     byState,
     notFinal: outcomes.length - completed.length,
+    rowsWithoutRecord: input.rows - withRecord,
+    recordProblems: problems,
     lost: input.rows - outcomes.length,
     rowsRunTwice: [...input.runsPerRow.values()].filter((n) => n > 1).length,
     batchCountsDiffer,
@@ -191,17 +224,6 @@ export async function computeFigures(input: FigureInputs): Promise<ChaosFigures>
   };
 }
 
-interface JsonlRecord {
-  row_id: string;
-  state: string;
-  images: { path: string; sha256: string }[];
-  attempts: number;
-  creation_ids: string[];
-  charged_usd: number;
-  refunded_usd: number;
-  unknown_idempotency_key: string | null;
-}
-
 /** results.jsonl against the workflows row by row; errors.csv and results.csv by their rows. */
 async function compareResultFiles(
   written: WrittenResults,
@@ -228,18 +250,148 @@ async function compareResultFiles(
   return { resultFileRows: records.length, resultMismatches: mismatches, errorsCsvRows: errorRows.length };
 }
 
-function sameAsWorkflow(r: JsonlRecord, result: PromptResult): boolean {
+/** A results.jsonl line says what the row's record says: every key, creation, figure and flag. */
+function sameAsWorkflow(r: JsonlRecord, record: RowRecord): boolean {
   const images = (list: readonly { path: string; sha256: string }[]) =>
     JSON.stringify(list.map((i) => [i.path, i.sha256]));
+  const keys = (list: readonly (readonly unknown[])[]) => JSON.stringify(list);
+  const close = (a: number | null, b: number) => a !== null && Math.abs(a - b) < 1e-9;
   return (
-    r.state === result.state &&
-    images(r.images) === images(result.images) &&
-    r.attempts === result.attempts.length &&
-    JSON.stringify(r.creation_ids) === JSON.stringify(result.creationIds) &&
-    Math.abs(r.charged_usd - result.chargedUsd) < 1e-9 &&
-    Math.abs(r.refunded_usd - result.refundedUsd) < 1e-9 &&
-    r.unknown_idempotency_key === (result.unknownKey ?? null)
+    r.state === record.state &&
+    images(r.images) === images(record.images) &&
+    keys(
+      r.keys.map((k) => [
+        k.attempt,
+        k.idempotency_key,
+        k.outcome,
+        k.creation_id,
+        k.charged_usd,
+        k.refunded_usd,
+        k.error,
+      ]),
+    ) ===
+      keys(
+        record.keys.map((k) => [
+          k.attempt,
+          k.idempotencyKey,
+          k.outcome,
+          k.creationId ?? null,
+          k.chargedUsd ?? null,
+          k.refundedUsd ?? null,
+          k.error ?? null,
+        ]),
+      ) &&
+    JSON.stringify(r.creation_ids) === JSON.stringify(record.creationIds) &&
+    close(r.charged_usd, record.chargedUsd) &&
+    close(r.refunded_usd, record.refundedUsd) &&
+    close(r.net_usd, record.netUsd) &&
+    r.error === (record.error ?? null) &&
+    r.resubmittable === record.resubmittable
   );
+}
+
+const ROW_STATES: readonly string[] = Object.values(RowState);
+const KEY_OUTCOMES: readonly string[] = Object.values(KeyOutcome);
+/** Key outcomes that leave no creation of the key charged: judged and refused, or charged and refunded. */
+const UNCHARGED: readonly string[] = [KeyOutcome.Refunded, KeyOutcome.Rejected, KeyOutcome.Declined];
+
+/**
+ * The idempotency keys the ledger saw, by row: `ib.<batch>.<row>.a<n>` ({@link idempotencyKeyFor}); a key that
+ * does not parse, or is not the key of its row and number, belongs to no row (and counts in `keysOfNoRow`).
+ */
+export function ledgerKeysByRow(batchId: string, keys: Iterable<string>): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  const prefix = `ib.${batchId}.`;
+  for (const key of keys) {
+    const m = /\.a(\d+)$/.exec(key);
+    if (!key.startsWith(prefix) || !m) continue;
+    const rowId = key.slice(prefix.length, m.index);
+    if (idempotencyKeyFor(batchId, rowId, Number(m[1])) !== key) continue;
+    out.set(rowId, [...(out.get(rowId) ?? []), key]);
+  }
+  return out;
+}
+
+/**
+ * What keeps a row's record from being complete, against the ledger; empty when it is complete. A complete record:
+ * the row workflow completed with it; its state is one of {@link RowState}; its keys are the row's keys in order,
+ * each ended (no key left `submitting`), and list every key the ledger saw for the row; its creation ids are its
+ * keys' and include every creation the ledger has for them (but the 502/503 ones, whose id the service never
+ * gives, and those of a key whose outcome is `unknown`, which never heard an answer); the cost the service
+ * reported for a key is what the ledger charged it, and its refund, once the key's outcome is known, what the
+ * ledger refunded; its totals add up; and it is resubmittable only when none of its keys holds money.
+ */
+export function recordProblems(
+  outcome: RowOutcome,
+  batchId: string,
+  ledgerKeys: readonly string[],
+  creationsOf: ReadonlyMap<string, readonly LedgerCreation[]>,
+): string[] {
+  const { rowId, result: record } = outcome;
+  if (outcome.status !== 'COMPLETED') return [`its workflow is ${outcome.status}, not completed with its record`];
+  if (!record || !Array.isArray(record.keys) || !Array.isArray(record.creationIds)) return ['no record'];
+  const out: string[] = [];
+  const near = (a: number, b: number) => Math.abs(a - b) < 1e-6;
+  if (!ROW_STATES.includes(record.state)) out.push(`state ${String(record.state)}`);
+  if (record.rowId !== rowId || record.batchId !== batchId) out.push(`record of ${record.batchId}/${record.rowId}`);
+
+  for (const [i, key] of record.keys.entries()) {
+    const name = `key ${key.idempotencyKey}`;
+    if (key.attempt !== i + 1 || key.idempotencyKey !== idempotencyKeyFor(batchId, rowId, i + 1)) {
+      out.push(`${name}: not the row's key number ${i + 1}`);
+    }
+    if (!KEY_OUTCOMES.includes(key.outcome) || key.outcome === KeyOutcome.Submitting) {
+      out.push(`${name}: outcome ${key.outcome}`);
+    }
+    if (
+      key.outcome === KeyOutcome.Accepted &&
+      record.state !== RowState.Cancelled &&
+      record.state !== RowState.Unknown
+    ) {
+      out.push(`${name}: still accepted in a ${record.state} row`);
+    }
+    // Every creation the ledger has for the key, but a 502/503's (charged and refunded before any answer).
+    const creations = (creationsOf.get(key.idempotencyKey) ?? []).filter((c) => c.outcome !== CreationOutcome.Rejected);
+    const heard = key.outcome !== KeyOutcome.Unknown || key.creationId !== undefined;
+    for (const c of creations) {
+      if (heard && key.creationId !== c.creationId) out.push(`${name}: creation ${c.creationId} not its creation`);
+      if (!record.creationIds.includes(c.creationId) && heard) out.push(`${name}: creation ${c.creationId} missing`);
+    }
+    if (key.creationId !== undefined && !creations.some((c) => c.creationId === key.creationId)) {
+      out.push(`${name}: creation ${key.creationId} unknown to the ledger`);
+    }
+    if (UNCHARGED.includes(key.outcome) && creations.length > 0) {
+      out.push(`${name}: ${key.outcome}, yet the ledger has creation ${creations[0]!.creationId}`);
+    }
+    // Money: what the service said of the key is what the ledger did.
+    const charged = creations.reduce((n, c) => n + c.chargedUsd, 0);
+    const refunded = creations.reduce((n, c) => n + c.refundedUsd, 0);
+    if (key.chargedUsd !== undefined && !near(key.chargedUsd, charged)) {
+      out.push(`${name}: charged ${key.chargedUsd}, the ledger ${charged}`);
+    }
+    const known = key.outcome === KeyOutcome.Succeeded || key.outcome === KeyOutcome.Failed;
+    if (known && key.chargedUsd !== undefined && !near(key.refundedUsd ?? 0, refunded)) {
+      out.push(`${name}: refunded ${key.refundedUsd ?? 0}, the ledger ${refunded}`);
+    }
+  }
+  const listed = new Set(record.keys.map((k) => k.idempotencyKey));
+  for (const key of ledgerKeys) if (!listed.has(key)) out.push(`key ${key} of the ledger not in the record`);
+
+  const ofKeys = record.keys.flatMap((k) => (k.creationId === undefined ? [] : [k.creationId]));
+  if (JSON.stringify(ofKeys) !== JSON.stringify(record.creationIds)) {
+    out.push(`creation ids ${record.creationIds.join(' ')} are not its keys' (${ofKeys.join(' ')})`);
+  }
+  const charged = record.keys.reduce((n, k) => n + (k.chargedUsd ?? 0), 0);
+  const refunded = record.keys.reduce((n, k) => n + (k.refundedUsd ?? 0), 0);
+  if (!near(record.chargedUsd, charged) || !near(record.refundedUsd, refunded)) {
+    out.push(`totals ${record.chargedUsd} / ${record.refundedUsd} are not its keys' ${charged} / ${refunded}`);
+  }
+  if (!near(record.netUsd, record.chargedUsd - record.refundedUsd)) out.push(`net ${record.netUsd}`);
+  if (record.resubmittable) {
+    const held = ledgerKeys.flatMap((k) => (creationsOf.get(k) ?? []).filter((c) => c.netUsd !== 0));
+    if (held.length > 0) out.push(`resubmittable, yet creation ${held[0]!.creationId} holds ${held[0]!.netUsd} USD`);
+  }
+  return out;
 }
 
 function sorted(o: object): object {
@@ -262,17 +414,20 @@ export function violationsOf(f: ChaosFigures, expect: Expectations): string[] {
   const completed = Object.values(f.byState).reduce((a, b) => a + b, 0);
   if (completed !== expect.rows) out.push(`rows in a final state: ${completed} of ${expect.rows}`);
   zero(f.notFinal, 'rows not in exactly one final state');
+  if (f.rowsWithoutRecord !== 0) {
+    out.push(`rows without a complete record: ${f.rowsWithoutRecord} (${f.recordProblems.join(' | ')})`);
+  }
   zero(f.lost, 'rows lost');
   zero(f.rowsRunTwice, 'rows whose workflow ran more than once');
   zero(f.batchCountsDiffer, "the batch's counts differ from the rows' states");
   zero(f.doubleCharged, 'rows charged twice');
   zero(f.ledgerChargedTwice, 'idempotency keys charged twice (ledger)');
-  zero(f.succeededNotChargedOnce, 'succeeded rows not charged exactly once');
+  zero(f.succeededNotChargedOnce, 'succeeded (or images unsaved) rows not charged exactly once');
   zero(f.failedWithCharge, 'failed rows with a charge not refunded');
   zero(f.failedCreationsUnrefunded, 'failed creations not refunded');
   zero(f.chargesWithoutCreation, 'charges without a creation');
   zero(f.overchargedCreations, 'creations charged more than their price');
-  zero(f.keysOfNoRow, "charged keys that are no row's attempt");
+  zero(f.keysOfNoRow, "charged keys in no row's record");
   zero(f.moneyMismatches, "rows whose accounting differs from the ledger's");
   zero(f.imagesMissing, 'images missing');
   zero(f.imagesBadChecksum, 'images with a wrong sha256');

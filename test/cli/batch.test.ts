@@ -211,7 +211,13 @@ describe('results', { timeout: 120_000 }, () => {
       ['r6', 'failed', 'true'],
     ]);
     const retryCsv = path.join(out, 'retry.csv');
-    await writeFile(retryCsv, stringify(rows.filter((r) => r.resubmittable === 'true'), { header: true }));
+    await writeFile(
+      retryCsv,
+      stringify(
+        rows.filter((r) => r.resubmittable === 'true'),
+        { header: true },
+      ),
+    );
     const validate = await cli(['validate', retryCsv], env());
     expect(validate.code, describeRun(['validate', retryCsv], validate)).toBe(0);
     expect(validate.stdout).toContain('2 rows, 2 valid, 0 problem(s)');

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { PollCreationResult } from '../../src/activities/types';
+import type { CreateImageInput, PollCreationResult } from '../../src/activities/types';
 import { ErrorCode, FailureMessage } from '../../src/api/contract';
 import { FailureType } from '../../src/api/failure-types';
 import { FaultKind, type ManualClock, type Simulator } from '../../src/simulator';
@@ -16,6 +16,7 @@ import {
   expectNoKeyLeak,
   harness,
   ledgerOf,
+  type Harness,
   request,
   retryDelayOf,
   startContractSim,
@@ -23,8 +24,8 @@ import {
 } from './helpers';
 
 /**
- * pollCreation, collectCreation and downloadImages against the simulator, under both status namings and both
- * ways of sending the key. Creations are queued for 1 s and run for 3 s on the manual clock.
+ * pollCreation, createImage and downloadImages against the simulator, under both status namings and both ways of
+ * sending the key. Creations are queued for 1 s and run for 3 s on the manual clock.
  */
 
 let sim: Simulator;
@@ -45,6 +46,40 @@ afterEach(() => {
   expectLedgerConsistent(sim);
   expectNoKeyLeak();
 });
+
+/**
+ * createImage for one key, attempt by attempt as Temporal would run it: each retry after the failure's
+ * `nextRetryDelay` on the manual clock, with the previous attempt's last heartbeat details. Ends with the first
+ * result or non-retryable failure.
+ */
+async function driveCreateImage(h: Harness, clock: ManualClock, input: CreateImageInput) {
+  let details: unknown;
+  const retries: { type: string | null | undefined; status?: string }[] = [];
+  for (let attempt = 1; attempt <= 20; attempt++) {
+    const r = await h.run(
+      'createImage',
+      [input],
+      details === undefined ? { attempt } : { attempt, heartbeatDetails: details },
+    );
+    details = r.heartbeats.at(-1) ?? details;
+    if (r.value || r.failure?.nonRetryable) return { ...r, retries, details };
+    expect(r.failure, 'createImage neither returned nor failed').toBeDefined();
+    retries.push({ type: r.failure!.type, status: (r.failure!.details?.[0] as { status?: string } | null)?.status });
+    clock.advance(retryDelayOf(r) || 1000);
+  }
+  throw new Error('createImage never ended');
+}
+
+function createImageInput(key: string, rowId: string, outDir: string, extra: Record<string, unknown> = {}) {
+  return {
+    idempotencyKey: key,
+    request: request(key, extra),
+    batchId: 'b1',
+    rowId,
+    outDir,
+    maxPollWaitMs: 30 * 60_000,
+  };
+}
 
 const FAILURES: readonly [FaultKind, string, boolean][] = [
   [FaultKind.FailSafety, FailureMessage.SafetyFilter, false],
@@ -129,11 +164,24 @@ describe.each(NAMINGS.flatMap((naming) => AUTH_STYLES.map((auth) => ({ naming, a
         const r = await h.run('pollCreation', [{ creationId: id }]);
         expect(r.value).toEqual({ outcome: 'failed', status: 'failed', costUsd: 0.04, error: text, retryable });
         expect(sim.ledger.creation(id)).toMatchObject({ outcome: 'failed', chargedUsd: 0.04, refundedUsd: 0.04 });
-        clock.advance(2000);
-        const collected = await h.run('collectCreation', [
-          { creationId: id, batchId: 'b', rowId: tag(fault), outDir: 'failed' },
-        ]);
-        expect(collected.value).toEqual({ poll: r.value, images: [] });
+      },
+    );
+
+    it.each(FAILURES)(
+      'createImage: failed with fault %s -> the exact string and its retryable flag, its creation and cost; refunded',
+      async (fault, text, retryable) => {
+        const h = harness(sim, clock, { authHeader: auth });
+        const key = tag(`key-${fault}`);
+        sim.scriptFor(key, [fault]);
+        const ended = await driveCreateImage(h, clock, createImageInput(key, tag(fault), 'failed'));
+        const id = ledgerOf(sim, key)?.creationIds[0];
+        expect(id).toMatch(/^cr_/);
+        expect(ended.value).toEqual({ outcome: 'failed', creationId: id, costUsd: 0.04, error: text, retryable });
+        // Accepted once, then polled at the interval (never too soon: no 429) until the creation failed.
+        expect(ended.retries[0]).toEqual({ type: FailureType.Pending, status: names.queued });
+        expect(ended.retries.slice(1).every((f) => f.type === FailureType.Pending)).toBe(true);
+        expect(ledgerOf(sim, key)).toMatchObject({ creationIds: [id], chargedUsd: 0.04, refundedUsd: 0.04, netUsd: 0 });
+        expect(sim.ledger.creation(id!)).toMatchObject({ outcome: 'failed', chargedUsd: 0.04, refundedUsd: 0.04 });
       },
     );
 
@@ -153,15 +201,23 @@ describe.each(NAMINGS.flatMap((naming) => AUTH_STYLES.map((auth) => ({ naming, a
       );
     });
 
-    it('collectCreation downloads every image without any credential, with its SHA-256', async () => {
+    it('createImage downloads every image without any credential, with its SHA-256', async () => {
       const h = harness(sim, clock, { authHeader: auth, outputRoot: out.dir });
-      const id = await accepted(h, 'collect', { num_images: 2, width: 512, height: 256 });
-      clock.advance(4000);
       const seenBefore = sim.filesRequests().length;
       const rowId = tag('row');
-      const r = await h.run('collectCreation', [{ creationId: id, batchId: 'b1', rowId, outDir: 'batch1' }]);
-      expect(r.value?.poll).toMatchObject({ outcome: 'succeeded', status: names.succeeded });
-      const images = r.value?.images ?? [];
+      const key = tag('collect');
+      const r = await driveCreateImage(
+        h,
+        clock,
+        createImageInput(key, rowId, 'batch1', { num_images: 2, width: 512, height: 256 }),
+      );
+      const id = ledgerOf(sim, key)?.creationIds[0] ?? 'none';
+      expect(r.failure).toBeUndefined();
+      expect(r.value).toMatchObject({ outcome: 'succeeded', creationId: id, costUsd: 0.08 });
+      // Submitted once, charged once for both images.
+      expect(ledgerOf(sim, key)).toMatchObject({ creationIds: [id], chargedUsd: 0.08, netCharged: 1 });
+      expect(r.retries.map((f) => f.status)).toEqual([names.queued, names.running]);
+      const images = r.value?.outcome === 'succeeded' ? r.value.images : [];
       expect(images.map((i) => i.path)).toEqual([`${rowId}/${id}-0.png`, `${rowId}/${id}-1.png`]);
       for (const image of images) {
         const bytes = await readFile(path.join(out.dir, 'batch1', image.path));
@@ -171,15 +227,8 @@ describe.each(NAMINGS.flatMap((naming) => AUTH_STYLES.map((auth) => ({ naming, a
       }
 
       // downloadImages on its own finds the finished files and sends nothing more.
-      const polled = r.value?.poll;
       const again = await h.run('downloadImages', [
-        {
-          batchId: 'b1',
-          rowId,
-          creationId: id,
-          images: polled?.outcome === 'succeeded' ? polled.images : [],
-          outDir: 'batch1',
-        },
+        { batchId: 'b1', rowId, creationId: id, images: images.map((i) => ({ url: i.url })), outDir: 'batch1' },
       ]);
       expect(again.value).toEqual(images);
 

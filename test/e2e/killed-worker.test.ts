@@ -10,7 +10,7 @@ import { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_API_KEY, FaultKind, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
-import { promptWorkflow, type PromptResult } from '../../src/workflows';
+import { promptWorkflow, type RowRecord } from '../../src/workflows';
 import { idempotencyKeyFor } from '../../src/workflows/keys';
 import { maxWaitMessage } from '../../src/workflows/timeouts';
 import { ensureDistIsFresh } from '../helpers/dist';
@@ -20,8 +20,7 @@ import { WorkerProcess } from '../helpers/worker-process';
  * The heartbeats of an activity whose request is in flight, on the real server code with worker processes:
  * a request held longer than the heartbeat timeout does not fail a live worker's attempt, and the attempt of a
  * worker killed with SIGKILL mid-request is retried by another worker after the heartbeat timeout (20 s), not
- * after the submission's start-to-close timeout (2 minutes; 1 minute before heartbeats). The retry re-sends the
- * same idempotency key: one charge.
+ * after the attempt's start-to-close timeout (5 minutes). The retry re-sends the same idempotency key: one charge.
  */
 const HEARTBEAT_TIMEOUT_MS = 20_000;
 const TASK_QUEUE = `killed-${randomUUID()}`;
@@ -45,7 +44,8 @@ beforeAll(async () => {
     generation: { queuedMs: { minMs: 50, maxMs: 100 }, runningMs: { minMs: 200, maxMs: 400 } },
     limits: { minPollIntervalMs: 500, requestsPerSecond: 1000, burst: 1000 },
   });
-  proxy = await startRecordingProxy(sim.baseUrl);
+  // A submission sent again is held a few seconds, so that the retried attempt can be seen while it runs.
+  proxy = await startRecordingProxy(sim.baseUrl, { holdRepeatedPostsMs: 3_000 });
   connection = await Connection.connect({ address: server.address });
   client = new Client({ connection });
   const env = {
@@ -95,18 +95,22 @@ function startRow(rowId: string, prompt: string, maxPollWaitMs?: number) {
 
 type HistoryEvent = NonNullable<temporal.api.history.v1.IHistory['events']>[number];
 
-/** The submitCreation activity as the row's history tells it: its options and its last attempt. */
-async function submitActivity(workflowId: string) {
+/**
+ * The createImage activities of a row as its history tells them (one per idempotency key; each carries its key
+ * from submission to saved images): the first one's options and its last attempt.
+ */
+async function createImageActivity(workflowId: string) {
   const events = (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
-  const scheduled = events.find(
-    (e: HistoryEvent) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'submitCreation',
+  const scheduled = events.filter(
+    (e: HistoryEvent) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'createImage',
   );
   const started = events.find(
     (e: HistoryEvent) =>
-      e.activityTaskStartedEventAttributes?.scheduledEventId?.toString() === String(scheduled?.eventId),
+      e.activityTaskStartedEventAttributes?.scheduledEventId?.toString() === String(scheduled[0]?.eventId),
   );
   return {
-    heartbeatTimeoutS: Number(scheduled?.activityTaskScheduledEventAttributes?.heartbeatTimeout?.seconds ?? 0),
+    scheduled: scheduled.length,
+    heartbeatTimeoutS: Number(scheduled[0]?.activityTaskScheduledEventAttributes?.heartbeatTimeout?.seconds ?? 0),
     attempt: started?.activityTaskStartedEventAttributes?.attempt,
     lastTimeoutType: started?.activityTaskStartedEventAttributes?.lastFailure?.timeoutFailureInfo?.timeoutType,
   };
@@ -121,13 +125,18 @@ describe('activities heartbeat while a request is in flight (dev server, worker 
     const prompt = `a lighthouse in slow fog [held-${randomUUID()}]`;
     sim!.scriptFor(prompt, [{ kind: FaultKind.Slow, delayMs: HEARTBEAT_TIMEOUT_MS + 10_000 }]);
     const { handle, key } = await startRow('held', prompt);
-    const result: PromptResult = await handle.result();
+    const result: RowRecord = await handle.result();
     expect(result.state).toBe('succeeded');
+    // The held submission was answered on its first attempt: a heartbeat timeout would have sent it again.
     expect(proxy!.posts(key)).toHaveLength(1);
-    const submit = await submitActivity(handle.workflowId);
-    expect(submit.heartbeatTimeoutS).toBe(HEARTBEAT_TIMEOUT_MS / 1000);
-    expect(submit.attempt).toBe(1);
-    expect(chargesFor(key)?.creationIds).toHaveLength(1);
+    const activity = await createImageActivity(handle.workflowId);
+    expect(activity.scheduled).toBe(1);
+    expect(activity.heartbeatTimeoutS).toBe(HEARTBEAT_TIMEOUT_MS / 1000);
+    expect(activity.lastTimeoutType ?? undefined).toBeUndefined();
+    expect(result.keys).toHaveLength(1);
+    expect(result.keys[0]).toMatchObject({ idempotencyKey: key, outcome: 'succeeded' });
+    expect(chargesFor(key)?.creationIds).toEqual(result.creationIds);
+    expect(result.chargedUsd).toBeCloseTo(chargesFor(key)!.chargedUsd);
   }, 120_000);
 
   it('the attempt of a worker killed mid-request is retried after the heartbeat timeout, with the same key', async () => {
@@ -145,10 +154,25 @@ describe('activities heartbeat while a request is in flight (dev server, worker 
     expect(holder, `a worker with identity ${identity}`).toBeDefined();
     await holder!.kill();
     const killedAt = Date.now();
+    // The retried attempt, seen while it runs (the proxy holds its submission): why the first attempt ended.
+    const retried = await waitFor(
+      'the attempt to be retried',
+      async () => {
+        const pending = (await handle.describe()).raw.pendingActivities?.[0];
+        return pending && (pending.attempt ?? 0) >= 2 ? pending : undefined;
+      },
+      60_000,
+    );
+    expect(retried.activityType?.name).toBe('createImage');
+    expect(retried.attempt).toBe(2);
+    expect(retried.lastFailure?.timeoutFailureInfo?.timeoutType).toBe(
+      temporal.api.enums.v1.TimeoutType.TIMEOUT_TYPE_HEARTBEAT,
+    );
 
-    const result: PromptResult = await handle.result();
+    const result: RowRecord = await handle.result();
     expect(result.state).toBe('succeeded');
-    expect(result.attempts).toHaveLength(1);
+    expect(result.keys).toHaveLength(1);
+    expect(result.keys[0]).toMatchObject({ idempotencyKey: key, outcome: 'succeeded' });
     const posts = proxy!.posts(key);
     expect(posts).toHaveLength(2);
     const retriedAfterKillMs = posts[1]! - killedAt;
@@ -157,24 +181,32 @@ describe('activities heartbeat while a request is in flight (dev server, worker 
       `[killed-worker] the killed worker's submission was sent again ${retriedAfterKillMs} ms after the kill ` +
         `(${retriedAfterFirstMs} ms after the first send; heartbeat timeout ${HEARTBEAT_TIMEOUT_MS} ms)`,
     );
-    // Retried because the heartbeats stopped: the start-to-close timeout (2 min) cannot have fired this soon.
-    const submit = await submitActivity(handle.workflowId);
-    expect(submit.attempt).toBe(2);
-    expect(submit.lastTimeoutType).toBe(temporal.api.enums.v1.TimeoutType.TIMEOUT_TYPE_HEARTBEAT);
+    // Retried because the heartbeats stopped: the start-to-close timeout (5 min) cannot have fired this soon.
+    expect((await createImageActivity(handle.workflowId)).scheduled).toBe(1);
     expect(retriedAfterFirstMs).toBeLessThan(60_000);
-    // The same key twice, charged once.
+    // The same key twice, charged once, and the row's record says so.
     expect(chargesFor(key)?.creationIds).toHaveLength(1);
+    expect(result.creationIds).toEqual(chargesFor(key)?.creationIds);
+    expect(result.chargedUsd).toBeCloseTo(chargesFor(key)!.chargedUsd);
+    expect(result.netUsd).toBeCloseTo(chargesFor(key)!.netUsd);
     expect(sim!.ledger.violations().chargedTwice).toEqual([]);
   }, 180_000);
 
-  it('a creation that never ends fails its row at the maximum wait, with a clear message', async () => {
+  it('a creation that never ends leaves its row unknown at the maximum wait, paid, with a clear message', async () => {
     frozenAt = Date.now();
     try {
-      const { handle } = await startRow('max-wait', `a glacier at dusk ${randomUUID()}`, 3_000);
-      const result: PromptResult = await handle.result();
-      expect(result.state).toBe('failed');
-      expect(result.errorRetryable).toBe(true);
-      expect(result.attempts[0]?.outcome).toBe('timed_out');
+      const { handle, key } = await startRow('max-wait', `a glacier at dusk ${randomUUID()}`, 3_000);
+      const result: RowRecord = await handle.result();
+      // Paid at acceptance and maybe still ending at the service: never taken as safe to submit again.
+      expect(result.state).toBe('unknown');
+      expect(result.resubmittable).toBe(false);
+      expect(result.keys).toHaveLength(1);
+      expect(result.keys[0]).toMatchObject({ idempotencyKey: key, outcome: 'timed_out' });
+      expect(result.keys[0]?.creationId).toBe(result.creationIds[0]);
+      expect(result.creationIds).toEqual(chargesFor(key)?.creationIds);
+      expect(result.chargedUsd).toBeCloseTo(chargesFor(key)!.chargedUsd);
+      expect(result.netUsd).toBeCloseTo(chargesFor(key)!.netUsd);
+      expect(result.netUsd).toBeGreaterThan(0);
       expect(result.error).toBe(maxWaitMessage(result.creationIds[0]!, 3_000));
     } finally {
       frozenAt = undefined;
@@ -200,23 +232,31 @@ interface RecordingProxy {
   close(): Promise<void>;
 }
 
-/** A loopback reverse proxy in front of the simulator that records when every submission arrived. */
-async function startRecordingProxy(target: string): Promise<RecordingProxy> {
+/**
+ * A loopback reverse proxy in front of the simulator that records when every submission arrived, and holds each
+ * submission of a key already seen `holdRepeatedPostsMs` before forwarding it.
+ */
+async function startRecordingProxy(target: string, options: { holdRepeatedPostsMs: number }): Promise<RecordingProxy> {
   const upstream = new URL(target);
   const seen: { at: number; key: string }[] = [];
   const server: Server = createServer((req, res) => {
     const key = req.headers['idempotency-key'];
+    const repeated = typeof key === 'string' && seen.some((s) => s.key === key);
     if (req.method === 'POST' && typeof key === 'string') seen.push({ at: Date.now(), key });
-    const forward = request(
-      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
-      (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        answer.pipe(res);
-      },
-    );
-    forward.on('error', () => res.destroy());
+    const hold = req.method === 'POST' && repeated ? options.holdRepeatedPostsMs : 0;
     res.on('error', () => undefined);
-    req.pipe(forward);
+    req.pause();
+    setTimeout(() => {
+      const forward = request(
+        { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
+        (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+        },
+      );
+      forward.on('error', () => res.destroy());
+      req.pipe(forward);
+    }, hold);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;

@@ -97,11 +97,20 @@ function expectLedgerClean() {
 
 describe('promptWorkflow against the simulator (time-skipping)', () => {
   it('succeeds, downloads a real PNG with its checksum, one charge, few history events', async () => {
-    const { result, events } = await runRow('a lighthouse on a cliff at dusk, oil painting');
+    const { result, events, batchId, rowId } = await runRow('a lighthouse on a cliff at dusk, oil painting');
+    expect(result.keys[0]?.idempotencyKey).toBe(idempotencyKeyFor(batchId, rowId, 1));
     expect(result.state).toBe('succeeded');
     expect(result.images).toHaveLength(1);
     expect(result.images[0]!.sha256).toMatch(/^[0-9a-f]{64}$/);
     expect(result.chargedUsd).toBeCloseTo(0.04);
+    expect(result.netUsd).toBeCloseTo(0.04);
+    expect(result.resubmittable).toBe(false);
+    // One key, its creation and the charge the service reported for it, as the ledger has them.
+    expect(result.keys).toHaveLength(1);
+    const [key] = result.keys;
+    expect(key).toMatchObject({ attempt: 1, outcome: 'succeeded', creationId: result.creationIds[0] });
+    expect(key!.chargedUsd).toBeCloseTo(keyCharges(key!.idempotencyKey)!.chargedUsd);
+    expect(keyCharges(key!.idempotencyKey)?.creationIds).toEqual(result.creationIds);
     expect(events).toBeLessThanOrEqual(20);
     expectLedgerClean();
   });
@@ -115,10 +124,21 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
     sim.scriptFor(prompt, [{ kind }]);
     const { result, batchId, rowId } = await runRow(prompt);
     expect(result.state).toBe('succeeded');
-    expect(result.attempts.map((a) => a.error ?? a.outcome)).toEqual([message, 'succeeded']);
+    expect(result.keys.map((k) => k.error ?? k.outcome)).toEqual([message, 'succeeded']);
+    expect(result.keys.map((k) => k.outcome)).toEqual(['failed', 'succeeded']);
+    // The failed creation's charge came back; the row paid once.
+    expect(result.keys[0]!.refundedUsd).toBeCloseTo(result.keys[0]!.chargedUsd!);
     expect(result.refundedUsd).toBeCloseTo(0.04);
-    expect(keyCharges(idempotencyKeyFor(batchId, rowId, 1))).toBeDefined();
-    expect(keyCharges(idempotencyKeyFor(batchId, rowId, 2))).toBeDefined();
+    expect(result.chargedUsd).toBeCloseTo(0.08);
+    expect(result.netUsd).toBeCloseTo(0.04);
+    // Each key's charge and refund as the ledger has them.
+    for (const [i, key] of result.keys.entries()) {
+      expect(key.idempotencyKey).toBe(idempotencyKeyFor(batchId, rowId, i + 1));
+      const ledger = keyCharges(key.idempotencyKey);
+      expect(ledger?.creationIds).toEqual([key.creationId]);
+      expect(key.chargedUsd).toBeCloseTo(ledger!.chargedUsd);
+      expect(key.refundedUsd ?? 0).toBeCloseTo(ledger!.refundedUsd);
+    }
     expectLedgerClean();
   });
 
@@ -126,8 +146,11 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
     const { result } = await runRow('a portrait [unsafe]');
     expect(result.state).toBe('failed');
     expect(result.error).toBe(FailureMessage.SafetyFilter);
-    expect(result.errorRetryable).toBe(false);
-    expect(result.attempts).toHaveLength(1);
+    expect(result.resubmittable).toBe(false);
+    expect(result.keys).toHaveLength(1);
+    expect(result.keys[0]).toMatchObject({ outcome: 'failed', error: FailureMessage.SafetyFilter });
+    expect(result.refundedUsd).toBeCloseTo(result.chargedUsd);
+    expect(result.netUsd).toBe(0);
     expectLedgerClean();
   });
 
@@ -136,9 +159,10 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
     sim.scriptFor(prompt, [{ kind: FaultKind.ResetAfterCommit }]);
     const { result, batchId, rowId } = await runRow(prompt);
     expect(result.state).toBe('succeeded');
-    expect(result.attempts).toHaveLength(1);
+    expect(result.keys).toHaveLength(1);
     const summary = keyCharges(idempotencyKeyFor(batchId, rowId, 1));
     expect(summary?.creationIds).toHaveLength(1);
+    expect(result.creationIds).toEqual(summary?.creationIds);
     expect(summary?.chargedUsd).toBeCloseTo(0.04);
     expectLedgerClean();
   });
@@ -159,8 +183,9 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
       sim.scriptFor(prompt, [{ kind: FaultKind.ProviderUnavailable }]);
       const { result, skippedMs } = await runRow(prompt);
       expect(result.state).toBe('succeeded');
-      expect(result.attempts.map((a) => a.idempotencyKey)).toHaveLength(2);
-      expect(new Set(result.attempts.map((a) => a.idempotencyKey)).size).toBe(2);
+      expect(result.keys.map((k) => k.outcome)).toEqual(['refunded', 'succeeded']);
+      expect(new Set(result.keys.map((k) => k.idempotencyKey)).size).toBe(2);
+      expect(result.netUsd).toBeCloseTo(0.04);
       expect(skippedMs).toBeGreaterThanOrEqual(2_000);
       expectLedgerClean();
     } finally {
@@ -173,8 +198,9 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
     sim.scriptFor(prompt, [{ kind: FaultKind.GenerationFailed }]);
     const { result } = await runRow(prompt);
     expect(result.state).toBe('succeeded');
-    expect(result.attempts[0]).toMatchObject({ outcome: 'ImageApi.Refunded' });
-    expect(new Set(result.attempts.map((a) => a.idempotencyKey)).size).toBe(2);
+    expect(result.keys.map((k) => k.outcome)).toEqual(['refunded', 'succeeded']);
+    expect(new Set(result.keys.map((k) => k.idempotencyKey)).size).toBe(2);
+    expect(result.netUsd).toBeCloseTo(0.04);
     expectLedgerClean();
   });
 
@@ -184,8 +210,10 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
     });
     expect(result.state).toBe('failed');
     expect(result.error).toMatch(/width/);
-    expect(result.errorRetryable).toBe(false);
-    expect(result.attempts).toHaveLength(1);
+    expect(result.resubmittable).toBe(false);
+    expect(result.keys).toHaveLength(1);
+    expect(result.keys[0]?.outcome).toBe('rejected');
+    expect([result.chargedUsd, result.netUsd]).toEqual([0, 0]);
     expectLedgerClean();
   });
 
@@ -197,7 +225,8 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
       await env().client.workflow.getHandle(workflowId).signal(rowResumeSignal);
     });
     expect(result.state).toBe('succeeded');
-    expect(result.attempts).toHaveLength(1);
+    expect(result.keys).toHaveLength(1);
+    expect(result.netUsd).toBeCloseTo(0.04);
     expectLedgerClean();
   });
 
@@ -209,7 +238,8 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
       await env().client.workflow.getHandle(workflowId).signal(rowResumeSignal);
     });
     expect(result.state).toBe('succeeded');
-    expect(result.attempts).toHaveLength(1);
+    expect(result.keys).toHaveLength(1);
+    expect(result.netUsd).toBeCloseTo(0.04);
     expectLedgerClean();
   });
 
@@ -225,7 +255,10 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
     );
     expect(result.state).toBe('failed');
     expect(result.error).toMatch(/model/i);
-    expect(result.attempts).toHaveLength(1);
+    expect(result.keys).toHaveLength(1);
+    expect(result.keys[0]?.outcome).toBe('rejected');
+    expect(result.resubmittable).toBe(false);
+    expect(result.netUsd).toBe(0);
   });
 
   it('a 429 storm: every Retry-After honoured in skipped time, one key, one charge', async () => {
@@ -250,7 +283,11 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
       await env().client.workflow.getHandle(workflowId).signal(rowResumeSignal);
     });
     expect(result.state).toBe('succeeded');
-    expect(result.attempts).toHaveLength(2);
+    // The 402 was judged and not charged: the next try is a new key, which paid once.
+    expect(result.keys.map((k) => k.outcome)).toEqual(['declined', 'succeeded']);
+    expect(result.keys[0]?.chargedUsd).toBeUndefined();
+    expect(keyCharges(result.keys[0]!.idempotencyKey)).toBeUndefined();
+    expect(result.netUsd).toBeCloseTo(0.04);
     expectLedgerClean();
   });
 });

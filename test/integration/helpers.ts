@@ -4,7 +4,7 @@ import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
-import type { PromptResult } from '../../src/workflows';
+import type { RowRecord } from '../../src/workflows';
 import { REPO_ROOT, ensureDistIsFresh } from '../helpers/dist';
 import { WorkerProcess } from '../helpers/worker-process';
 
@@ -86,19 +86,19 @@ export async function startCountingProxy(target: string): Promise<CountingProxy>
   };
 }
 
-/** A row workflow as it ended: its status and, when it completed, its result. */
+/** A row workflow as it ended: its status and, when it completed, its record (every row completes with one). */
 export interface RowOutcome {
   rowId: string;
   status: string;
   /** Milliseconds from the row workflow's start to its close. */
   durationMs?: number;
-  result?: PromptResult;
+  result?: RowRecord;
 }
 
 /**
  * Every row workflow (`${batchId}/${rowId}`) as it ended, a few at a time. A batch ends once every row has
- * reported to it, which each row does just before its workflow completes: a row may still be closing, so each
- * is awaited (bounded) before it is described.
+ * signalled its record to it, which each row does just before its workflow completes with that record: a row may
+ * still be closing, so each is awaited (bounded) before it is described.
  */
 export async function rowOutcomes(client: Client, batchId: string, rowIds: readonly string[]): Promise<RowOutcome[]> {
   const out: RowOutcome[] = [];
@@ -106,7 +106,7 @@ export async function rowOutcomes(client: Client, batchId: string, rowIds: reado
   await Promise.all(
     Array.from({ length: 16 }, async () => {
       for (let rowId = queue.shift(); rowId !== undefined; rowId = queue.shift()) {
-        const handle = client.workflow.getHandle<() => Promise<PromptResult>>(`${batchId}/${rowId}`);
+        const handle = client.workflow.getHandle<() => Promise<RowRecord>>(`${batchId}/${rowId}`);
         const result = await within(`row ${rowId}`, 30_000, handle.result()).catch(() => undefined);
         const { status, startTime, closeTime } = await handle.describe();
         out.push({

@@ -9,6 +9,20 @@ import { describeAttempt } from '../../src/metrics';
 /** What an attempt that threw this failure observed. */
 const failed = (activity: string, error: unknown) => describeAttempt(activity, { ok: false, error });
 
+/**
+ * The failure as createImage throws it: the same type, message and first detail, with what is known of the key as
+ * its second detail (a known creation means the attempt sent a poll, else the submission).
+ */
+function ofKey(failure: ApplicationFailure, progress: Record<string, unknown>): ApplicationFailure {
+  return ApplicationFailure.create({
+    ...(failure.type ? { type: failure.type } : {}),
+    message: failure.message,
+    nonRetryable: failure.nonRetryable ?? false,
+    details: [failure.details?.[0] ?? null, progress],
+  });
+}
+const polling = { creationId: 'c1', acceptedAtMs: 1, costUsd: 0.04 };
+
 describe('describeAttempt', () => {
   it('counts an accepted submission as a 2xx request and a charge of its cost', () => {
     expect(describeAttempt('submitCreation', { ok: true, result: { creationId: 'c1', costUsd: 0.04 } })).toEqual({
@@ -17,15 +31,44 @@ describe('describeAttempt', () => {
     });
   });
 
-  it('counts a failed creation, from collect or poll, as a refund', () => {
+  it('counts a submission accepted by createImage as a 2xx submission and a charge of its cost', () => {
+    const accepted = ApplicationFailure.create({
+      type: FailureType.Pending,
+      message: 'creation c1 accepted (status queued)',
+      nonRetryable: false,
+      nextRetryDelay: 2000,
+      details: [
+        { status: 'queued', accepted: true },
+        { creationId: 'c1', acceptedAtMs: 1, costUsd: 0.04 },
+      ],
+    });
+    expect(failed('createImage', accepted)).toEqual({
+      request: { kind: 'submit', class: '2xx' },
+      charge: { usd: 0.04 },
+      retry: FailureType.Pending,
+    });
+    // A cost the service did not say is a charge of 0, still one charge.
+    const unpriced = ApplicationFailure.create({
+      type: FailureType.Pending,
+      message: 'creation c1 accepted (status queued)',
+      details: [
+        { status: 'queued', accepted: true },
+        { creationId: 'c1', acceptedAtMs: 1 },
+      ],
+    });
+    expect(failed('createImage', unpriced).charge).toEqual({ usd: 0 });
+  });
+
+  it('counts a failed creation, from createImage or poll, as a refund', () => {
     const poll = { outcome: 'failed', status: 'failed', error: 'safety filter', retryable: false };
-    expect(describeAttempt('collectCreation', { ok: true, result: { poll, images: [] } })).toEqual({
+    const ended = { outcome: 'failed', creationId: 'c1', costUsd: 0.04, error: 'safety filter', retryable: false };
+    expect(describeAttempt('createImage', { ok: true, result: ended })).toEqual({
       request: { kind: 'poll', class: '2xx' },
       refund: 'failed_creation',
     });
     expect(describeAttempt('pollCreation', { ok: true, result: poll }).refund).toBe('failed_creation');
-    const succeeded = { poll: { outcome: 'succeeded', status: 'succeeded', images: [] }, images: [] };
-    expect(describeAttempt('collectCreation', { ok: true, result: succeeded })).toEqual({
+    const succeeded = { outcome: 'succeeded', creationId: 'c1', costUsd: 0.04, images: [] };
+    expect(describeAttempt('createImage', { ok: true, result: succeeded })).toEqual({
       request: { kind: 'poll', class: '2xx' },
     });
   });
@@ -52,8 +95,27 @@ describe('describeAttempt', () => {
       retryAfterMs: 500,
       local: true,
     });
-    expect(failed('collectCreation', local)).toEqual({
+    expect(failed('createImage', ofKey(local, polling))).toEqual({
       request: { kind: 'poll', class: 'local_hold' },
+      retry: FailureType.RateLimited,
+    });
+    // createImage's own wait for the minimum poll interval is a local hold too, and sends nothing.
+    const interval = toApplicationFailure({
+      kind: 'rateLimited',
+      httpStatus: 0,
+      code: 'MIN_POLL_INTERVAL',
+      message: 'the previous poll was 200 ms ago',
+      retryAfterMs: 300,
+      local: true,
+    });
+    expect(failed('createImage', ofKey(interval, polling))).toEqual({
+      request: { kind: 'poll', class: 'local_hold' },
+      retry: FailureType.RateLimited,
+    });
+    // A 429 on createImage's submission (no creation known yet) is a submission's.
+    expect(failed('createImage', ofKey(tooMany, {}))).toEqual({
+      request: { kind: 'submit', class: '4xx' },
+      tooManyRequests: 'rate_limit',
       retry: FailureType.RateLimited,
     });
     const busy = toApplicationFailure({
@@ -64,6 +126,10 @@ describe('describeAttempt', () => {
       retryAfterMs: 2000,
     });
     expect(failed('pollCreation', busy)).toEqual({
+      request: { kind: 'poll', class: '5xx' },
+      retry: FailureType.RateLimited,
+    });
+    expect(failed('createImage', ofKey(busy, polling))).toEqual({
       request: { kind: 'poll', class: '5xx' },
       retry: FailureType.RateLimited,
     });
@@ -87,6 +153,14 @@ describe('describeAttempt', () => {
       details: { idempotencyKey: 'k', tries: 6, lastError: 'socket hang up' },
     });
     expect(failed('submitCreation', unknownReset).request?.class).toBe('transport');
+    // The same through createImage: its submission while no creation is known, its poll after.
+    expect(failed('createImage', ofKey(unknown500, { ambiguousTries: 0 }))).toEqual({
+      request: { kind: 'submit', class: '5xx' },
+    });
+    expect(failed('createImage', ofKey(reset, polling))).toEqual({
+      request: { kind: 'poll', class: 'transport' },
+      retry: FailureType.Ambiguous,
+    });
   });
 
   it('counts a refused submission as a 5xx and a refund, and handled answers without a retry', () => {
@@ -108,14 +182,35 @@ describe('describeAttempt', () => {
       details: { reason: 'insufficient_balance', httpStatus: 402, message: 'top up' },
     });
     expect(failed('submitCreation', stop)).toEqual({ request: { kind: 'submit', class: '4xx' } });
+    // The same answers to createImage's submission.
+    expect(failed('createImage', ofKey(refunded, {}))).toEqual({
+      request: { kind: 'submit', class: '5xx' },
+      refund: 'refused_submission',
+    });
+    expect(failed('createImage', ofKey(rejected, {}))).toEqual({ request: { kind: 'submit', class: '4xx' } });
+    expect(failed('createImage', ofKey(stop, {}))).toEqual({ request: { kind: 'submit', class: '4xx' } });
   });
 
   it('counts a poll of a creation in flight as a 2xx and a Pending retry; a local config problem sends nothing', () => {
-    expect(failed('collectCreation', toApplicationFailure({ kind: 'inFlight', status: 'running' }, 500))).toEqual({
+    const inFlight = toApplicationFailure({ kind: 'inFlight', status: 'running' }, 500);
+    expect(failed('createImage', ofKey(inFlight, polling))).toEqual({
+      request: { kind: 'poll', class: '2xx' },
+      retry: FailureType.Pending,
+    });
+    expect(failed('pollCreation', inFlight)).toEqual({
       request: { kind: 'poll', class: '2xx' },
       retry: FailureType.Pending,
     });
     expect(failed('submitCreation', toApplicationFailure({ kind: 'config', message: 'bad key' }))).toEqual({});
+    expect(failed('createImage', ofKey(toApplicationFailure({ kind: 'config', message: 'bad key' }), {}))).toEqual({});
+    // The maximum wait is checked before the poll: nothing sent, nothing retried.
+    const maxWait = ApplicationFailure.create({
+      type: FailureType.MaxWait,
+      message: 'creation c1 did not end within the maximum wait',
+      nonRetryable: true,
+      details: [{ maxPollWaitMs: 60_000 }],
+    });
+    expect(failed('createImage', ofKey(maxWait, polling))).toEqual({});
   });
 
   it('counts retries of any activity, never a cancellation, and no request for activities that send none', () => {

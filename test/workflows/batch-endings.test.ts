@@ -1,15 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import {
-  batchWorkflow,
-  batchWorkflowId,
-  cancelSignal,
-  progressQuery,
-  resumeSignal,
-  type RowRecord,
-} from '../../src/workflows';
+import { batchWorkflowId, cancelSignal, resumeSignal, type RowRecord } from '../../src/workflows';
 import { promptWorkflowId } from '../../src/workflows/keys';
 import { createLocalEnv, useTestEnv } from '../helpers/temporal';
-import { rows, startBatch, until } from './batch-fakes';
+import { rows, startBatch } from './batch-fakes';
 
 // The dev server: it tells a batch when its rows close, as a real server does.
 const env = useTestEnv(() => createLocalEnv());
@@ -29,10 +22,8 @@ async function recordOf(workflowId: string): Promise<RowRecord> {
 describe('one channel: a row reports its end to its batch itself (dev server)', () => {
   it('every report is a signal from its row workflow carrying the record; a happy row takes at most 17 events', async () => {
     const all = rows(4);
-    const { worker, batchId, taskQueue, input } = await startBatch(env, all, () => 'ok', { concurrency: 2 });
-    const progress = await worker.runUntil(
-      env().client.workflow.execute(batchWorkflow, { taskQueue, workflowId: batchWorkflowId(batchId), args: [input] }),
-    );
+    const { worker, batchId, launch } = await startBatch(env, all, () => 'ok', { concurrency: 2 });
+    const progress = await worker.runUntil(async () => (await launch()).result());
     expect(progress.counts.succeeded).toBe(4);
     const batchEvents = (await env().client.workflow.getHandle(batchWorkflowId(batchId)).fetchHistory()).events ?? [];
     const reports = batchEvents.flatMap((e) => {
@@ -61,19 +52,11 @@ describe('one channel: a row reports its end to its batch itself (dev server)', 
 describe('batch endings: cancel, terminate, run again (dev server)', () => {
   it('a cancel after the last row started reaches a row blocked by a batch stop, and the batch ends', async () => {
     const all = rows(2);
-    const { worker, batchId, taskQueue, input } = await startBatch(env, all, stopRow1Always, { concurrency: 2 });
+    const { worker, batchId, launch } = await startBatch(env, all, stopRow1Always, { concurrency: 2 });
     const progress = await worker.runUntil(async () => {
-      const handle = await env().client.workflow.start(batchWorkflow, {
-        taskQueue,
-        workflowId: batchWorkflowId(batchId),
-        args: [input],
-      });
+      const handle = await launch();
       // Every row has started (the file is read), row-2 has ended, row-1 waits on the stop.
-      await until(
-        env,
-        () => handle.query(progressQuery),
-        (p) => p.counts.succeeded === 1 && p.status === 'paused',
-      );
+      await handle.progress((p) => p.counts.succeeded === 1 && p.status === 'paused');
       await handle.signal(cancelSignal);
       return handle.result();
     });
@@ -86,18 +69,10 @@ describe('batch endings: cancel, terminate, run again (dev server)', () => {
 
   it('a cancel through Temporal (a person, or a schedule) ends every row with its record, blocked ones too', async () => {
     const all = rows(4);
-    const { worker, batchId, taskQueue, input } = await startBatch(env, all, stopRow1Always, { concurrency: 1 });
+    const { worker, batchId, launch } = await startBatch(env, all, stopRow1Always, { concurrency: 1 });
     const progress = await worker.runUntil(async () => {
-      const handle = await env().client.workflow.start(batchWorkflow, {
-        taskQueue,
-        workflowId: batchWorkflowId(batchId),
-        args: [input],
-      });
-      await until(
-        env,
-        () => handle.query(progressQuery),
-        (p) => p.status === 'paused',
-      );
+      const handle = await launch();
+      await handle.progress((p) => p.status === 'paused');
       await handle.cancel();
       return handle.result();
     });
@@ -108,30 +83,18 @@ describe('batch endings: cancel, terminate, run again (dev server)', () => {
 
   it('a terminated batch: its blocked row notices, ends cancelled with its record; running the id again counts it', async () => {
     const all = rows(2);
-    const { worker, batchId, taskQueue, input } = await startBatch(env, all, stopRow1Always, {
+    const { worker, batchId, launch } = await startBatch(env, all, stopRow1Always, {
       concurrency: 2,
       rowCheckEveryMs: 1_000,
     });
     const progress = await worker.runUntil(async () => {
-      const first = await env().client.workflow.start(batchWorkflow, {
-        taskQueue,
-        workflowId: batchWorkflowId(batchId),
-        args: [input],
-      });
-      await until(
-        env,
-        () => first.query(progressQuery),
-        (p) => p.counts.succeeded === 1 && p.status === 'paused',
-      );
+      const first = await launch();
+      await first.progress((p) => p.counts.succeeded === 1 && p.status === 'paused');
       await first.terminate('by hand');
       const row1 = await recordOf(promptWorkflowId(batchId, 'row-1'));
       expect(row1.state).toBe('cancelled');
       expect(row1.error).toContain('ended while the row waited for a resume');
-      const again = await env().client.workflow.start(batchWorkflow, {
-        taskQueue,
-        workflowId: batchWorkflowId(batchId),
-        args: [input],
-      });
+      const again = await launch();
       return again.result();
     });
     expect(progress.status).toBe('completed');
@@ -140,18 +103,10 @@ describe('batch endings: cancel, terminate, run again (dev server)', () => {
 
   it('a row whose batch was terminated tries no new key after a refunded failure: it ends cancelled', async () => {
     const all = rows(1);
-    const { worker, fake, batchId, taskQueue, input } = await startBatch(env, all, () => 'fail-later', {});
+    const { worker, fake, batchId, launch } = await startBatch(env, all, () => 'fail-later', {});
     await worker.runUntil(async () => {
-      const first = await env().client.workflow.start(batchWorkflow, {
-        taskQueue,
-        workflowId: batchWorkflowId(batchId),
-        args: [input],
-      });
-      await until(
-        env,
-        () => first.query(progressQuery),
-        (p) => p.inFlight === 1,
-      );
+      const first = await launch();
+      await first.progress((p) => p.inFlight === 1);
       await first.terminate('by hand');
       const row1 = await recordOf(promptWorkflowId(batchId, 'row-1'));
       expect(row1.state).toBe('cancelled');
@@ -164,25 +119,13 @@ describe('batch endings: cancel, terminate, run again (dev server)', () => {
 
   it('running the batch id again adopts a row an earlier run left blocked, and resume reaches it', async () => {
     const all = rows(2);
-    const { worker, batchId, taskQueue, input } = await startBatch(env, all, stopFirstKeyOfRow1, { concurrency: 2 });
+    const { worker, batchId, launch } = await startBatch(env, all, stopFirstKeyOfRow1, { concurrency: 2 });
     const progress = await worker.runUntil(async () => {
-      const first = await env().client.workflow.start(batchWorkflow, {
-        taskQueue,
-        workflowId: batchWorkflowId(batchId),
-        args: [input],
-      });
-      await until(
-        env,
-        () => first.query(progressQuery),
-        (p) => p.counts.succeeded === 1 && p.status === 'paused',
-      );
+      const first = await launch();
+      await first.progress((p) => p.counts.succeeded === 1 && p.status === 'paused');
       await first.terminate('by hand');
       // row-1 still waits (it checks on its batch every 5 minutes); the new run adopts and resumes it.
-      const again = await env().client.workflow.start(batchWorkflow, {
-        taskQueue,
-        workflowId: batchWorkflowId(batchId),
-        args: [input],
-      });
+      const again = await launch();
       await again.signal(resumeSignal);
       return again.result();
     });
@@ -196,27 +139,15 @@ describe('batch endings: cancel, terminate, run again (dev server)', () => {
 
   it('a row cancelled while its batch was gone is counted as cancelled, not failed, when the batch runs again', async () => {
     const all = rows(2);
-    const { worker, batchId, taskQueue, input } = await startBatch(env, all, hangRow1, { concurrency: 2 });
+    const { worker, batchId, launch } = await startBatch(env, all, hangRow1, { concurrency: 2 });
     const progress = await worker.runUntil(async () => {
-      const first = await env().client.workflow.start(batchWorkflow, {
-        taskQueue,
-        workflowId: batchWorkflowId(batchId),
-        args: [input],
-      });
-      await until(
-        env,
-        () => first.query(progressQuery),
-        (p) => p.counts.succeeded === 1,
-      );
+      const first = await launch();
+      await first.progress((p) => p.counts.succeeded === 1);
       await first.terminate('by hand');
       const row1 = env().client.workflow.getHandle(promptWorkflowId(batchId, 'row-1'));
       await row1.cancel();
       await row1.result().catch(() => undefined);
-      const again = await env().client.workflow.start(batchWorkflow, {
-        taskQueue,
-        workflowId: batchWorkflowId(batchId),
-        args: [input],
-      });
+      const again = await launch();
       return again.result();
     });
     expect(progress.counts).toMatchObject({ succeeded: 1, cancelled: 1, failed: 0 });

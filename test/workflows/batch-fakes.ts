@@ -12,7 +12,13 @@ import type {
   ReadBatchPageResult,
 } from '../../src/activities/types';
 import { FailureType } from '../../src/api/failure-types';
-import type { BatchProgress, BatchWorkflowInput } from '../../src/workflows';
+import {
+  batchWorkflow,
+  batchWorkflowId,
+  progressQuery,
+  type BatchProgress,
+  type BatchWorkflowInput,
+} from '../../src/workflows';
 import { whileHeartbeating } from '../../src/activities/heartbeat';
 import { createRowActivities } from '../../src/activities/rows';
 import { workflowBundle } from '../helpers/temporal';
@@ -121,7 +127,17 @@ export async function startBatch(
   });
   const batchId = `b${randomUUID().slice(0, 8)}`;
   const input: BatchWorkflowInput = { batchId, file: 'mem', outDir: '/tmp/out', ...extra };
-  return { worker, fake, batchId, taskQueue, input };
+  /** Starts (again) the batch's workflow; `progress(done)` waits until its progress satisfies `done`. */
+  const launch = async () => {
+    const handle = await env().client.workflow.start(batchWorkflow, {
+      taskQueue,
+      workflowId: batchWorkflowId(batchId),
+      args: [input],
+    });
+    const progress = (done: (p: BatchProgress) => boolean) => until(env, () => handle.query(progressQuery), done);
+    return Object.assign(handle, { progress });
+  };
+  return { worker, fake, batchId, taskQueue, input, launch };
 }
 
 /** Asks `probe` every second until `done` holds (at most 120 tries). */

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { batchWorkflow, batchWorkflowId, cancelSignal, pauseSignal, progressQuery } from '../../src/workflows';
+import { cancelSignal, pauseSignal } from '../../src/workflows';
 import { promptWorkflowId } from '../../src/workflows/keys';
 import { createLocalEnv, useTestEnv } from '../helpers/temporal';
-import { rows, startBatch, until } from './batch-fakes';
+import { rows, startBatch } from './batch-fakes';
 
 // The dev server, not the time-skipping one: the latter never tells a parent that its child was terminated.
 const env = useTestEnv(() => createLocalEnv());
@@ -15,26 +15,14 @@ const hangFirst = (rowId: string) => (rowId === 'row-1' ? ('hang' as const) : ('
 describe('rows that close without reporting (dev server)', () => {
   it('a cancelled batch whose row was terminated by hand ends, counting the row as cancelled', async () => {
     const all = rows(3);
-    const { worker, batchId, taskQueue, input } = await startBatch(env, all, hangFirst, { concurrency: 1 });
+    const { worker, batchId, launch } = await startBatch(env, all, hangFirst, { concurrency: 1 });
     const progress = await worker.runUntil(async () => {
-      const handle = await env().client.workflow.start(batchWorkflow, {
-        taskQueue,
-        workflowId: batchWorkflowId(batchId),
-        args: [input],
-      });
-      await until(
-        env,
-        () => handle.query(progressQuery),
-        (p) => p.started === 1,
-      );
+      const handle = await launch();
+      await handle.progress((p) => p.started === 1);
       await handle.signal(pauseSignal, 'before the terminate');
       await env().client.workflow.getHandle(promptWorkflowId(batchId, 'row-1')).terminate('by hand');
       // The batch sees its child close and counts it; paused, it starts nothing else.
-      const counted = await until(
-        env,
-        () => handle.query(progressQuery),
-        (p) => p.counts.cancelled === 1,
-      );
+      const counted = await handle.progress((p) => p.counts.cancelled === 1);
       expect(counted).toMatchObject({ inFlight: 0, started: 1 });
       await handle.signal(cancelSignal);
       return handle.result();
@@ -52,24 +40,16 @@ describe('rows that close without reporting (dev server)', () => {
 
   it('a terminated row of an earlier run (after continue-as-new) is found by the periodic check', async () => {
     const all = rows(8);
-    const { worker, batchId, taskQueue, input } = await startBatch(env, all, hangFirst, {
+    const { worker, batchId, launch } = await startBatch(env, all, hangFirst, {
       concurrency: 2,
       pageSize: 1,
       maxHistoryEvents: 30,
       rowCheckEveryMs: 2_000,
     });
     const progress = await worker.runUntil(async () => {
-      const handle = await env().client.workflow.start(batchWorkflow, {
-        taskQueue,
-        workflowId: batchWorkflowId(batchId),
-        args: [input],
-      });
+      const handle = await launch();
       // row-1 hangs through continue-as-new: the run that carries it cannot see it close.
-      await until(
-        env,
-        () => handle.query(progressQuery),
-        (p) => p.runs >= 2 && p.counts.succeeded === 7,
-      );
+      await handle.progress((p) => p.runs >= 2 && p.counts.succeeded === 7);
       await env().client.workflow.getHandle(promptWorkflowId(batchId, 'row-1')).terminate('by hand');
       return handle.result();
     });

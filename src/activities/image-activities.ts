@@ -228,16 +228,6 @@ export function createImageActivities(deps: ImageActivityDeps) {
     const { creationId } = progress;
     const acceptedAt = progress.acceptedAtMs ?? deps.now();
     if (progress.acceptedAtMs === undefined) note(ctx, { acceptedAtMs: acceptedAt });
-    if (deps.now() - acceptedAt >= input.maxPollWaitMs) {
-      throw ApplicationFailure.create({
-        type: progress.generated ? FailureType.DownloadFailed : FailureType.MaxWait,
-        message: progress.generated
-          ? `creation ${creationId} succeeded, but its images could not be saved within the maximum wait`
-          : `creation ${creationId} did not end within the maximum wait`,
-        nonRetryable: true,
-        details: [{ maxPollWaitMs: input.maxPollWaitMs }],
-      });
-    }
     // No poll of a creation sooner than the minimum interval after the previous one, whatever came between (an
     // unknown outcome's short backoff, a download retry, a Retry-After of 0 or in the past).
     // The attempt ends unsent and the activity's retry waits the rest of the interval (durably, like any wait).
@@ -258,21 +248,38 @@ export function createImageActivities(deps: ImageActivityDeps) {
       );
     }
     note(ctx, { lastPollAtMs: deps.now() });
-    const poll = await pollOnceCounting(creationId, ctx);
-    const costUsd = poll.costUsd ?? progress.costUsd;
-    const cost = costUsd === undefined ? {} : { costUsd };
-    if (poll.outcome === 'failed') {
-      return { outcome: 'failed', creationId, ...cost, error: poll.error, retryable: poll.retryable };
+    try {
+      const poll = await pollOnceCounting(creationId, ctx);
+      const costUsd = poll.costUsd ?? progress.costUsd;
+      const cost = costUsd === undefined ? {} : { costUsd };
+      if (poll.outcome === 'failed') {
+        return { outcome: 'failed', creationId, ...cost, error: poll.error, retryable: poll.retryable };
+      }
+      note(ctx, { generated: true });
+      const images = await download({
+        batchId: input.batchId,
+        rowId: input.rowId,
+        creationId,
+        images: poll.images,
+        outDir: input.outDir,
+      });
+      return { outcome: 'succeeded', creationId, ...cost, images };
+    } catch (err) {
+      // Past the maximum wait, an answer that would be tried again ends the key instead: a creation still in flight
+      // (or unanswered), or images that could not be saved yet. Judged after a poll, so a row that waited out a
+      // batch stop longer than the maximum wait still asks once.
+      const again = err instanceof ApplicationFailure && !err.nonRetryable;
+      if (!again || deps.now() - acceptedAt < input.maxPollWaitMs) throw err;
+      const generated = keyProgressOf(currentDetails(ctx)).generated === true;
+      throw ApplicationFailure.create({
+        type: generated ? FailureType.DownloadFailed : FailureType.MaxWait,
+        message: generated
+          ? `creation ${creationId} succeeded, but its images could not be saved within the maximum wait: ${err.message}`
+          : `creation ${creationId} did not end within the maximum wait (last answer: ${err.message})`,
+        nonRetryable: true,
+        details: [{ maxPollWaitMs: input.maxPollWaitMs }],
+      });
     }
-    note(ctx, { generated: true });
-    const images = await download({
-      batchId: input.batchId,
-      rowId: input.rowId,
-      creationId,
-      images: poll.images,
-      outDir: input.outDir,
-    });
-    return { outcome: 'succeeded', creationId, ...cost, images };
   }
 
   /** {@link pollOnce}, counting a run of 404s without the service's code: past the limit the batch stops. */

@@ -174,6 +174,22 @@ describe('createImage', () => {
     expect(ended.failure?.details?.[1]).toMatchObject({ creationId: 'cr_1', costUsd: 0.04 });
   });
 
+  it('a row that waited out a batch stop longer than the maximum wait still polls its creation once', async () => {
+    const clock = { t: 10_000_000 };
+    const pollTimes: number[] = [];
+    const s = await service(
+      [{ status: 200, body: { id: 'cr_1', status: 'failed', error: 'Generation failed.' } }],
+      clock,
+      pollTimes,
+    );
+    const { activities } = activitiesFor(s.url, {}, { now: () => clock.t });
+    const stale = { creationId: 'cr_1', acceptedAtMs: clock.t - 3_600_000, lastPollAtMs: clock.t - 3_000_000 };
+    const ended = await drive(() => activities.createImage(input({ maxPollWaitMs: 60_000, progress: stale })), clock);
+    expect(ended.value).toMatchObject({ outcome: 'failed', creationId: 'cr_1' });
+    expect(pollTimes).toHaveLength(1);
+    expect(s.requests.filter((q) => q.method === 'POST')).toHaveLength(0);
+  });
+
   it('a paid success whose image is not an image ends DownloadFailed for good, its creation and cost kept', async () => {
     const clock = { t: 1_000_000 };
     const origin = () => stub!.origin;

@@ -23,6 +23,7 @@ import {
   rowDoneSignal,
   rowNewKeySignal,
   rowResumeSignal,
+  rowWaitingSignal,
 } from './definitions';
 import { batchWorkflowId, promptWorkflowId } from './keys';
 import type { BatchProgress, RowRecord, WaitReason } from './model';
@@ -132,6 +133,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
   setHandler(rowDoneSignal, (record: RowRecord) => {
     applyRowDone(state, record);
   });
+  setHandler(rowWaitingSignal, () => undefined);
   setHandler(rowNewKeySignal, () => {
     state.newKeys = (state.newKeys ?? 0) + 1;
   });

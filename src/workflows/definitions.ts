@@ -18,6 +18,12 @@ export const progressQuery = defineQuery<BatchProgress>('progress');
 export const rowDoneSignal = defineSignal<[RowRecord]>('rowDone');
 /** Row to batch: the service said the whole batch must stop until a person acts; this row waits. */
 export const rowBlockedSignal = defineSignal<[rowId: string, details: BatchStopDetails]>('rowBlocked');
+/**
+ * Row to batch: this row still waits on a batch-level stop it reported. Sent only to learn that the batch still runs
+ * (a signal to a closed workflow fails); the batch takes no action on it, so one arriving after a resume cannot
+ * hold the batch again.
+ */
+export const rowWaitingSignal = defineSignal<[rowId: string]>('rowWaiting');
 /** Row to batch: this row is about to try a new key (number `keyNumber`) after a refunded or declined one. */
 export const rowNewKeySignal = defineSignal<[rowId: string, keyNumber: number]>('rowNewKey');
 /** Batch to row: carry on after a batch-level stop (also sent to a row a new run of its batch adopts). */

@@ -20,7 +20,7 @@ import {
   type RejectedDetails,
   type UnknownDetails,
 } from '../api/failure-types';
-import { rowBlockedSignal, rowDoneSignal, rowNewKeySignal, rowResumeSignal } from './definitions';
+import { rowBlockedSignal, rowDoneSignal, rowNewKeySignal, rowResumeSignal, rowWaitingSignal } from './definitions';
 import { idempotencyKeyFor } from './keys';
 import { KeyOutcome, type PromptWorkflowInput, type RowRecord } from './model';
 import { RowLedger } from './row-record';
@@ -206,10 +206,11 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
    */
   async function waitForResume(details: BatchStopDetails): Promise<void> {
     resumed = false;
+    let heard = await tellBatch((h) => h.signal(rowBlockedSignal, input.rowId, details));
     for (;;) {
-      const heard = await tellBatch((h) => h.signal(rowBlockedSignal, input.rowId, details));
       if (!heard) throw new BatchGone(`its batch ${input.batchId} ended while the row waited for a resume`);
       if (await condition(() => resumed, input.batchCheckEveryMs ?? ROW_CHECK_EVERY_MS)) return;
+      heard = await tellBatch((h) => h.signal(rowWaitingSignal, input.rowId));
     }
   }
 

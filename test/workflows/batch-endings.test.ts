@@ -117,6 +117,28 @@ describe('batch endings: cancel, terminate, run again (dev server)', () => {
     expect(fake.stats.submits).toBe(1);
   }, 120_000);
 
+  it('a blocked row reports its stop once, then only checks that its batch runs: no late report re-pauses it', async () => {
+    const all = rows(3);
+    // row-1 checks on its batch every 20 ms while it waits. Were each check a new report of the stop, one landing
+    // after the resume would pause the batch again with rows still to start.
+    const { worker, launch } = await startBatch(env, all, stopFirstKeyOfRow1, {
+      concurrency: 1,
+      rowCheckEveryMs: 20,
+    });
+    const progress = await worker.runUntil(async () => {
+      const handle = await launch();
+      await handle.progress((p) => p.status === 'paused');
+      await new Promise((r) => setTimeout(r, 2_000));
+      const events = (await handle.fetchHistory()).events ?? [];
+      const signals = events.flatMap((e) => e.workflowExecutionSignaledEventAttributes?.signalName ?? []);
+      expect(signals.filter((name) => name === 'rowBlocked')).toHaveLength(1);
+      expect(signals.filter((name) => name === 'rowWaiting').length).toBeGreaterThanOrEqual(1);
+      await handle.signal(resumeSignal);
+      return handle.result();
+    });
+    expect(progress).toMatchObject({ status: 'completed', counts: { succeeded: 3 } });
+  }, 120_000);
+
   it('running the batch id again adopts a row an earlier run left blocked, and resume reaches it', async () => {
     const all = rows(2);
     const { worker, batchId, launch } = await startBatch(env, all, stopFirstKeyOfRow1, { concurrency: 2 });

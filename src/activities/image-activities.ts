@@ -1,6 +1,6 @@
 import { Context } from '@temporalio/activity';
 import type { Dispatcher } from 'undici';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, ApplicationFailureCategory } from '@temporalio/common';
 import { toApplicationFailure, type FailureOutcome } from '../api/classify';
 import { BatchStopReason, FailureType } from '../api/failure-types';
 import { ImageApiClient, type ClientOutcome, type Logger } from '../api/client';
@@ -210,6 +210,8 @@ export function createImageActivities(deps: ImageActivityDeps) {
           type: FailureType.Pending,
           message: `creation ${accepted.creationId} accepted (status ${accepted.status})`,
           nonRetryable: false,
+          // Expected flow control, like every other Pending: logged at DEBUG by the SDK, not WARN.
+          category: ApplicationFailureCategory.BENIGN,
           nextRetryDelay: api().pollIntervalMs(),
           details: [{ status: accepted.status, accepted: true }],
         });

@@ -1,3 +1,4 @@
+import { ApplicationFailureCategory } from '@temporalio/common';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { CreateImageInput, CreateImageResult } from '../../src/activities/types';
 import { FailureType } from '../../src/api/failure-types';
@@ -48,7 +49,7 @@ async function drive(
   options: { max?: number; firstDetails?: unknown; retryAfterZero?: boolean } = {},
 ) {
   let details: unknown = options.firstDetails;
-  const failures: { type?: string | null | undefined; delay: number; local: boolean }[] = [];
+  const failures: { type?: string | null | undefined; delay: number; local: boolean; benign: boolean }[] = [];
   for (let n = 0; n < (options.max ?? 40); n++) {
     const r = await runActivity(run, details === undefined ? {} : { heartbeatDetails: details });
     details = r.heartbeats.at(-1) ?? details;
@@ -56,7 +57,8 @@ async function drive(
     const f = r.failure!;
     if (f.nonRetryable) return { failure: f, failures, details };
     const delay = typeof f.nextRetryDelay === 'number' ? f.nextRetryDelay : 1_000;
-    failures.push({ type: f.type, delay, local: (f.details?.[0] as { local?: boolean } | null)?.local === true });
+    const local = (f.details?.[0] as { local?: boolean } | null)?.local === true;
+    failures.push({ type: f.type, delay, local, benign: f.category === ApplicationFailureCategory.BENIGN });
     clock.t += options.retryAfterZero ? 0 : delay;
   }
   throw new Error('createImage never ended');
@@ -84,6 +86,12 @@ describe('createImage', () => {
       retryable: true,
     });
     expect(s.requests.filter((q) => q.method === 'POST')).toHaveLength(1);
+    // The acceptance and the in-flight poll are expected flow control: benign, so the SDK logs them at DEBUG and
+    // the terminal stays quiet.
+    expect(ended.failures.map((f) => [f.type, f.benign])).toEqual([
+      [FailureType.Pending, true],
+      [FailureType.Pending, true],
+    ]);
     expect(pollTimes).toHaveLength(2);
     expect(pollTimes[1]! - pollTimes[0]!).toBeGreaterThanOrEqual(MIN_INTERVAL);
   });

@@ -23,7 +23,11 @@ describe('one channel: a row reports its end to its batch itself (dev server)', 
   it('every report is a signal from its row workflow carrying the record; a happy row takes at most 17 events', async () => {
     const all = rows(4);
     const { worker, batchId, launch } = await startBatch(env, all, () => 'ok', { concurrency: 2 });
-    const progress = await worker.runUntil(async () => (await launch()).result());
+    const progress = await worker.runUntil(async () => {
+      const handle = await launch();
+      await handle.progress((p) => p.counts.succeeded === 4);
+      return handle.result();
+    });
     expect(progress.counts.succeeded).toBe(4);
     const batchEvents = (await env().client.workflow.getHandle(batchWorkflowId(batchId)).fetchHistory()).events ?? [];
     const reports = batchEvents.flatMap((e) => {

@@ -140,16 +140,21 @@ export async function startBatch(
   return { worker, fake, batchId, taskQueue, input, launch };
 }
 
-/** Asks `probe` every second until `done` holds (at most 120 tries). */
+/**
+ * Asks `probe` every second until `done` holds (at most 90 tries, within the tests' 120 s), each answer awaited 5 s at
+ * most, so that a batch that hangs shows its last progress, or that nobody answered, instead of a bare timeout.
+ */
 export async function until(
   env: () => TestWorkflowEnvironment,
   probe: () => Promise<BatchProgress>,
   done: (p: BatchProgress) => boolean,
 ): Promise<BatchProgress> {
-  let last: BatchProgress | undefined;
-  for (let i = 0; i < 120; i++) {
-    last = await probe();
-    if (done(last)) return last;
+  let last: BatchProgress | 'no answer' | undefined;
+  for (let i = 0; i < 90; i++) {
+    const answer = probe();
+    answer.catch(() => undefined); // an answer that comes after the 5 s is dropped, a failure too
+    last = await Promise.race([answer, new Promise<'no answer'>((r) => setTimeout(() => r('no answer'), 5_000))]);
+    if (last !== 'no answer' && done(last)) return last;
     await env().sleep(1_000);
   }
   throw new Error(`the batch never got there: ${JSON.stringify(last)}`);

@@ -288,7 +288,8 @@ export function createImageActivities(deps: ImageActivityDeps) {
   async function pollOnceCounting(creationId: string, ctx: Context): Promise<PollCreationResult> {
     try {
       const poll = await pollOnce({ creationId });
-      note(ctx, { unrecognizedNotFound: 0 });
+      // A run ends with any other answer; details are written again only when there was one.
+      if (countOf(asRecord(currentDetails(ctx)).unrecognizedNotFound) > 0) note(ctx, { unrecognizedNotFound: 0 });
       return poll;
     } catch (err) {
       const unrecognized =

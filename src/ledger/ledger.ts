@@ -1,0 +1,414 @@
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { mkdir, open, stat } from 'node:fs/promises';
+import path from 'node:path';
+import type { CreationRequest, DownloadedImage } from '../activities/types';
+import { KeyOutcome, RowState, type KeyRecord, type RowRecord } from '../workflows/model';
+
+/**
+ * The ledger of a batch's output folder: the memory, on disk, of what was sent, paid and produced. Temporal forgets
+ * a closed workflow after its namespace's retention, and the service forgets a key after its idempotency window;
+ * the ledger forgets nothing. It is consulted before every submission, and `results` and `reconcile` read it.
+ *
+ * One file, `ledger.jsonl`, append-only: one JSON object per event, each written with one `write` (O_APPEND) and
+ * flushed to disk (`fdatasync`) before the request it announces goes out. Every event starts on a line of its own
+ * (it is written after a newline), so a line torn by a crash spoils only itself; a reader skips lines it cannot
+ * read and counts them. Several workers (a cluster on a shared volume) append to the same file.
+ */
+export const LEDGER_FILE = 'ledger.jsonl';
+
+/** Version of the event format; a reader ignores events of other versions (and counts them). */
+export const LEDGER_VERSION = 1;
+
+/** Size and SHA-256 of a batch file: two runs with the same batch id must read the same file. */
+export interface FileFingerprint {
+  size: number;
+  sha256: string;
+}
+
+interface EventBase {
+  v: typeof LEDGER_VERSION;
+  /** ISO time of writing (the writer's clock). */
+  at: string;
+}
+
+/** A batch started (or started again) on a file. */
+export interface BatchEvent extends EventBase {
+  type: 'batch';
+  batchId: string;
+  /** The batch file as the writer saw it. */
+  file: string;
+  fingerprint: FileFingerprint;
+  defaultModel?: string;
+}
+
+interface KeyEventBase extends EventBase {
+  batchId: string;
+  rowId: string;
+  idempotencyKey: string;
+}
+
+/** A key is about to be sent for the first time: written (and flushed) before the request leaves. */
+export interface SendingEvent extends KeyEventBase {
+  type: 'sending';
+  /** The body, exactly as sent: `reconcile` re-sends it as it is. */
+  request: CreationRequest;
+  /** {@link requestFingerprint} of `request`. */
+  requestSha256: string;
+}
+
+/** The service accepted the key (202): a creation exists, and it was charged. */
+export interface AcceptedEvent extends KeyEventBase {
+  type: 'accepted';
+  creationId: string;
+  costUsd?: number;
+}
+
+/** What is known of how a key ended. */
+export interface EndedEvent extends KeyEventBase {
+  type: 'ended';
+  outcome: KeyOutcome;
+  creationId?: string;
+  /** What the service said the key was charged, when it said. */
+  costUsd?: number;
+  /** The service's words. */
+  error?: string;
+  /** A failed creation: whether another key may pass (every failure string but the safety filter's). */
+  retryable?: boolean;
+  /** The saved images of a creation that succeeded. */
+  images?: DownloadedImage[];
+}
+
+/** A row's complete record, written as the row ends (by the row, by the batch's safety net, or by reconcile). */
+export interface RowEvent extends EventBase {
+  type: 'row';
+  by: 'row' | 'lookup' | 'reconcile';
+  record: RowRecord;
+}
+
+export type LedgerEvent = BatchEvent | SendingEvent | AcceptedEvent | EndedEvent | RowEvent;
+
+/** An event before it is stamped. */
+export type NewLedgerEvent =
+  | Omit<BatchEvent, 'v' | 'at'>
+  | Omit<SendingEvent, 'v' | 'at'>
+  | Omit<AcceptedEvent, 'v' | 'at'>
+  | Omit<EndedEvent, 'v' | 'at'>
+  | Omit<RowEvent, 'v' | 'at'>;
+
+/** Everything the ledger knows of one key. */
+export interface LedgerKey {
+  batchId: string;
+  rowId: string;
+  idempotencyKey: string;
+  /** When the key was first sent (ms since the epoch, the writer's clock). */
+  firstSentAtMs: number;
+  request: CreationRequest;
+  requestSha256: string;
+  creationId?: string;
+  costUsd?: number;
+  /** Its end, when known. */
+  ended?: Omit<EndedEvent, 'v' | 'at' | 'type' | 'batchId' | 'rowId' | 'idempotencyKey'>;
+}
+
+/** Everything the ledger knows of one row of one batch. */
+export interface LedgerRow {
+  batchId: string;
+  rowId: string;
+  /** Its keys, in the order they were first sent. */
+  keys: LedgerKey[];
+  /** Its latest complete record, if one was written. */
+  record?: RowRecord;
+  /** Who wrote that record. */
+  recordBy?: RowEvent['by'];
+}
+
+/** Key outcomes that leave no money held: refused before any charge, or charged and refunded in full. */
+export const NO_MONEY_HELD: ReadonlySet<KeyOutcome> = new Set([
+  KeyOutcome.Failed,
+  KeyOutcome.Refunded,
+  KeyOutcome.Rejected,
+  KeyOutcome.Declined,
+]);
+
+/** Whether a key may hold money: sent with no known end, accepted, or ended in anything but a refusal or refund. */
+export function keyMayHoldMoney(key: LedgerKey): boolean {
+  return !key.ended || !NO_MONEY_HELD.has(key.ended.outcome);
+}
+
+/** Whether a row may have been paid for: any key of it may hold money, whatever its record says. */
+export function rowMayBePaid(row: LedgerRow): boolean {
+  return row.keys.some(keyMayHoldMoney) || (row.record?.keys ?? []).some((k) => !NO_MONEY_HELD.has(k.outcome));
+}
+
+/** SHA-256 of a request's canonical JSON (fields sorted): the same body always gives the same fingerprint. */
+export function requestFingerprint(request: CreationRequest): string {
+  const entries = Object.entries(request)
+    .filter(([, v]) => v !== undefined)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return createHash('sha256')
+    .update(JSON.stringify(Object.fromEntries(entries)))
+    .digest('hex');
+}
+
+/** Size and SHA-256 of a file, read as a stream (a file of millions of rows never sits in memory). */
+export async function fileFingerprint(file: string): Promise<FileFingerprint> {
+  const hash = createHash('sha256');
+  let size = 0;
+  for await (const chunk of createReadStream(file)) {
+    const buf = chunk as Buffer;
+    size += buf.length;
+    hash.update(buf);
+  }
+  return { size, sha256: hash.digest('hex') };
+}
+
+/** The ledger file of an output folder. */
+export function ledgerFileOf(outDir: string): string {
+  return path.join(outDir, LEDGER_FILE);
+}
+
+/**
+ * Appends events to a ledger, each on a line of its own, and flushes them to disk before returning: what a caller
+ * does after `append` returns (send a request) is on disk first.
+ */
+export async function appendLedger(file: string, events: readonly NewLedgerEvent[], now = Date.now()): Promise<void> {
+  if (events.length === 0) return;
+  await mkdir(path.dirname(file), { recursive: true });
+  const at = new Date(now).toISOString();
+  const text = events.map((e) => `\n${JSON.stringify({ v: LEDGER_VERSION, at, ...e })}`).join('') + '\n';
+  const handle = await open(file, 'a');
+  try {
+    await handle.write(text);
+    await handle.datasync();
+  } finally {
+    await handle.close();
+  }
+}
+
+const rowKey = (batchId: string, rowId: string) => `${batchId}\u0000${rowId}`;
+
+/**
+ * What a ledger file says, folded event by event. {@link LedgerView.refresh} reads only what was appended since
+ * the last read, so one view per file and process stays current at the cost of the new lines.
+ */
+export class LedgerView {
+  private readonly rowsByKey = new Map<string, LedgerRow>();
+  private readonly keysById = new Map<string, LedgerKey>();
+  private readonly batchEvents = new Map<string, BatchEvent[]>();
+  private offset = 0;
+  private pending = '';
+  /** Lines that could not be read (torn by a crash, or of another version). */
+  unreadableLines = 0;
+
+  constructor(readonly file: string) {}
+
+  /** Reads what was appended since the last call. A missing file is an empty ledger. */
+  async refresh(): Promise<this> {
+    let size: number;
+    try {
+      size = (await stat(this.file)).size;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return this;
+      throw err;
+    }
+    if (size < this.offset)
+      throw new Error(`${this.file} shrank from ${this.offset} to ${size} bytes: a ledger only grows`);
+    if (size === this.offset) return this;
+    const handle = await open(this.file, 'r');
+    try {
+      const length = size - this.offset;
+      const buf = Buffer.alloc(length);
+      let read = 0;
+      while (read < length) {
+        const { bytesRead } = await handle.read(buf, read, length - read, this.offset + read);
+        if (bytesRead === 0) break;
+        read += bytesRead;
+      }
+      this.offset += read;
+      const text = this.pending + buf.subarray(0, read).toString('utf8');
+      const lastNewline = text.lastIndexOf('\n');
+      this.pending = text.slice(lastNewline + 1);
+      for (const line of text.slice(0, lastNewline + 1).split('\n')) if (line.trim()) this.applyLine(line);
+    } finally {
+      await handle.close();
+    }
+    return this;
+  }
+
+  /** The row's entry, if the ledger knows it. */
+  row(batchId: string, rowId: string): LedgerRow | undefined {
+    return this.rowsByKey.get(rowKey(batchId, rowId));
+  }
+
+  /** The key's entry, if it was ever sent. */
+  key(idempotencyKey: string): LedgerKey | undefined {
+    return this.keysById.get(idempotencyKey);
+  }
+
+  /** Every row of a batch the ledger knows, in the order they first appeared. */
+  rows(batchId: string): LedgerRow[] {
+    return [...this.rowsByKey.values()].filter((r) => r.batchId === batchId);
+  }
+
+  /** The batch's start events, oldest first. */
+  batches(batchId: string): readonly BatchEvent[] {
+    return this.batchEvents.get(batchId) ?? [];
+  }
+
+  /** Batch ids the ledger knows. */
+  batchIds(): string[] {
+    const ids = new Set<string>([...this.batchEvents.keys()]);
+    for (const r of this.rowsByKey.values()) ids.add(r.batchId);
+    return [...ids];
+  }
+
+  /** Applies one line; exported for tests through {@link LedgerView.refresh} only. */
+  private applyLine(line: string): void {
+    let event: LedgerEvent;
+    try {
+      event = JSON.parse(line) as LedgerEvent;
+    } catch {
+      this.unreadableLines += 1;
+      return;
+    }
+    if (typeof event !== 'object' || event === null || event.v !== LEDGER_VERSION) {
+      this.unreadableLines += 1;
+      return;
+    }
+    switch (event.type) {
+      case 'batch': {
+        const list = this.batchEvents.get(event.batchId) ?? [];
+        list.push(event);
+        this.batchEvents.set(event.batchId, list);
+        return;
+      }
+      case 'sending': {
+        if (this.keysById.has(event.idempotencyKey)) return; // the first sending is the one that counts
+        const key: LedgerKey = {
+          batchId: event.batchId,
+          rowId: event.rowId,
+          idempotencyKey: event.idempotencyKey,
+          firstSentAtMs: Date.parse(event.at),
+          request: event.request,
+          requestSha256: event.requestSha256,
+        };
+        this.keysById.set(key.idempotencyKey, key);
+        this.rowOf(event.batchId, event.rowId).keys.push(key);
+        return;
+      }
+      case 'accepted': {
+        const key = this.keysById.get(event.idempotencyKey);
+        if (!key) return this.orphan();
+        key.creationId = event.creationId;
+        if (event.costUsd !== undefined) key.costUsd = event.costUsd;
+        return;
+      }
+      case 'ended': {
+        const key = this.keysById.get(event.idempotencyKey);
+        if (!key) return this.orphan();
+        const { v: _v, at: _at, type: _type, batchId: _b, rowId: _r, idempotencyKey: _k, ...ended } = event;
+        key.ended = ended;
+        if (ended.creationId) key.creationId = ended.creationId;
+        if (ended.costUsd !== undefined) key.costUsd = ended.costUsd;
+        return;
+      }
+      case 'row': {
+        const row = this.rowOf(event.record.batchId, event.record.rowId);
+        row.record = event.record;
+        row.recordBy = event.by;
+        return;
+      }
+      default:
+        this.unreadableLines += 1;
+    }
+  }
+
+  private orphan(): void {
+    this.unreadableLines += 1;
+  }
+
+  private rowOf(batchId: string, rowId: string): LedgerRow {
+    const id = rowKey(batchId, rowId);
+    let row = this.rowsByKey.get(id);
+    if (!row) {
+      row = { batchId, rowId, keys: [] };
+      this.rowsByKey.set(id, row);
+    }
+    return row;
+  }
+}
+
+/** One {@link LedgerView} per file for the whole process, refreshed on every read. */
+const views = new Map<string, LedgerView>();
+
+/** The process's view of `file`, brought up to date. */
+export async function readLedger(file: string): Promise<LedgerView> {
+  const resolved = path.resolve(file);
+  let view = views.get(resolved);
+  if (!view) {
+    view = new LedgerView(resolved);
+    views.set(resolved, view);
+  }
+  return view.refresh();
+}
+
+/** A fresh view of `file` (not shared): for a command that reads a ledger once. */
+export async function readLedgerOnce(file: string): Promise<LedgerView> {
+  return new LedgerView(path.resolve(file)).refresh();
+}
+
+/**
+ * The record of a row the ledger knows, for a row whose own record was never written (its workflow was terminated,
+ * or forgotten before anyone read it): built from its keys, each as far as it is known. Never a guess in the paying
+ * direction: a key with no known end is `unknown`, and the row is `unknown` if any key may hold money.
+ */
+export function recordFromLedger(row: LedgerRow, prompt: string, model: string, line?: number): RowRecord {
+  if (row.record) return row.record;
+  const keys: KeyRecord[] = row.keys.map((k, i) => ({
+    attempt: i + 1,
+    idempotencyKey: k.idempotencyKey,
+    outcome: k.ended?.outcome ?? (k.creationId ? KeyOutcome.Accepted : KeyOutcome.Unknown),
+    ...(k.creationId ? { creationId: k.creationId } : {}),
+    ...(k.costUsd === undefined ? {} : { chargedUsd: k.costUsd }),
+    ...(k.ended?.outcome === KeyOutcome.Failed && k.costUsd !== undefined ? { refundedUsd: k.costUsd } : {}),
+    ...(k.ended?.error ? { error: k.ended.error } : {}),
+  }));
+  const last = row.keys.at(-1);
+  const images = last?.ended?.outcome === KeyOutcome.Succeeded ? (last.ended.images ?? []) : [];
+  const paid = row.keys.some(keyMayHoldMoney);
+  const state =
+    last?.ended?.outcome === KeyOutcome.Succeeded && images.length > 0
+      ? RowState.Succeeded
+      : paid
+        ? RowState.Unknown
+        : RowState.Failed;
+  const charged = round6(keys.reduce((s, k) => s + (k.chargedUsd ?? 0), 0));
+  const refunded = round6(keys.reduce((s, k) => s + (k.refundedUsd ?? 0), 0));
+  return {
+    batchId: row.batchId,
+    rowId: row.rowId,
+    ...(line === undefined ? {} : { line }),
+    state,
+    prompt,
+    model,
+    keys,
+    creationIds: keys.flatMap((k) => (k.creationId ? [k.creationId] : [])),
+    images,
+    chargedUsd: charged,
+    refundedUsd: refunded,
+    netUsd: round6(charged - refunded),
+    ...(state === RowState.Succeeded
+      ? {}
+      : {
+          error:
+            last?.ended?.error ??
+            "the row's record was never written (its workflow was terminated or forgotten); rebuilt from the ledger",
+        }),
+    resubmittable: !paid && state === RowState.Failed,
+  };
+}
+
+function round6(n: number): number {
+  return Math.round(n * 1e6) / 1e6;
+}

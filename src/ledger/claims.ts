@@ -1,0 +1,198 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { link, mkdir, open, readFile, rename, unlink, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+
+/**
+ * Claims of rows across the runs of one schedule. Each run of a schedule is a batch of its own (a fresh batch id, so
+ * fresh idempotency keys): two runs that overlap (`allow_all`, or a run started while a cancelled or terminated one
+ * still has rows in flight) could both pay for one row. Before a row of a run sends a key, it claims the row in the
+ * schedule's folder; a row claimed by another run is not sent. The claim is given back only when the row ended
+ * with no money held (refused, or refunded), so a later run may retry it; a row that may have been paid keeps it.
+ *
+ * A claim is one file, `<scheduleDir>/claims/<row id, encoded>`, holding the owner's batch id. It is created
+ * exclusively: written whole under a temporary name, then hard-linked to its name, which fails if the name exists
+ * (atomic on local file systems and NFS alike, and a reader never sees a claim half written); where hard links are
+ * not supported, it is created with O_EXCL. Several workers on a shared volume claim in the same folder.
+ */
+export const CLAIMS_DIR = 'claims';
+
+/** The marker of a run of a schedule, in the run's output folder. */
+export const SCHEDULE_RUN_FILE = 'schedule-run.json';
+
+const MARKER_VERSION = 1;
+
+interface ScheduleRunMarker {
+  v: typeof MARKER_VERSION;
+  /** The schedule folder, relative to the run folder (`..`): right wherever the volume is mounted. */
+  scheduleDir: string;
+  batchId: string;
+}
+
+interface ClaimContent {
+  v: typeof MARKER_VERSION;
+  rowId: string;
+  batchId: string;
+  at: string;
+}
+
+/** Marks `runDir` as the output folder of run `batchId` of the schedule whose folder is `scheduleDir`. */
+export async function markScheduleRun(runDir: string, scheduleDir: string, batchId: string): Promise<void> {
+  await mkdir(runDir, { recursive: true });
+  const marker: ScheduleRunMarker = {
+    v: MARKER_VERSION,
+    scheduleDir: path.relative(path.resolve(runDir), path.resolve(scheduleDir)) || '.',
+    batchId,
+  };
+  const file = path.join(runDir, SCHEDULE_RUN_FILE);
+  const tmp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
+  await writeFile(tmp, `${JSON.stringify(marker)}\n`, 'utf8');
+  await rename(tmp, file);
+}
+
+/** The schedule folder when `outDir` is a run of a schedule (prepareScheduledRun marks it), else undefined. */
+export async function scheduleDirOf(outDir: string): Promise<string | undefined> {
+  const file = path.join(outDir, SCHEDULE_RUN_FILE);
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+    throw err;
+  }
+  let marker: Partial<ScheduleRunMarker>;
+  try {
+    marker = JSON.parse(text) as Partial<ScheduleRunMarker>;
+  } catch {
+    marker = {};
+  }
+  if (marker?.v !== MARKER_VERSION || typeof marker.scheduleDir !== 'string') {
+    // Running on without the claims could pay twice for a row: the row's key waits until the marker is fixed.
+    throw new Error(
+      `${file} is not a schedule-run marker this version can read: ${JSON.stringify(text.slice(0, 200))}`,
+    );
+  }
+  return path.resolve(outDir, marker.scheduleDir);
+}
+
+const LONG_NAME = 200;
+
+/**
+ * The claim file's name of a row id: lower-case letters, digits and `-` as they are, every other byte as `_` and two
+ * lower-case hex digits, so names differ on case-insensitive file systems, `.` and `..` never occur, and nothing
+ * but `[a-z0-9_-]` is used. A name longer than 200 characters is the SHA-256 of the id, with the suffix `.sha256`
+ * (no escaped name holds a `.`).
+ */
+export function claimFileName(rowId: string): string {
+  let name = '';
+  for (const byte of Buffer.from(rowId, 'utf8')) {
+    const c = String.fromCharCode(byte);
+    name += /[a-z0-9-]/.test(c) ? c : `_${byte.toString(16).padStart(2, '0')}`;
+  }
+  if (name.length <= LONG_NAME) return name;
+  return `${createHash('sha256').update(rowId, 'utf8').digest('hex')}.sha256`;
+}
+
+const claimsDirOf = (scheduleDir: string) => path.join(scheduleDir, CLAIMS_DIR);
+const claimFileOf = (scheduleDir: string, rowId: string) => path.join(claimsDirOf(scheduleDir), claimFileName(rowId));
+
+/** The batch id that holds `rowId`'s claim, or undefined when the row is free. */
+export async function claimOwner(scheduleDir: string, rowId: string): Promise<string | undefined> {
+  const file = claimFileOf(scheduleDir, rowId);
+  // A claim made with O_EXCL (no hard links) may be seen before its content: wait for it a little.
+  for (let tries = 0; ; tries++) {
+    let text: string;
+    try {
+      text = await readFile(file, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw err;
+    }
+    try {
+      const claim = JSON.parse(text) as Partial<ClaimContent>;
+      if (typeof claim.batchId === 'string') return claim.batchId;
+    } catch {
+      // read again
+    }
+    if (tries >= 50) throw new Error(`the claim ${file} cannot be read: ${JSON.stringify(text.slice(0, 200))}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/**
+ * Claims `rowId` for `batchId` in the schedule folder, atomically (an exclusively created file under
+ * <scheduleDir>/claims/); ok when it is free or already this batch's.
+ */
+export async function claimRow(
+  scheduleDir: string,
+  rowId: string,
+  batchId: string,
+): Promise<{ ok: true } | { ok: false; owner: string }> {
+  const dir = claimsDirOf(scheduleDir);
+  const file = claimFileOf(scheduleDir, rowId);
+  const content: ClaimContent = { v: MARKER_VERSION, rowId, batchId, at: new Date().toISOString() };
+  const text = `${JSON.stringify(content)}\n`;
+  await mkdir(dir, { recursive: true });
+  for (;;) {
+    const created = await createExclusive(dir, file, text);
+    if (created) return { ok: true };
+    const owner = await claimOwner(scheduleDir, rowId);
+    if (owner === undefined) continue; // given back between the two: try again
+    return owner === batchId ? { ok: true } : { ok: false, owner };
+  }
+}
+
+/**
+ * Gives the claim back (only if `batchId` holds it): called when the row ended with no money held, so a later run may
+ * retry it.
+ */
+export async function releaseRow(scheduleDir: string, rowId: string, batchId: string): Promise<void> {
+  // Only the owner removes a claim, and no other run can take it while it exists: read, then remove, is safe.
+  if ((await claimOwner(scheduleDir, rowId)) !== batchId) return;
+  try {
+    await unlink(claimFileOf(scheduleDir, rowId));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+}
+
+/** Creates `file` with `text` unless it exists: true when this call created it. */
+async function createExclusive(dir: string, file: string, text: string): Promise<boolean> {
+  const tmp = path.join(dir, `.tmp-${process.pid}-${randomBytes(8).toString('hex')}`);
+  const handle = await open(tmp, 'wx');
+  try {
+    await handle.writeFile(text, 'utf8');
+    await handle.datasync();
+  } finally {
+    await handle.close();
+  }
+  try {
+    await link(tmp, file);
+    return true;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') return false;
+    if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EOPNOTSUPP' && code !== 'ENOSYS') throw err;
+    return createWithExcl(file, text);
+  } finally {
+    await unlink(tmp).catch(() => undefined);
+  }
+}
+
+/** O_EXCL: for file systems without hard links. */
+async function createWithExcl(file: string, text: string): Promise<boolean> {
+  let handle;
+  try {
+    handle = await open(file, 'wx');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw err;
+  }
+  try {
+    await handle.writeFile(text, 'utf8');
+    await handle.datasync();
+  } finally {
+    await handle.close();
+  }
+  return true;
+}

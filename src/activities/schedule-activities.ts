@@ -1,8 +1,11 @@
 import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
-import { collectResults } from '../results';
-import { prepareScheduledInput, recordSucceededIds, type PreparedInput } from '../schedules/prepare';
+import { msToNumber } from '@temporalio/common/lib/time';
+import { LEDGER_FILE, readLedgerOnce, rowMayBePaid } from '../ledger/ledger';
+import { prepareScheduledInput, type PreparedInput } from '../schedules/prepare';
+import { promptWorkflowId } from '../workflows/keys';
+import { CREATE_IMAGE_START_TO_CLOSE } from '../workflows/timeouts';
 import { whileHeartbeating } from './heartbeat';
 
 export interface PrepareScheduledRunInput {
@@ -15,36 +18,62 @@ export interface PrepareScheduledRunInput {
 }
 
 /**
- * Activities of scheduled runs: make a run's input, and remember which rows succeeded. Both heartbeat while they
- * work (a download of the source, reading every row's result), as their heartbeat timeout expects.
+ * How long after its workflow closed a row of another run counts as over for good: three attempts of `createImage`
+ * (an attempt of a closed workflow may still run until its start-to-close timeout), so a claim it holds with nothing
+ * paid can be given back.
  */
-export function createScheduleActivities(deps: { outputRoot: string; temporalClient?: Client }) {
-  const succeededFile = (outDir: string) => path.join(path.resolve(deps.outputRoot, outDir), 'succeeded-ids.txt');
+export const ROW_SETTLED_AFTER_MS = 3 * msToNumber(CREATE_IMAGE_START_TO_CLOSE);
+
+/**
+ * Activities of scheduled runs: make a run's input (reading what every earlier run may have paid for from their
+ * ledgers), and a no-op left for the workflows that still call it. Both heartbeat while they work.
+ */
+export function createScheduleActivities(deps: { outputRoot: string; temporalClient?: Client; now?: () => number }) {
+  const now = deps.now ?? Date.now;
   return {
     async prepareScheduledRun(input: PrepareScheduledRunInput): Promise<PreparedInput> {
       const ctx = Context.current();
       const outDir = path.resolve(deps.outputRoot, input.outDir);
+      const client = deps.temporalClient;
       const prepared = prepareScheduledInput({
         source: /^https?:\/\//i.test(input.source) ? input.source : path.resolve(deps.outputRoot, input.source),
         runDir: path.join(outDir, input.batchId),
-        succeededIdsFile: succeededFile(input.outDir),
+        batchId: input.batchId,
         skipSucceeded: input.skipSucceeded,
+        ...(client
+          ? { rowSettled: (batchId: string, rowId: string) => rowSettled(client, batchId, rowId, now()) }
+          : {}),
         ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
       });
       return whileHeartbeating(ctx, prepared);
     },
 
-    /** Appends the ids of the rows of `batchId` that succeeded to the schedule's record. */
+    /**
+     * Formerly appended the ids of the rows of `batchId` that succeeded to `succeeded-ids.txt`, once the run's batch
+     * had returned. The runs' ledgers, written row by row as rows end, are the record now (a run cancelled,
+     * terminated or failed before this point left its record all the same), so this writes nothing: it returns how
+     * many rows of the run its ledger says may have been paid for. Kept because `scheduledBatchWorkflow` calls it.
+     */
     async recordSucceededRows(input: { outDir: string; batchId: string; file: string }): Promise<number> {
-      if (!deps.temporalClient) throw new Error('recordSucceededRows needs a Temporal client (worker misconfigured)');
-      const client = deps.temporalClient;
-      const record = async () => {
-        const rows = await collectResults({ client, batchId: input.batchId, file: input.file });
-        const ids = rows.filter((r) => r.state === 'succeeded').map((r) => r.row.rowId);
-        await recordSucceededIds(succeededFile(input.outDir), ids);
-        return ids.length;
+      const count = async () => {
+        const view = await readLedgerOnce(
+          path.join(path.resolve(deps.outputRoot, input.outDir), input.batchId, LEDGER_FILE),
+        );
+        return view.rows(input.batchId).filter(rowMayBePaid).length;
       };
-      return whileHeartbeating(Context.current(), record());
+      return whileHeartbeating(Context.current(), count());
     },
   };
+}
+
+/** Whether row `rowId` of run `batchId` is over for good: its workflow closed long ago, or Temporal forgot it. */
+async function rowSettled(client: Client, batchId: string, rowId: string, nowMs: number): Promise<boolean> {
+  try {
+    const { status, closeTime } = await client.workflow.getHandle(promptWorkflowId(batchId, rowId)).describe();
+    if (status.name === 'RUNNING' || !closeTime) return false;
+    return nowMs - closeTime.getTime() > ROW_SETTLED_AFTER_MS;
+  } catch (err) {
+    if (err instanceof Error && err.name === 'WorkflowNotFoundError') return true;
+    throw err;
+  }
 }

@@ -1,21 +1,41 @@
 import { createWriteStream } from 'node:fs';
-import { appendFile, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { stringify } from 'csv-stringify/sync';
 import { request, type Dispatcher } from 'undici';
 import { readBatchPage, type BatchCursor } from '../batch';
+import { CLAIMS_DIR, claimFileName, claimOwner, markScheduleRun, releaseRow } from '../ledger/claims';
+import { LEDGER_FILE, readLedgerOnce, rowMayBePaid } from '../ledger/ledger';
+
+/** The record of succeeded row ids that schedules wrote before the ledgers; still read, no longer written. */
+export const LEGACY_SUCCEEDED_IDS_FILE = 'succeeded-ids.txt';
 
 /** Options of {@link prepareScheduledInput}. */
 export interface PrepareInput {
   /** A path the worker can read, or an http(s) URL. */
   source: string;
-  /** Folder of this run's input copy. */
+  /**
+   * Folder of this run: `<schedule folder>/<batch id>`. Its ledger, and those of every other run of the schedule,
+   * are in the schedule folder's subfolders; the claims in `<schedule folder>/claims/`.
+   */
   runDir: string;
-  /** File listing the row ids that succeeded in earlier runs of the schedule, one per line. */
-  succeededIdsFile: string;
-  /** Leave out rows whose id already succeeded in an earlier run. */
+  /**
+   * The run's batch id.
+   * @default the last part of `runDir`
+   */
+  batchId?: string;
+  /**
+   * Leave out every row that an earlier run may have paid for (its ledger says so), or that another run holds
+   * the claim of; mark the run so that its rows claim themselves before they send.
+   */
   skipSucceeded: boolean;
+  /**
+   * Whether another run's row is over for good: its workflow closed long enough ago that nothing of it can still
+   * send (or Temporal no longer knows it). A claim of such a row, whose ledgers show nothing that may have been
+   * paid, is given back and the row is run again. Without it, every claim held by another run is honoured.
+   */
+  rowSettled?: (batchId: string, rowId: string) => Promise<boolean>;
   defaultModel?: string;
   /**
    * Largest source accepted from a URL.
@@ -28,19 +48,32 @@ export interface PreparedInput {
   /** The run's own copy of the batch file (ids made explicit, so positional ids stay stable). */
   file: string;
   rows: number;
+  /** Rows left out: paid for (or maybe) by an earlier run, or held by another run. */
   skipped: number;
+  /** Of the skipped rows, those another run holds the claim of (it runs them now). */
+  claimed?: number;
+  /** Claims of rows that ended long ago with nothing held, given back: those rows are run again. */
+  released?: number;
   invalid: number;
 }
 
 const COLUMNS = ['id', 'prompt', 'model', 'negative_prompt', 'width', 'height', 'seed', 'num_images'] as const;
 
 /**
- * Makes the input of one scheduled run: fetches the source (file or URL), and writes the rows to run, with
- * their ids, leaving out the ids that already succeeded when asked, so that a growing file only pays for its
- * new rows. The copy also pins the run to the file as it was when the run started.
+ * Makes the input of one scheduled run: fetches the source (file or URL), and writes the rows to run, with their
+ * ids. With `skipSucceeded`, rows are identified across runs by their id (each run has its own batch id), and a
+ * row is left out when any run's ledger says it may have been paid for (succeeded, unknown, timed out, images
+ * unsaved, in flight, or sent with no answer known), or when another run holds its claim; a row that ended with
+ * nothing held (refused, refunded) runs again. So a growing file only pays for its new rows, and a cancelled,
+ * terminated or failed run, whose ledger was written row by row as it went, is never paid for again. The copy
+ * also pins the run to the file as it was when the run started.
  */
 export async function prepareScheduledInput(input: PrepareInput, dispatcher?: Dispatcher): Promise<PreparedInput> {
   await mkdir(input.runDir, { recursive: true });
+  const scheduleDir = path.dirname(path.resolve(input.runDir));
+  const batchId = input.batchId ?? path.basename(path.resolve(input.runDir));
+  // Marked before any row can start: from here on, this run's rows claim themselves before they send.
+  if (input.skipSucceeded) await markScheduleRun(input.runDir, scheduleDir, batchId);
   const source = /^https?:\/\//i.test(input.source)
     ? await download(
         input.source,
@@ -49,9 +82,12 @@ export async function prepareScheduledInput(input: PrepareInput, dispatcher?: Di
         dispatcher,
       )
     : input.source;
-  const done = input.skipSucceeded ? await readIds(input.succeededIdsFile) : new Set<string>();
+  const done = input.skipSucceeded ? await paidRowIds(scheduleDir) : new Set<string>();
+  const claimNames = input.skipSucceeded ? await claimFileNames(scheduleDir) : new Set<string>();
   const out: string[][] = [[...COLUMNS]];
   let skipped = 0;
+  let claimed = 0;
+  let released = 0;
   let invalid = 0;
   let cursor: BatchCursor | undefined;
   for (;;) {
@@ -64,6 +100,21 @@ export async function prepareScheduledInput(input: PrepareInput, dispatcher?: Di
       if (done.has(row.rowId)) {
         skipped += 1;
         continue;
+      }
+      if (claimNames.has(claimFileName(row.rowId))) {
+        const owner = await claimOwner(scheduleDir, row.rowId);
+        if (owner !== undefined && owner !== batchId) {
+          // Another run holds it, and no ledger says it may be paid: it is being run now, unless its row is over
+          // for good (then it ended with nothing held, and its claim was never given back).
+          if (input.rowSettled && (await input.rowSettled(owner, row.rowId))) {
+            await releaseRow(scheduleDir, row.rowId, owner);
+            released += 1;
+          } else {
+            skipped += 1;
+            claimed += 1;
+            continue;
+          }
+        }
       }
       const r = row.request;
       out.push([
@@ -79,14 +130,38 @@ export async function prepareScheduledInput(input: PrepareInput, dispatcher?: Di
   }
   const file = path.join(input.runDir, 'input.csv');
   await writeAtomic(file, stringify(out));
-  return { file, rows: out.length - 1, skipped, invalid };
+  return { file, rows: out.length - 1, skipped, claimed, released, invalid };
 }
 
-/** Appends row ids to the schedule's record of succeeded rows. */
-export async function recordSucceededIds(file: string, ids: readonly string[]): Promise<void> {
-  if (ids.length === 0) return;
-  await mkdir(path.dirname(file), { recursive: true });
-  await appendFile(file, ids.map((id) => `${id}\n`).join(''));
+/**
+ * Ids of the rows that any run of the schedule may have paid for: every `<scheduleDir>/<run>/ledger.jsonl`, row by
+ * row ({@link rowMayBePaid}), and the old record of succeeded ids.
+ */
+export async function paidRowIds(scheduleDir: string): Promise<Set<string>> {
+  const ids = await readIds(path.join(scheduleDir, LEGACY_SUCCEEDED_IDS_FILE));
+  let entries;
+  try {
+    entries = await readdir(scheduleDir, { withFileTypes: true });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return ids;
+    throw err;
+  }
+  for (const entry of entries) {
+    if (!entry.isDirectory() || entry.name === CLAIMS_DIR) continue;
+    // A missing ledger is an empty one (a run that sent nothing); each is read once and let go.
+    const view = await readLedgerOnce(path.join(scheduleDir, entry.name, LEDGER_FILE));
+    for (const batch of view.batchIds()) for (const row of view.rows(batch)) if (rowMayBePaid(row)) ids.add(row.rowId);
+  }
+  return ids;
+}
+
+async function claimFileNames(scheduleDir: string): Promise<Set<string>> {
+  try {
+    return new Set((await readdir(path.join(scheduleDir, CLAIMS_DIR))).filter((n) => !n.startsWith('.')));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return new Set();
+    throw err;
+  }
 }
 
 async function readIds(file: string): Promise<Set<string>> {

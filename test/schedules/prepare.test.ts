@@ -1,10 +1,13 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { prepareScheduledInput, recordSucceededIds } from '../../src/schedules/prepare';
+import { claimOwner, claimRow, scheduleDirOf } from '../../src/ledger/claims';
+import { appendLedger, ledgerFileOf, requestFingerprint, type NewLedgerEvent } from '../../src/ledger/ledger';
+import { prepareScheduledInput } from '../../src/schedules/prepare';
+import { KeyOutcome, RowState, type KeyOutcome as KeyOutcomeT, type RowRecord } from '../../src/workflows/model';
 
 let dir: string;
 let server: Server;
@@ -32,7 +35,6 @@ describe('the input of a scheduled run', () => {
     const prepared = await prepareScheduledInput({
       source: `${base}/prompts.csv`,
       runDir,
-      succeededIdsFile: path.join(dir, 'ids.txt'),
       skipSucceeded: true,
     });
     expect(prepared).toMatchObject({ rows: 2, skipped: 0, invalid: 0 });
@@ -42,15 +44,15 @@ describe('the input of a scheduled run', () => {
     expect(await readFile(path.join(runDir, 'source.csv'), 'utf8')).toBe(BODY);
   });
 
-  it('leaves out the ids that already succeeded', async () => {
-    const ids = path.join(dir, 'ids2.txt');
-    await recordSucceededIds(ids, ['row-1']);
+  it('leaves out the ids of the old succeeded-ids.txt record, still read for the schedules that wrote it', async () => {
+    const scheduleDir = path.join(dir, 'legacy');
+    await mkdir(scheduleDir, { recursive: true });
+    await writeFile(path.join(scheduleDir, 'succeeded-ids.txt'), 'row-1\n');
     const file = path.join(dir, 'local.csv');
     await writeFile(file, BODY);
     const prepared = await prepareScheduledInput({
       source: file,
-      runDir: path.join(dir, 'run2'),
-      succeededIdsFile: ids,
+      runDir: path.join(scheduleDir, 'run2'),
       skipSucceeded: true,
     });
     expect(prepared).toMatchObject({ rows: 1, skipped: 1 });
@@ -58,10 +60,156 @@ describe('the input of a scheduled run', () => {
   });
 
   it('refuses a URL that answers an error, or a body over the size limit, with the reason', async () => {
-    const common = { runDir: path.join(dir, 'run3'), succeededIdsFile: path.join(dir, 'x.txt'), skipSucceeded: false };
+    const common = { runDir: path.join(dir, 'run3'), skipSucceeded: false };
     await expect(prepareScheduledInput({ ...common, source: `${base}/missing.csv` })).rejects.toThrow(/HTTP 404/);
     await expect(prepareScheduledInput({ ...common, source: `${base}/big.csv`, maxBytes: 1000 })).rejects.toThrow(
       /over the limit of 1000/,
     );
+  });
+});
+
+/** One key of a row as a run's ledger tells it: sent, maybe accepted, maybe ended. */
+function keyEvents(
+  batchId: string,
+  rowId: string,
+  n: number,
+  end?: { accepted?: boolean; outcome?: KeyOutcomeT },
+): NewLedgerEvent[] {
+  const request = { prompt: `prompt of ${rowId}`, model: 'flux-dev' };
+  const ids = { batchId, rowId, idempotencyKey: `ib.${batchId}.${rowId}.a${n}` };
+  return [
+    { type: 'sending', ...ids, request, requestSha256: requestFingerprint(request) },
+    ...(end?.accepted ? [{ type: 'accepted' as const, ...ids, creationId: `c-${rowId}-${n}`, costUsd: 0.01 }] : []),
+    ...(end?.outcome ? [{ type: 'ended' as const, ...ids, outcome: end.outcome }] : []),
+  ];
+}
+
+function rowRecord(batchId: string, rowId: string, state: RowState, outcomes: KeyOutcomeT[]): RowRecord {
+  return {
+    batchId,
+    rowId,
+    state,
+    prompt: `prompt of ${rowId}`,
+    model: 'flux-dev',
+    keys: outcomes.map((outcome, i) => ({
+      attempt: i + 1,
+      idempotencyKey: `ib.${batchId}.${rowId}.a${i + 1}`,
+      outcome,
+    })),
+    creationIds: [],
+    images: [],
+    chargedUsd: 0,
+    refundedUsd: 0,
+    netUsd: 0,
+    resubmittable: false,
+  };
+}
+
+describe('what --skip-succeeded leaves out: every row any earlier run may have paid for, from their ledgers', () => {
+  const ids = 'abcdefghijklmnop'.split('');
+  const source = async (name: string) => {
+    const file = path.join(dir, `${name}.csv`);
+    await writeFile(file, `id,prompt,model\n${ids.map((id) => `${id},a picture called ${id},flux-dev`).join('\n')}\n`);
+    return file;
+  };
+  const inputIds = async (file: string) =>
+    (await readFile(file, 'utf8'))
+      .trim()
+      .split('\n')
+      .slice(1)
+      .map((l) => l.split(',')[0]);
+
+  /** A schedule folder whose two earlier runs ended their rows in every way there is. */
+  async function scheduleWithHistory(name: string): Promise<string> {
+    const scheduleDir = path.join(dir, name);
+    const run1 = ledgerFileOf(path.join(scheduleDir, 'run1'));
+    await appendLedger(run1, [
+      ...keyEvents('run1', 'a', 1, { accepted: true, outcome: KeyOutcome.Succeeded }), // succeeded
+      ...keyEvents('run1', 'b', 1), // sent, no answer yet (in flight, or cut off): may be paid
+      ...keyEvents('run1', 'c', 1, { accepted: true }), // accepted, never ended (cancelled, terminated)
+      ...keyEvents('run1', 'd', 1, { accepted: true, outcome: KeyOutcome.TimedOut }), // the max poll wait ran out
+      ...keyEvents('run1', 'e', 1, { outcome: KeyOutcome.Unknown }), // 500s until the tries ran out
+      ...keyEvents('run1', 'f', 1, { accepted: true, outcome: KeyOutcome.Succeeded }), // paid, images unsaved
+      { type: 'row', by: 'row', record: rowRecord('run1', 'f', RowState.ImagesUnsaved, [KeyOutcome.Succeeded]) },
+      ...keyEvents('run1', 'g', 1, { outcome: KeyOutcome.Rejected }), // refused: nothing held
+      ...keyEvents('run1', 'h', 1, { outcome: KeyOutcome.Refunded }), // 503: refunded
+      ...keyEvents('run1', 'i', 1, { accepted: true, outcome: KeyOutcome.Failed }), // failed, refunded...
+      ...keyEvents('run1', 'i', 2, { accepted: true, outcome: KeyOutcome.Failed }), // ... twice: nothing held
+      ...keyEvents('run1', 'j', 1, { outcome: KeyOutcome.Declined }), // 402: nothing held
+      ...keyEvents('run1', 'k', 1, { accepted: true, outcome: KeyOutcome.Failed }), // refunded, then a new key...
+      ...keyEvents('run1', 'k', 2), // ... sent: may be paid
+      // A record rebuilt by the batch's safety net, with no key events of its own: its key may be paid.
+      { type: 'row', by: 'lookup', record: rowRecord('run1', 'l', RowState.Unknown, [KeyOutcome.Unknown]) },
+    ]);
+    // A later run, whose own ledger says m succeeded and that g (refused in run1) was paid this time.
+    await appendLedger(ledgerFileOf(path.join(scheduleDir, 'run2')), [
+      ...keyEvents('run2', 'm', 1, { accepted: true, outcome: KeyOutcome.Succeeded }),
+      ...keyEvents('run2', 'g', 1, { accepted: true, outcome: KeyOutcome.Succeeded }),
+    ]);
+    return scheduleDir;
+  }
+
+  it('skips rows succeeded, unknown, timed out, unsaved or in flight in any run; retries refused, refunded', async () => {
+    const scheduleDir = await scheduleWithHistory('history');
+    const prepared = await prepareScheduledInput({
+      source: await source('history'),
+      runDir: path.join(scheduleDir, 'run3'),
+      skipSucceeded: true,
+    });
+    // Left out: a b c d e f k l (run1), g m (run2). Run again: h i j (nothing held), n o p (never sent).
+    expect(await inputIds(prepared.file)).toEqual(['h', 'i', 'j', 'n', 'o', 'p']);
+    expect(prepared).toMatchObject({ rows: 6, skipped: 10, claimed: 0 });
+  });
+
+  it('runs every row when not asked to skip, and marks no run for claims', async () => {
+    const scheduleDir = await scheduleWithHistory('no-skip');
+    const runDir = path.join(scheduleDir, 'run3');
+    const prepared = await prepareScheduledInput({ source: await source('no-skip'), runDir, skipSucceeded: false });
+    expect(await inputIds(prepared.file)).toEqual(ids);
+    expect(await scheduleDirOf(runDir)).toBeUndefined();
+  });
+
+  it('marks the run as a run of its schedule, so its rows claim themselves before they send', async () => {
+    const scheduleDir = await scheduleWithHistory('marked');
+    const runDir = path.join(scheduleDir, 'run3');
+    await prepareScheduledInput({ source: await source('marked'), runDir, skipSucceeded: true });
+    expect(await scheduleDirOf(runDir)).toBe(scheduleDir);
+  });
+
+  it('skips rows another run holds the claim of (being run now), not the ones this run holds', async () => {
+    const scheduleDir = await scheduleWithHistory('claimed');
+    await claimRow(scheduleDir, 'n', 'run2'); // run2 is running row n now
+    await claimRow(scheduleDir, 'o', 'run3'); // this run's own claim (an earlier attempt of the activity)
+    await claimRow(scheduleDir, 'a', 'run1'); // a paid row keeps its claim: skipped either way
+    const prepared = await prepareScheduledInput({
+      source: await source('claimed'),
+      runDir: path.join(scheduleDir, 'run3'),
+      skipSucceeded: true,
+    });
+    expect(await inputIds(prepared.file)).toEqual(['h', 'i', 'j', 'o', 'p']);
+    expect(prepared).toMatchObject({ rows: 5, skipped: 11, claimed: 1 });
+  });
+
+  it('gives back a claim whose row ended long ago with nothing held, and runs the row again', async () => {
+    const scheduleDir = await scheduleWithHistory('stale');
+    await claimRow(scheduleDir, 'n', 'run2'); // run2's row n closed long ago without sending
+    await claimRow(scheduleDir, 'o', 'run2'); // run2's row o still runs
+    await claimRow(scheduleDir, 'a', 'run1'); // paid: never given back, whatever its workflow
+    const asked: string[] = [];
+    const prepared = await prepareScheduledInput({
+      source: await source('stale'),
+      runDir: path.join(scheduleDir, 'run3'),
+      skipSucceeded: true,
+      rowSettled: async (batchId, rowId) => {
+        asked.push(`${batchId}/${rowId}`);
+        return rowId === 'n';
+      },
+    });
+    expect(await inputIds(prepared.file)).toEqual(['h', 'i', 'j', 'n', 'p']);
+    expect(prepared).toMatchObject({ skipped: 11, claimed: 1, released: 1 });
+    expect(asked.sort()).toEqual(['run2/n', 'run2/o']);
+    expect(await claimOwner(scheduleDir, 'n')).toBeUndefined();
+    expect(await claimOwner(scheduleDir, 'o')).toBe('run2');
+    expect(await claimOwner(scheduleDir, 'a')).toBe('run1');
   });
 });

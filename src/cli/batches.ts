@@ -1,7 +1,8 @@
 import path from 'node:path';
 import { WorkflowIdConflictPolicy } from '@temporalio/common';
-import type { Client, WorkflowHandle } from '@temporalio/client';
+import type { Client, WorkflowExecutionDescription, WorkflowHandle } from '@temporalio/client';
 import { validateBatchFile, type BatchReport } from '../batch';
+import { appendLedger, fileFingerprint, ledgerFileOf, readLedgerOnce, type FileFingerprint } from '../ledger';
 import { batchWorkflow, progressQuery, type BatchProgress, type BatchWorkflowInput } from '../workflows';
 import { ID_PATTERN, batchWorkflowId } from '../workflows/keys';
 
@@ -13,6 +14,35 @@ export class BatchValidationError extends Error {
     this.name = 'BatchValidationError';
   }
 }
+
+/**
+ * A batch id already ran on another file (its fingerprint, size and SHA-256, differs): nothing was started. Rows
+ * are known by their ids, so the same id over another file would count the old rows' results as the new rows'.
+ */
+export class BatchFileChangedError extends Error {
+  readonly code = 'BATCH_FILE_CHANGED';
+  constructor(
+    readonly batchId: string,
+    readonly file: string,
+    /** The fingerprint the batch was started with. */
+    readonly recorded: FileFingerprint,
+    /** Where that fingerprint was found: Temporal's memo of the batch, or a ledger file. */
+    readonly recordedIn: string,
+    /** The file's fingerprint now. */
+    readonly current: FileFingerprint,
+  ) {
+    super(
+      `batch ${batchId} was started on a different file: ${describeFingerprint(recorded)} (recorded in ` +
+        `${recordedIn}), and ${file} is now ${describeFingerprint(current)}; run it under a new --batch-id, ` +
+        'or restore the file',
+    );
+    this.name = 'BatchFileChangedError';
+  }
+}
+
+const describeFingerprint = (fp: FileFingerprint) => `${fp.size} bytes, sha256 ${fp.sha256.slice(0, 12)}`;
+
+const sameFingerprint = (a: FileFingerprint, b: FileFingerprint) => a.size === b.size && a.sha256 === b.sha256;
 
 /** Options of {@link startOrAttachBatch}. */
 export interface StartBatchOptions extends Omit<BatchWorkflowInput, 'state' | 'file' | 'outDir'> {
@@ -35,6 +65,12 @@ export interface StartedBatch {
  * Validates the whole file first (nothing starts if any row is wrong), then starts the batch, or attaches to
  * the running batch of the same id. A batch id whose batch has ended starts again: every row that exists is
  * counted from its own result, nothing is submitted twice.
+ *
+ * A batch id is bound to its file: the file's fingerprint is compared with the one in the memo of the batch
+ * workflow Temporal still has, and with the batch events of the output folder's ledger (which outlives
+ * Temporal's retention); a difference is a {@link BatchFileChangedError} and nothing starts. A ledger the CLI
+ * cannot read (a cluster's workers may write to a folder it does not see) is skipped. The batch is then recorded
+ * in the ledger (best effort) before it starts.
  */
 export async function startOrAttachBatch(options: StartBatchOptions): Promise<StartedBatch> {
   const { client, taskQueue, ...rest } = options;
@@ -44,24 +80,66 @@ export async function startOrAttachBatch(options: StartBatchOptions): Promise<St
   const input: BatchWorkflowInput = { ...rest, file: path.resolve(rest.file), outDir: path.resolve(rest.outDir) };
   const report = await validateBatchFile(input.file, input.defaultModel ? { defaultModel: input.defaultModel } : {});
   if (!report.ok) throw new BatchValidationError(report);
+  const fingerprint = await fileFingerprint(input.file);
   const workflowId = batchWorkflowId(input.batchId);
-  const attached = await isRunning(client, workflowId);
+  const existing = await describeBatch(client, workflowId);
+  const memoFingerprint = asFingerprint((existing?.memo as { fingerprint?: unknown } | undefined)?.fingerprint);
+  if (memoFingerprint && !sameFingerprint(memoFingerprint, fingerprint)) {
+    const where = `Temporal's memo of ${workflowId}, started ${existing!.startTime.toISOString()}`;
+    throw new BatchFileChangedError(input.batchId, input.file, memoFingerprint, where, fingerprint);
+  }
+  const ledgerFile = ledgerFileOf(input.outDir);
+  const recorded = await readLedgerOnce(ledgerFile).then(
+    (view) => view.batches(input.batchId),
+    () => undefined, // not readable from here: the workers' folder, or no folder yet that we may see
+  );
+  const differing = recorded?.findLast((e) => !sameFingerprint(e.fingerprint, fingerprint));
+  if (differing) {
+    const where = `${ledgerFile} at ${differing.at}`;
+    throw new BatchFileChangedError(input.batchId, input.file, differing.fingerprint, where, fingerprint);
+  }
+  if (!recorded?.length || !sameFingerprint(recorded.at(-1)!.fingerprint, fingerprint)) {
+    await appendLedger(ledgerFile, [
+      {
+        type: 'batch',
+        batchId: input.batchId,
+        file: input.file,
+        fingerprint,
+        ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
+      },
+    ]).catch(() => undefined); // best effort: a folder the CLI may not write is the workers' to write
+  }
   const handle = await client.workflow.start(batchWorkflow, {
     workflowId,
     taskQueue,
     args: [input],
     workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
-    memo: { batchId: input.batchId, file: input.file, outDir: input.outDir, defaultModel: input.defaultModel ?? '' },
+    memo: {
+      batchId: input.batchId,
+      file: input.file,
+      outDir: input.outDir,
+      defaultModel: input.defaultModel ?? '',
+      fingerprint,
+    },
   });
-  return { handle, attached, report };
+  return { handle, attached: existing?.status.name === 'RUNNING', report };
 }
 
-async function isRunning(client: Client, workflowId: string): Promise<boolean> {
+/** The latest run of a batch workflow, if Temporal still has one. */
+async function describeBatch(client: Client, workflowId: string): Promise<WorkflowExecutionDescription | undefined> {
   try {
-    return (await client.workflow.getHandle(workflowId).describe()).status.name === 'RUNNING';
+    return await client.workflow.getHandle(workflowId).describe();
   } catch {
-    return false;
+    return undefined;
   }
+}
+
+/** A memo's fingerprint; a batch started before fingerprints has none, and is not compared. */
+function asFingerprint(value: unknown): FileFingerprint | undefined {
+  const fp = value as Partial<FileFingerprint> | null | undefined;
+  return typeof fp?.size === 'number' && typeof fp.sha256 === 'string'
+    ? { size: fp.size, sha256: fp.sha256 }
+    : undefined;
 }
 
 /**

@@ -3,7 +3,13 @@ import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import type { Client } from '@temporalio/client';
-import { BatchValidationError, followBatch, parseDurationMs, startOrAttachBatch } from './batches';
+import {
+  BatchFileChangedError,
+  BatchValidationError,
+  followBatch,
+  parseDurationMs,
+  startOrAttachBatch,
+} from './batches';
 import { connectClient, withClient } from './client';
 import { BatchAction, batchStatus, controlBatch, listBatches } from './commands/batch-control';
 import { results } from './commands/results';
@@ -401,6 +407,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       if (err.report.problemsDropped > 0) stderr(`  ... and ${err.report.problemsDropped} more`);
       return ExitCode.InvalidInput;
     }
+    if (err instanceof BatchFileChangedError) return ExitCode.InvalidInput;
     return ExitCode.Failure;
   } finally {
     process.off('SIGINT', onSigint);

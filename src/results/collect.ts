@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { lookupRowRecord, type RowLookup } from '../activities/rows';
 import { readBatchPage, type BatchCursor, type BatchRow } from '../batch';
+import { recordFromLedger, type LedgerView } from '../ledger';
 import type { RowRecord, RowState } from '../workflows/model';
 import { promptWorkflowId } from '../workflows/keys';
 
@@ -22,6 +23,12 @@ export interface CollectResultsOptions {
   file: string;
   defaultModel?: string;
   /**
+   * The ledger of the batch's output folder, read once by the caller: it knows rows Temporal has forgotten (past
+   * its retention, or a reset server), and records written after a row closed (by reconcile).
+   * @default none: Temporal only
+   */
+  ledger?: LedgerView;
+  /**
    * Row workflows asked about at once.
    * @default 16
    */
@@ -29,9 +36,16 @@ export interface CollectResultsOptions {
 }
 
 /**
- * Every row of a batch with its state and record, read from Temporal (the source of truth: each row's workflow
- * result, or for a row closed any other way, its record rebuilt from its history by {@link lookupRowRecord}), in
- * file order. Works while the batch runs: rows in flight and rows not started yet are listed as such.
+ * Every row of a batch with its state and record, in file order. Works while the batch runs: rows in flight and
+ * rows not started yet are listed as such. Per row:
+ * - its workflow still runs (Temporal): `in_flight`;
+ * - else the ledger's latest record of the row, if it has one: the row's own, or one written later by reconcile,
+ *   which knows more than the row did when it closed;
+ * - else Temporal's record: the row workflow's result, or for a row closed any other way, its record rebuilt from
+ *   its history by {@link lookupRowRecord};
+ * - else, when Temporal does not know the row (retention passed) but the ledger knows a key of it, the record
+ *   rebuilt from the ledger's keys by {@link recordFromLedger} (`unknown` when money may be held);
+ * - else `not_started`.
  */
 export async function collectResults(options: CollectResultsOptions): Promise<ResultRow[]> {
   const out: ResultRow[] = [];
@@ -49,15 +63,21 @@ export async function collectResults(options: CollectResultsOptions): Promise<Re
 }
 
 async function lookup(options: CollectResultsOptions, row: BatchRow): Promise<ResultRow> {
-  let found: RowLookup;
+  let found: RowLookup | undefined;
   try {
     found = await lookupRowRecord(options.client, promptWorkflowId(options.batchId, row.rowId));
   } catch (err) {
-    if (err instanceof Error && err.name === 'WorkflowNotFoundError') return { row, state: 'not_started' };
-    throw err;
+    if (!(err instanceof Error && err.name === 'WorkflowNotFoundError')) throw err;
   }
-  if (found.status === 'running') return { row, state: 'in_flight' };
-  return { row, state: found.record.state, result: found.record };
+  if (found?.status === 'running') return { row, state: 'in_flight' };
+  const known = options.ledger?.row(options.batchId, row.rowId);
+  const record =
+    known?.record ??
+    found?.record ??
+    (known && known.keys.length > 0
+      ? recordFromLedger(known, row.request.prompt, row.request.model, row.line)
+      : undefined);
+  return record ? { row, state: record.state, result: record } : { row, state: 'not_started' };
 }
 
 async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {

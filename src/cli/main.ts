@@ -322,7 +322,10 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
   program
     .command('results <batch>')
     .description('Write results.csv, results.jsonl, errors.csv and the index.html gallery (also while it runs)')
-    .option('--out <dir>', 'where to write (default: the batch output folder)')
+    .option(
+      '--out <dir>',
+      'where to write (default: the batch output folder); for a batch Temporal no longer knows, its output folder',
+    )
     .option('--json', 'print the written paths as JSON')
     .action(async (batchId: string, opts: { out?: string; json?: boolean }) => {
       await withClient(async (client) => {

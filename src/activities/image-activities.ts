@@ -1,3 +1,5 @@
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import type { Dispatcher } from 'undici';
 import { ApplicationFailure, ApplicationFailureCategory } from '@temporalio/common';
@@ -8,6 +10,8 @@ import type { HoldRegistry } from '../api/holds';
 import type { ApiKeyProvider } from '../api/api-key';
 import { createDownloadDispatcher } from '../api/http';
 import type { ServiceConfig } from '../config/service-config';
+import { appendLedger, ledgerFileOf, readLedger, requestFingerprint } from '../ledger/ledger';
+import { KeyOutcome } from '../workflows/model';
 import { downloadImages } from './download';
 import { currentDetails, heartbeat, whileHeartbeating } from './heartbeat';
 import type {
@@ -196,8 +200,22 @@ export function createImageActivities(deps: ImageActivityDeps) {
       delete progress.unrecognizedNotFound;
     }
     heartbeat(ctx, progress);
+    const ledger = ledgerFileOf(path.resolve(deps.outputRoot, input.outDir));
     try {
       if (!progress.creationId) {
+        const past = await consultLedger(input, ledger);
+        if (past.kind === 'answer') return past.result;
+        if (past.kind === 'follow') {
+          // The key was accepted before (an earlier run of the row, forgotten by Temporal): its creation is
+          // followed, never submitted again.
+          const known: KeyProgress = {
+            creationId: past.creationId,
+            acceptedAtMs: deps.now(),
+            ...(past.costUsd === undefined ? {} : { costUsd: past.costUsd }),
+          };
+          heartbeat(ctx, known);
+          return await ended(input, ledger, pollAndSave(input, ctx, { ...known, creationId: past.creationId }));
+        }
         const accepted = await submitOnce({ idempotencyKey: input.idempotencyKey, request: input.request });
         const known: KeyProgress = {
           creationId: accepted.creationId,
@@ -205,6 +223,18 @@ export function createImageActivities(deps: ImageActivityDeps) {
           ...(accepted.costUsd === undefined ? {} : { costUsd: accepted.costUsd }),
         };
         heartbeat(ctx, known);
+        await appendLedger(
+          ledger,
+          [
+            {
+              type: 'accepted',
+              ...keyIds(input),
+              creationId: accepted.creationId,
+              ...(accepted.costUsd === undefined ? {} : { costUsd: accepted.costUsd }),
+            },
+          ],
+          deps.now(),
+        );
         // Accepted: the first poll goes out no sooner than the poll interval, in the next attempt.
         throw ApplicationFailure.create({
           type: FailureType.Pending,
@@ -216,10 +246,178 @@ export function createImageActivities(deps: ImageActivityDeps) {
           details: [{ status: accepted.status, accepted: true }],
         });
       }
-      return await pollAndSave(input, ctx, { ...progress, creationId: progress.creationId });
+      return await ended(input, ledger, pollAndSave(input, ctx, { ...progress, creationId: progress.creationId }));
     } catch (err) {
-      throw withProgress(err, keyProgressOf(currentDetails(ctx)));
+      const known = keyProgressOf(currentDetails(ctx));
+      await recordEnd(input, ledger, err, known);
+      throw withProgress(err, known);
     }
+  }
+
+  /**
+   * What the ledger says of this key before anything is sent for it (the memory that outlives Temporal's retention
+   * and the service's idempotency window): its known end (`answer`, no request), its creation (`follow`), or
+   * `send`: never sent, or sent with no known answer within the service's idempotency window (the service replays
+   * it). A key sent longer ago than the window with no known answer, or with another body, is never sent again.
+   */
+  async function consultLedger(
+    input: CreateImageInput,
+    ledger: string,
+  ): Promise<
+    | { kind: 'send' }
+    | { kind: 'follow'; creationId: string; costUsd?: number }
+    | { kind: 'answer'; result: CreateImageResult }
+  > {
+    const view = await readLedger(ledger);
+    const past = view.key(input.idempotencyKey);
+    const fingerprint = requestFingerprint(input.request);
+    if (!past) {
+      // Written and flushed before the request leaves: from here on, the key may have been charged.
+      await appendLedger(
+        ledger,
+        [{ type: 'sending', ...keyIds(input), request: input.request, requestSha256: fingerprint }],
+        deps.now(),
+      );
+      return { kind: 'send' };
+    }
+    const refuse = (why: string): never =>
+      fail({ kind: 'unknown', details: { idempotencyKey: input.idempotencyKey, tries: 0, lastError: why } });
+    if (past.requestSha256 !== fingerprint) {
+      return refuse(
+        `the ledger ${ledger} shows key ${input.idempotencyKey} sent with another request at ` +
+          `${new Date(past.firstSentAtMs).toISOString()}; not sent with this one (resolve it with imagebatch reconcile)`,
+      );
+    }
+    const end = past.ended;
+    const cost = past.costUsd === undefined ? {} : { costUsd: past.costUsd };
+    switch (end?.outcome) {
+      case KeyOutcome.Succeeded:
+        if (end.images?.length && past.creationId && (await allSaved(ledger, end.images))) {
+          return {
+            kind: 'answer',
+            result: { outcome: 'succeeded', creationId: past.creationId, ...cost, images: end.images },
+          };
+        }
+        break;
+      case KeyOutcome.Failed:
+        if (past.creationId) {
+          return {
+            kind: 'answer',
+            result: {
+              outcome: 'failed',
+              creationId: past.creationId,
+              ...cost,
+              error: end.error ?? 'failed',
+              retryable: end.retryable ?? false,
+            },
+          };
+        }
+        break;
+      case KeyOutcome.Refunded:
+        return fail({
+          kind: 'refunded',
+          details: { httpStatus: 0, code: 'LEDGER', message: `${end.error ?? 'refunded'} (from the ledger)` },
+        });
+      case KeyOutcome.Rejected:
+        return fail({
+          kind: 'rejected',
+          details: {
+            httpStatus: 0,
+            code: 'LEDGER',
+            message: `${end.error ?? 'rejected'} (from the ledger)`,
+            fieldErrors: [],
+          },
+        });
+      case KeyOutcome.Declined:
+        return { kind: 'send' }; // judged and not charged: sending it again is a fresh request
+      case undefined:
+      case KeyOutcome.Submitting:
+      case KeyOutcome.Accepted:
+      case KeyOutcome.Unknown:
+      case KeyOutcome.Lost:
+      case KeyOutcome.TimedOut:
+        break;
+    }
+    if (past.creationId) return { kind: 'follow', creationId: past.creationId, ...cost };
+    const age = deps.now() - past.firstSentAtMs;
+    if (age > deps.config.idempotencyWindowMs) {
+      return refuse(
+        `key ${input.idempotencyKey} was first sent at ${new Date(past.firstSentAtMs).toISOString()} and its answer ` +
+          `is not known; the service's idempotency window (${Math.round(deps.config.idempotencyWindowMs / 3_600_000)} h, ` +
+          'IMAGEGEN_IDEMPOTENCY_WINDOW_MS) has passed, so sending it again could be charged as a new creation: ' +
+          'it is reported, never sent again',
+      );
+    }
+    return { kind: 'send' };
+  }
+
+  /** Whether every image the ledger lists is still in the output folder, with its size. */
+  async function allSaved(ledger: string, images: readonly DownloadedImage[]): Promise<boolean> {
+    const dir = path.dirname(ledger);
+    for (const image of images) {
+      const found = await stat(path.resolve(dir, image.path)).catch(() => undefined);
+      if (found?.size !== image.bytes) return false;
+    }
+    return true;
+  }
+
+  /** The key's end in the ledger, when the creation ended. */
+  async function ended(
+    input: CreateImageInput,
+    ledger: string,
+    work: Promise<CreateImageResult>,
+  ): Promise<CreateImageResult> {
+    const result = await work;
+    const cost = result.costUsd === undefined ? {} : { costUsd: result.costUsd };
+    await appendLedger(
+      ledger,
+      [
+        result.outcome === 'succeeded'
+          ? {
+              type: 'ended',
+              ...keyIds(input),
+              outcome: KeyOutcome.Succeeded,
+              creationId: result.creationId,
+              ...cost,
+              images: result.images,
+            }
+          : {
+              type: 'ended',
+              ...keyIds(input),
+              outcome: KeyOutcome.Failed,
+              creationId: result.creationId,
+              ...cost,
+              error: result.error,
+              retryable: result.retryable,
+            },
+      ],
+      deps.now(),
+    );
+    return result;
+  }
+
+  /** A failure that ends the key, in the ledger (one that is tried again, or a batch stop, ends nothing). */
+  async function recordEnd(input: CreateImageInput, ledger: string, err: unknown, known: KeyProgress): Promise<void> {
+    if (!(err instanceof ApplicationFailure) || !err.nonRetryable) return;
+    // Answered or refused by the ledger itself (a refusal is an Unknown of 0 tries): nothing new to write.
+    const first = asRecord(err.details?.[0]);
+    if (first.code === 'LEDGER' || (err.type === FailureType.Unknown && first.tries === 0)) return;
+    const outcome = keyOutcomeOfFailure(err, known);
+    if (!outcome) return;
+    await appendLedger(
+      ledger,
+      [
+        {
+          type: 'ended',
+          ...keyIds(input),
+          outcome,
+          ...(known.creationId ? { creationId: known.creationId } : {}),
+          ...(known.costUsd === undefined ? {} : { costUsd: known.costUsd }),
+          error: err.message,
+        },
+      ],
+      deps.now(),
+    ).catch(() => undefined); // the failure itself matters more; the key's sending event is on disk
   }
 
   async function pollAndSave(
@@ -366,6 +564,33 @@ export function createImageActivities(deps: ImageActivityDeps) {
       }
     },
   };
+}
+
+/** The ids of a key's ledger events. */
+function keyIds(input: CreateImageInput): { batchId: string; rowId: string; idempotencyKey: string } {
+  return { batchId: input.batchId, rowId: input.rowId, idempotencyKey: input.idempotencyKey };
+}
+
+/** The key outcome a non-retryable failure of createImage stands for, if it ends the key. */
+function keyOutcomeOfFailure(err: ApplicationFailure, known: KeyProgress): KeyOutcome | undefined {
+  switch (err.type) {
+    case FailureType.Refunded:
+      return KeyOutcome.Refunded;
+    case FailureType.Rejected:
+      return KeyOutcome.Rejected;
+    case FailureType.Unknown:
+      return known.creationId ? undefined : KeyOutcome.Unknown;
+    case FailureType.CreationNotFound:
+      return KeyOutcome.Lost;
+    case FailureType.MaxWait:
+      return KeyOutcome.TimedOut;
+    case FailureType.DownloadFailed:
+      return KeyOutcome.Succeeded; // generated, images not saved: no images listed
+    case FailureType.BatchStop:
+      return asRecord(err.details?.[0]).httpStatus === 402 && !known.creationId ? KeyOutcome.Declined : undefined;
+    default:
+      return undefined;
+  }
 }
 
 function countOf(value: unknown): number {

@@ -8,6 +8,7 @@ import { loadServiceConfig, type ServiceConfig } from '../config/service-config'
 import { createBatchFileActivities } from './batch-file';
 import { createScheduleActivities } from './schedule-activities';
 import { createImageActivities } from './image-activities';
+import { createLedgerActivities } from './ledger-activities';
 import { createRowActivities } from './rows';
 
 /** What the activities need from the outside world; tests pass fakes. */
@@ -94,7 +95,12 @@ export function createActivities(deps: ActivityDeps = {}) {
       outputRoot,
       ...(deps.temporalClient ? { temporalClient: deps.temporalClient } : {}),
     }),
-    ...createRowActivities(deps.temporalClient ? { temporalClient: deps.temporalClient } : {}),
+    ...createRowActivities({
+      outputRoot,
+      now,
+      ...(deps.temporalClient ? { temporalClient: deps.temporalClient } : {}),
+    }),
+    ...createLedgerActivities({ outputRoot, now }),
   };
 }
 

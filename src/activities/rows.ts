@@ -1,14 +1,23 @@
+import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import type { Client, WorkflowExecutionStatusName } from '@temporalio/client';
 import type { LoadedDataConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
 import { KeyOutcome, RowState, type KeyRecord, type PromptWorkflowInput, type RowRecord } from '../workflows/model';
+import { appendLedger, ledgerFileOf } from '../ledger/ledger';
 import { whileHeartbeating } from './heartbeat';
 import type { CreateImageInput } from './types';
 
 /** What Temporal says of a row: still running, or closed with its record. */
 export type RowLookup =
-  { status: 'running' } | { status: 'closed'; closedAs: WorkflowExecutionStatusName; record: RowRecord };
+  | { status: 'running' }
+  | {
+      status: 'closed';
+      closedAs: WorkflowExecutionStatusName;
+      record: RowRecord;
+      /** The record was rebuilt from history (the row never wrote one): its batch's output folder, to keep it. */
+      rebuiltFor?: { outDir: string };
+    };
 
 /**
  * The record of a row read from Temporal. A row that completed returns its own record. A row closed any other
@@ -24,17 +33,25 @@ export async function lookupRowRecord(client: Client, workflowId: string): Promi
     const result: unknown = await handle.result();
     if (isRowRecord(result)) return { status: 'closed', closedAs: status, record: result };
   }
-  const record = await recordFromHistory(client, await handle.fetchHistory(), status);
-  return { status: 'closed', closedAs: status, record };
+  const { record, outDir } = await recordFromHistory(client, await handle.fetchHistory(), status);
+  return { status: 'closed', closedAs: status, record, ...(outDir === undefined ? {} : { rebuiltFor: { outDir } }) };
 }
 
 /** Activities that ask Temporal about rows: a batch started again over rows that exist, or a row gone quiet. */
-export function createRowActivities(deps: { temporalClient?: Client }) {
+export function createRowActivities(deps: { temporalClient?: Client; outputRoot: string; now: () => number }) {
   return {
-    /** Whether the row workflow `workflowId` still runs, or its record. */
+    /**
+     * Whether the row workflow `workflowId` still runs, or its record. A record rebuilt from history (the row was
+     * terminated) is kept in the batch's ledger, as the row would have kept its own.
+     */
     async lookupRow({ workflowId }: { workflowId: string }): Promise<RowLookup> {
       if (!deps.temporalClient) throw new Error('lookupRow needs a Temporal client (worker misconfigured)');
-      return whileHeartbeating(Context.current(), lookupRowRecord(deps.temporalClient, workflowId));
+      const found = await whileHeartbeating(Context.current(), lookupRowRecord(deps.temporalClient, workflowId));
+      if (found.status === 'closed' && found.rebuiltFor) {
+        const file = ledgerFileOf(path.resolve(deps.outputRoot, found.rebuiltFor.outDir));
+        await appendLedger(file, [{ type: 'row', by: 'lookup', record: found.record }], deps.now());
+      }
+      return found;
     },
   };
 }
@@ -47,7 +64,7 @@ async function recordFromHistory(
   client: Client,
   history: temporal.api.history.v1.IHistory,
   closedAs: WorkflowExecutionStatusName,
-): Promise<RowRecord> {
+): Promise<{ record: RowRecord; outDir: string | undefined }> {
   const converter = client.options.loadedDataConverter;
   const events = history.events ?? [];
   const started = events[0]?.workflowExecutionStartedEventAttributes;
@@ -68,7 +85,7 @@ async function recordFromHistory(
   }
   const creationIds = keys.flatMap((k) => (k.creationId ? [k.creationId] : []));
   const ending = closedAs === 'TERMINATED' || closedAs === 'CANCELLED' ? RowState.Cancelled : RowState.Unknown;
-  return {
+  const record: RowRecord = {
     batchId: input?.batchId ?? '',
     rowId: input?.rowId ?? '',
     ...(input?.line === undefined ? {} : { line: input.line }),
@@ -87,6 +104,7 @@ async function recordFromHistory(
     // A row that completed without a record of ours is not understood: never taken as safe to pay again.
     resubmittable: keys.length === 0 && closedAs !== 'COMPLETED',
   };
+  return { record, outDir: input?.outDir };
 }
 
 async function decodeFirst(

@@ -106,6 +106,13 @@ export interface ServiceConfig {
    */
   maxAmbiguousTries: number;
   /**
+   * How long the service remembers an idempotency key (gaps.md: 24 h). A key first sent longer ago than this, whose
+   * outcome is not known, is never sent again (the service may take it as new, and charge it again): the row is
+   * reported `unknown`. `IMAGEGEN_IDEMPOTENCY_WINDOW_MS`.
+   * @default 86_400_000 (24 h)
+   */
+  idempotencyWindowMs: number;
+  /**
    * First backoff after an unknown outcome; doubled each time, with jitter. `IMAGEGEN_BACKOFF_BASE_MS`.
    * @default 1000
    */
@@ -218,6 +225,7 @@ const SETTINGS = {
   maxDownloadBytes: ['IMAGEGEN_MAX_DOWNLOAD_BYTES', int(1), String(50 * 1024 * 1024)],
   downloadMaxRedirects: ['IMAGEGEN_DOWNLOAD_MAX_REDIRECTS', int(0, 20), '3'],
   maxAmbiguousTries: ['IMAGEGEN_MAX_AMBIGUOUS_TRIES', int(1, 1000), '6'],
+  idempotencyWindowMs: ['IMAGEGEN_IDEMPOTENCY_WINDOW_MS', int(1000, 366 * 86_400_000), String(86_400_000)],
   backoffBaseMs: ['IMAGEGEN_BACKOFF_BASE_MS', int(1, 3_600_000), '1000'],
   backoffMaxMs: ['IMAGEGEN_BACKOFF_MAX_MS', int(1, 86_400_000), '60000'],
   defaultRetryAfterMs: ['IMAGEGEN_DEFAULT_RETRY_AFTER_MS', int(1, 3_600_000), '1000'],

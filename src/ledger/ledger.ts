@@ -4,6 +4,7 @@ import { mkdir, open, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { CreationRequest, DownloadedImage } from '../activities/types';
 import { KeyOutcome, RowState, type KeyRecord, type RowRecord } from '../workflows/model';
+import { NO_MONEY_HELD, needsReconcile } from '../workflows/row-record';
 
 /**
  * The ledger of a batch's output folder: the memory, on disk, of what was sent, paid and produced. Temporal forgets
@@ -123,13 +124,7 @@ export interface LedgerRow {
   recordBy?: RowEvent['by'];
 }
 
-/** Key outcomes that leave no money held: refused before any charge, or charged and refunded in full. */
-export const NO_MONEY_HELD: ReadonlySet<KeyOutcome> = new Set([
-  KeyOutcome.Failed,
-  KeyOutcome.Refunded,
-  KeyOutcome.Rejected,
-  KeyOutcome.Declined,
-]);
+export { NO_MONEY_HELD, needsReconcile };
 
 /** Whether a key may hold money: sent with no known end, accepted, or ended in anything but a refusal or refund. */
 export function keyMayHoldMoney(key: LedgerKey): boolean {

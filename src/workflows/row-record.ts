@@ -5,13 +5,24 @@
 import type { KeyProgress } from '../activities/types';
 import { KeyOutcome, RowState, type KeyRecord, type PromptWorkflowInput, type RowRecord } from './model';
 
-/** Key outcomes that leave nothing charged: the key was judged and refused, or charged and refunded. */
-const SETTLED_UNCHARGED: ReadonlySet<KeyOutcome> = new Set([
+/** Key outcomes that leave no money held: the key was judged and refused, or charged and refunded in full. */
+export const NO_MONEY_HELD: ReadonlySet<KeyOutcome> = new Set([
   KeyOutcome.Failed,
   KeyOutcome.Refunded,
   KeyOutcome.Rejected,
   KeyOutcome.Declined,
 ]);
+
+/**
+ * Whether a row's record leaves money unresolved: its outcome is unknown, its images were not saved, or a key of it
+ * may hold money without a creation that succeeded (a cancelled row whose key was in flight). `reconcile` works on
+ * these rows, and only these.
+ */
+export function needsReconcile(record: RowRecord): boolean {
+  if (record.state === RowState.Succeeded) return false;
+  if (record.state === RowState.Unknown || record.state === RowState.ImagesUnsaved) return true;
+  return record.keys.some((k) => !NO_MONEY_HELD.has(k.outcome));
+}
 
 export class RowLedger {
   readonly record: RowRecord;
@@ -34,6 +45,21 @@ export class RowLedger {
       netUsd: 0,
       resubmittable: false,
     };
+  }
+
+  /**
+   * A ledger that carries on from a record already written (reconcile resolves its last key). The record is copied:
+   * the one given is left as it was.
+   */
+  static resume(record: RowRecord): RowLedger {
+    const ledger = new RowLedger({
+      batchId: record.batchId,
+      rowId: record.rowId,
+      ...(record.line === undefined ? {} : { line: record.line }),
+      request: { prompt: record.prompt, model: record.model },
+    });
+    Object.assign(ledger.record, JSON.parse(JSON.stringify(record)) as RowRecord);
+    return ledger;
   }
 
   /** The key in play: the last one started. */
@@ -101,6 +127,11 @@ export class RowLedger {
     this.fail(this.record.error ?? 'failed');
   }
 
+  /** The last key ended refunded and no new key follows (reconcile sends none): the row fails; another run may pass. */
+  endedRefunded(): void {
+    this.fail(this.record.error ?? 'failed');
+  }
+
   /** Refunded failures up to the limit: the row fails; another run may succeed. */
   gaveUp(maxAttempts: number): void {
     this.fail(`${this.record.error ?? 'failed'} (gave up after ${maxAttempts} attempts)`);
@@ -160,7 +191,7 @@ export class RowLedger {
 
   /** Whether any key may hold money: anything but a refused or refunded key. */
   private mayBeCharged(): boolean {
-    return this.record.keys.some((k) => !SETTLED_UNCHARGED.has(k.outcome));
+    return this.record.keys.some((k) => !NO_MONEY_HELD.has(k.outcome));
   }
 
   private finish(state: RowState): void {

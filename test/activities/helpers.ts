@@ -1,3 +1,4 @@
+import { mkdtempSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -37,7 +38,8 @@ export function activitiesFor(
     now: () => clock.t,
     random: () => 0.5,
     logger,
-    outputRoot: '/nonexistent-output-root',
+    // A folder of its own: what one test's activities write (images, the ledger) never answers another's.
+    outputRoot: mkdtempSync(path.join(tmpdir(), 'imagebatch-act-')),
     ...deps,
   });
   return { activities, logger, clock };

@@ -1,3 +1,4 @@
+import path from 'node:path';
 import { inspect } from 'node:util';
 import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
@@ -100,7 +101,8 @@ describe('the API key never leaves the request headers', () => {
       }),
       apiKey: () => SECRET_KEY,
       logger: ours,
-      outputRoot: out.dir,
+      // A folder per header style: the ledger of one run must not answer the other's keys.
+      outputRoot: path.join(out.dir, authHeader),
     });
     const run = async (fn: () => Promise<unknown>, heartbeatDetails?: unknown) => {
       const mock = new MockActivityEnvironment(heartbeatDetails === undefined ? {} : { heartbeatDetails }, {

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { tmpdir } from 'node:os';
 import { Context } from '@temporalio/activity';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
@@ -12,6 +13,7 @@ import type {
   ReadBatchPageResult,
 } from '../../src/activities/types';
 import { FailureType } from '../../src/api/failure-types';
+import type { RecordRowInput } from '../../src/activities/ledger-activities';
 import {
   batchWorkflow,
   batchWorkflowId,
@@ -45,7 +47,8 @@ export function batchActivities(
   const submissions = new Map<string, number>();
   const open = new Set<string>();
   const stats = { maxOpen: 0, submits: 0, pagesRead: 0 };
-  const rowLookups = createRowActivities({ temporalClient: client });
+  const rowLookups = createRowActivities({ temporalClient: client, outputRoot: tmpdir(), now: Date.now });
+  const recorded: RecordRowInput[] = [];
   return {
     stats,
     activities: {
@@ -65,6 +68,9 @@ export function batchActivities(
         return [{ id: 'flux-dev', priceUsd: 0.04 }];
       },
       lookupRow: (input: { workflowId: string }) => rowLookups.lookupRow(input),
+      async recordRow(input: RecordRowInput): Promise<void> {
+        recorded.push(input);
+      },
       async createImage(input: CreateImageInput): Promise<CreateImageResult> {
         const rowId = input.rowId;
         const n = (submissions.get(rowId) ?? 0) + 1;

@@ -1,6 +1,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { CreateImageInput, CreateImageResult, KeyProgress } from '../../src/activities/types';
 import { FailureType } from '../../src/api/failure-types';
+import type { RecordRowInput } from '../../src/activities/ledger-activities';
 
 /** One scripted answer of a fake activity: a value, or a failure of the given type. */
 export type Step<T> =
@@ -13,7 +14,7 @@ export type Step<T> =
  * simulator elsewhere.
  */
 export function scriptedActivities(script: { createImage: Step<CreateImageResult>[] }) {
-  const calls = { createImage: [] as CreateImageInput[] };
+  const calls = { createImage: [] as CreateImageInput[], recordRow: [] as RecordRowInput[] };
   function next<T>(steps: Step<T>[], what: string): T {
     const step = steps.shift();
     if (!step) throw ApplicationFailure.create({ message: `script for ${what} ran out`, nonRetryable: true });
@@ -32,6 +33,9 @@ export function scriptedActivities(script: { createImage: Step<CreateImageResult
       async createImage(input: CreateImageInput): Promise<CreateImageResult> {
         calls.createImage.push(input);
         return next(script.createImage, 'createImage');
+      },
+      async recordRow(input: RecordRowInput): Promise<void> {
+        calls.recordRow.push(input);
       },
     },
   };

@@ -1,0 +1,87 @@
+import path from 'node:path';
+import { Context } from '@temporalio/activity';
+import type { CreationRequest } from './types';
+import { appendLedger, ledgerFileOf, needsReconcile, readLedger, recordFromLedger } from '../ledger/ledger';
+import type { RowRecord } from '../workflows/model';
+
+export interface RecordRowInput {
+  /** Output folder of the row's batch (the worker's own folder when relative). */
+  outDir: string;
+  record: RowRecord;
+  /**
+   * Who ends the row: the row itself, or `reconcile` resolving it later.
+   * @default 'row'
+   */
+  by?: 'row' | 'reconcile';
+}
+
+export interface ListUnresolvedInput {
+  outDir: string;
+  batchId: string;
+  /** Rows of the batch (in ledger order) already looked at. */
+  after: number;
+  /** Rows returned at most. */
+  max: number;
+}
+
+/** A row whose money is unresolved, and the key that resolves it: its last, re-sent with its own body if need be. */
+export interface UnresolvedRow {
+  record: RowRecord;
+  /** Undefined when the ledger holds no body for the row's last key (it cannot be re-sent as it was). */
+  key?: { idempotencyKey: string; request: CreationRequest; creationId?: string };
+}
+
+export interface ListUnresolvedResult {
+  rows: UnresolvedRow[];
+  /** Rows looked at so far (the next call's `after`). */
+  next: number;
+  done: boolean;
+}
+
+/**
+ * The activities of the ledger: a row's record written as it ends (a local activity of the row workflow), and the
+ * rows `reconcile` resolves. `results` and `reconcile` read the ledger after Temporal has forgotten the rows.
+ */
+export function createLedgerActivities(deps: { outputRoot: string; now: () => number }) {
+  const fileOf = (outDir: string) => ledgerFileOf(path.resolve(deps.outputRoot, outDir));
+  return {
+    async recordRow(input: RecordRowInput): Promise<void> {
+      await appendLedger(
+        fileOf(input.outDir),
+        [{ type: 'row', by: input.by ?? 'row', record: input.record }],
+        deps.now(),
+      );
+    },
+
+    /** The next rows of a batch whose money is unresolved (see needsReconcile), from its ledger. */
+    async listUnresolvedRows(input: ListUnresolvedInput): Promise<ListUnresolvedResult> {
+      const view = await readLedger(fileOf(input.outDir));
+      const all = view.rows(input.batchId);
+      const rows: UnresolvedRow[] = [];
+      let i = input.after;
+      for (; i < all.length && rows.length < input.max; i++) {
+        if (i % 1000 === 0) Context.current().heartbeat(i);
+        const row = all[i]!;
+        const first = row.keys[0]?.request;
+        const record = recordFromLedger(row, first?.prompt ?? '', first?.model ?? '');
+        if (!needsReconcile(record)) continue;
+        const last = record.keys.at(-1);
+        const known = last ? view.key(last.idempotencyKey) : undefined;
+        const creationId = last?.creationId ?? known?.creationId;
+        rows.push({
+          record,
+          ...(last && known
+            ? {
+                key: {
+                  idempotencyKey: last.idempotencyKey,
+                  request: known.request,
+                  ...(creationId ? { creationId } : {}),
+                },
+              }
+            : {}),
+        });
+      }
+      return { rows, next: i, done: i >= all.length };
+    },
+  };
+}

@@ -76,7 +76,7 @@ export interface ModelInfo {
  * One idempotency key of a row, from submission to saved images, in one activity: every attempt sends at most one
  * request to the service (the submission while no creation is known, then one poll), and what an attempt learned
  * (the creation id, when it was accepted, the last poll) goes to the next attempt in heartbeat details. A row's
- * happy path is one activity, so a row of a batch reports its end itself within 16 history events.
+ * happy path is one activity, so a row of a batch reports its end itself in a few history events (README, "One channel, one record").
  */
 export interface CreateImageInput {
   /** Deterministic: the same batch, row and attempt always give the same key. */

@@ -20,10 +20,21 @@ export function promptWorkflowId(batchId: string, rowId: string): string {
 const MAX_KEY_LENGTH = 255;
 
 /**
- * The idempotency key of one attempt of one row: `ib.<batch>.<row>.a<attempt>`. Printable ASCII, at most 255
- * characters (gaps.md); a longer one is shortened with a digest of the whole, so it stays unique.
+ * The idempotency key of one attempt of one row: `ib/<batch>/<row>/a<attempt>`. One-to-one: ids never contain `/`,
+ * so the parts read back unambiguously and no two rows share a key. When batch and row ids are both long enough to
+ * pass the 255 printable characters of gaps.md, the batch id is replaced by `~` and a digest of it (ids never start
+ * with `~`): the keys of one batch stay one-to-one by construction, those of two batches differ by the digest.
  */
 export function idempotencyKeyFor(batchId: string, rowId: string, attempt: number): string {
+  const key = `ib/${batchId}/${rowId}/a${attempt}`;
+  return key.length <= MAX_KEY_LENGTH ? key : `ib/~${fnv1a64Hex(batchId)}/${rowId}/a${attempt}`;
+}
+
+/**
+ * The keys of rows started before keys were one-to-one (`ib.<batch>.<row>.a<attempt>`): `a.b`,`c` and `a`,`b.c`
+ * share one. Only replays of those rows use it (see ONE_TO_ONE_KEYS_AND_LEDGER in prompt-workflow.ts).
+ */
+export function legacyIdempotencyKeyFor(batchId: string, rowId: string, attempt: number): string {
   const key = `ib.${batchId}.${rowId}.a${attempt}`;
   if (key.length <= MAX_KEY_LENGTH) return key;
   const digest = fnv1a64Hex(key);

@@ -28,6 +28,12 @@ const EXPECTED = [
   // Recorded after the `ask-batch-before-new-key` patch (a row of a batch asks its batch before a new key).
   'v2-ask-batch-before-new-key-prompt-batch-stop-resume',
   'v2-ask-batch-before-new-key-batch-stop-resume',
+  // Recorded after the `one-to-one-keys-and-ledger` patch (keys ib/<batch>/<row>/a<n>; the row's record on disk).
+  'v3-one-to-one-keys-and-ledger-prompt-happy-path',
+  'v3-one-to-one-keys-and-ledger-prompt-503-refunded',
+  'v3-one-to-one-keys-and-ledger-prompt-batch-stop-resume',
+  'v3-one-to-one-keys-and-ledger-prompt-cancelled-while-blocked',
+  'v3-one-to-one-keys-and-ledger-batch-stop-resume',
 ];
 
 type History = temporal.api.history.v1.History;

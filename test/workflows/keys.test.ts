@@ -1,10 +1,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { fnv1a64Hex, idempotencyKeyFor, promptWorkflowId } from '../../src/workflows/keys';
+import { fnv1a64Hex, idempotencyKeyFor, legacyIdempotencyKeyFor, promptWorkflowId } from '../../src/workflows/keys';
+
+const id = fc.stringMatching(/^[A-Za-z0-9._:-]{1,128}$/);
 
 describe('idempotency keys', () => {
   it('are the same for the same batch, row and attempt, and differ by attempt', () => {
-    expect(idempotencyKeyFor('b', 'row-1', 1)).toBe('ib.b.row-1.a1');
+    expect(idempotencyKeyFor('b', 'row-1', 1)).toBe('ib/b/row-1/a1');
     expect(idempotencyKeyFor('b', 'row-1', 1)).toBe(idempotencyKeyFor('b', 'row-1', 1));
     expect(idempotencyKeyFor('b', 'row-1', 2)).not.toBe(idempotencyKeyFor('b', 'row-1', 1));
   });
@@ -23,6 +25,40 @@ describe('idempotency keys', () => {
         },
       ),
       { numRuns: 500 },
+    );
+  });
+
+  it('are one-to-one: no two rows share a key (the old form gave a.b,c and a,b.c one key)', () => {
+    expect(legacyIdempotencyKeyFor('a.b', 'c', 1)).toBe(legacyIdempotencyKeyFor('a', 'b.c', 1));
+    expect(idempotencyKeyFor('a.b', 'c', 1)).not.toBe(idempotencyKeyFor('a', 'b.c', 1));
+    fc.assert(
+      fc.property(
+        fc.tuple(id, id, fc.integer({ min: 1, max: 999 })),
+        fc.tuple(id, id, fc.integer({ min: 1, max: 999 })),
+        ([b1, r1, a1], [b2, r2, a2]) => {
+          fc.pre(b1 !== b2 || r1 !== r2 || a1 !== a2);
+          expect(idempotencyKeyFor(b1, r1, a1)).not.toBe(idempotencyKeyFor(b2, r2, a2));
+        },
+      ),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('are one-to-one within a batch, whatever the lengths: rows that differ only around a separator', () => {
+    fc.assert(
+      fc.property(id, id, id, fc.integer({ min: 1, max: 9 }), (batch, left, right, attempt) => {
+        // Pairs built to collide in a joined form: (batch + "." + left, right) against (batch, left + "." + right).
+        const a = idempotencyKeyFor(`${batch}.${left}`.slice(0, 128), right, attempt);
+        const b = idempotencyKeyFor(batch, `${left}.${right}`.slice(0, 128), attempt);
+        const same = `${batch}.${left}`.slice(0, 128) === batch && right === `${left}.${right}`.slice(0, 128);
+        if (!same) expect(a).not.toBe(b);
+        // Same batch, two rows: never the same key, even when both ids are as long as they may be.
+        const long = batch.padEnd(128, 'x');
+        expect(idempotencyKeyFor(long, left.padEnd(128, 'y'), attempt)).not.toBe(
+          idempotencyKeyFor(long, right.padEnd(128, 'z'), attempt),
+        );
+      }),
+      { numRuns: 1000 },
     );
   });
 

@@ -48,7 +48,7 @@ async function run(
 const key = (rowId: string, n: number) => idempotencyKeyFor('b1', rowId, n);
 
 describe('promptWorkflow (scripted activities, time-skipping server)', () => {
-  it('happy path: one key, one creation, images, 16 history events', async () => {
+  it('happy path: one key, one creation, images, its record on disk: 14 history events alone', async () => {
     const { result, calls, events } = await run({ createImage: [succeeded('c1')] }, input('r1'));
     expect(result.state).toBe('succeeded');
     expect(result.creationIds).toEqual(['c1']);
@@ -61,8 +61,10 @@ describe('promptWorkflow (scripted activities, time-skipping server)', () => {
     expect(result.netUsd).toBeCloseTo(0.04);
     expect(result.resubmittable).toBe(false);
     expect(calls.createImage.map((c) => c.idempotencyKey)).toEqual([key('r1', 1)]);
+    // Its record went to its batch's ledger on disk, once, as it ended.
+    expect(calls.recordRow).toEqual([{ outDir: '/tmp/out', record: result }]);
     console.log(`history events of a row alone, happy path: ${events}`);
-    expect(events).toBe(11);
+    expect(events).toBe(14);
   });
 
   it('a retryable failure string starts a new attempt with a new key, and succeeds', async () => {
@@ -252,7 +254,7 @@ describe('promptWorkflow (scripted activities, time-skipping server)', () => {
     expect(result.state).toBe('succeeded');
     expect(new Set(calls.createImage.map((c) => c.idempotencyKey))).toEqual(new Set([key('r10', 1)]));
     expect(calls.createImage).toHaveLength(4);
-    expect(events).toBe(11);
+    expect(events).toBe(14);
   });
 
   it('cancelled while its key is in flight: completes with its record, the key unknown (it may have been charged)', async () => {

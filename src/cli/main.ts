@@ -19,7 +19,7 @@ import { registerScheduleCommands } from './schedule-program';
 import { secretArgumentProblem } from './secret-args';
 import { payloadCodecFromEnv, startCodecServer } from '../codec';
 import { PAYLOAD_KEY_ENV, PAYLOAD_KEY_FILE_ENV } from '../config/codec-config';
-import { demo } from './commands/demo';
+import { demo, resultFilesSummary } from './commands/demo';
 import { simulator } from './commands/simulator';
 import { runWorker } from './commands/worker';
 import { workerHealth } from './commands/healthcheck';
@@ -84,8 +84,7 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
           `Gallery:  ${res.galleryUrl}`,
           `Results:  ${res.results.resultsCsv}`,
           `          ${res.results.resultsJsonl}`,
-          `Failures: ${res.results.errorsCsv} (${res.results.errorRows} rows, each with its state and keys; rows ` +
-            'marked resubmittable=false may have been paid: imagebatch run refuses a file that has them)',
+          ...resultFilesSummary(res.batchId, res.results),
           ...(res.webUi ? [`Temporal Web UI (while a demo runs): ${res.webUi}`] : []),
           '',
         ].join('\n'),
@@ -333,7 +332,7 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
         process.stdout.write(
           opts.json
             ? `${JSON.stringify(written)}\n`
-            : `${written.rows} rows -> ${written.resultsCsv}\ngallery: ${written.gallery}\nerrors: ${written.errorsCsv} (${written.errorRows} rows)\n`,
+            : `${written.rows} rows -> ${written.resultsCsv}\ngallery: ${written.gallery}\n${resultFilesSummary(batchId, written).join('\n')}\n`,
         );
       });
     });

@@ -155,10 +155,20 @@ describe('results', { timeout: 120_000 }, () => {
       resultsCsv: path.join(out, 'results.csv'),
       resultsJsonl: path.join(out, 'results.jsonl'),
       errorsCsv: path.join(out, 'errors.csv'),
+      unresolvedCsv: path.join(out, 'unresolved.csv'),
       gallery: path.join(out, 'index.html'),
       rows: 7,
       errorRows: 3,
+      errorAdvice: { submit_again: 2, revise_prompt: 1, fix_row: 0 },
+      unresolvedRows: 0,
     });
+    const text = await cli(['results', 'cli-main'], env());
+    expect(text.code, describeRun(['results', 'cli-main'], text)).toBe(0);
+    expect(text.stdout).toContain(
+      `errors.csv: 2 rows to submit again as they are (imagebatch run ${path.join(out, 'errors.csv')} ` +
+        '--batch-id cli-main-retry), 1 to revise (safety filter), 0 to fix (rejected): edit or delete that one first',
+    );
+    expect(text.stdout).not.toContain('unresolved.csv');
 
     const csv = await readCsv(path.join(out, 'results.csv'));
     expect(csv.map((r) => r.row_id)).toEqual(MAIN_IDS);
@@ -196,25 +206,30 @@ describe('results', { timeout: 120_000 }, () => {
     expect(html.match(/<img /g)).toHaveLength(5);
   });
 
-  it('errors.csv runs again under a new batch id once the rows not to resubmit are out: only its rows are submitted', async () => {
+  it('errors.csv runs again under a new batch id, its rows to submit again as they are: only those are submitted', async () => {
     const { out } = await runMainBatch();
     await cliJson(['results', 'cli-main', '--json'], env());
     const errorsCsv = path.join(out, 'errors.csv');
-    // The safety filter's row would be refused again: its record says so, and the file is refused as it is.
-    const refused = await cli(['validate', errorsCsv], env());
-    expect(refused.code, describeRun(['validate', errorsCsv], refused)).toBe(3);
-    expect(refused.stdout + refused.stderr).toContain('resubmittable=false');
+    // Nothing in errors.csv holds money, so the reader accepts the file as it is; the safety filter's row would only
+    // fail again (refunded), which its advice says.
+    const accepted = await cli(['validate', errorsCsv], env());
+    expect(accepted.code, describeRun(['validate', errorsCsv], accepted)).toBe(0);
     const rows = await readCsv(errorsCsv);
-    expect(rows.map((r) => [r.id, r.state, r.resubmittable])).toEqual([
-      ['r3', 'failed', 'true'],
-      ['r5', 'failed', 'false'],
-      ['r6', 'failed', 'true'],
+    expect(rows.map((r) => [r.id, r.state, r.advice, r.resubmittable])).toEqual([
+      ['r3', 'failed', 'submit_again', 'true'],
+      ['r5', 'failed', 'revise_prompt', 'false'],
+      ['r6', 'failed', 'submit_again', 'true'],
     ]);
+    // results.csv holds the succeeded rows: fed to the reader, they are refused as paid.
+    const resultsCsv = path.join(out, 'results.csv');
+    const refused = await cli(['validate', resultsCsv], env());
+    expect(refused.code, describeRun(['validate', resultsCsv], refused)).toBe(3);
+    expect(refused.stdout + refused.stderr).toContain('may have been paid: resolve it with imagebatch reconcile');
     const retryCsv = path.join(out, 'retry.csv');
     await writeFile(
       retryCsv,
       stringify(
-        rows.filter((r) => r.resubmittable === 'true'),
+        rows.filter((r) => r.advice === 'submit_again'),
         { header: true },
       ),
     );

@@ -42,6 +42,7 @@ it('demo --json runs the bundled batch to its end and writes the results and the
     resultsCsv: path.join(outDir, 'results.csv'),
     resultsJsonl: path.join(outDir, 'results.jsonl'),
     errorsCsv: path.join(outDir, 'errors.csv'),
+    unresolvedCsv: path.join(outDir, 'unresolved.csv'),
     gallery: path.join(outDir, 'index.html'),
     rows: 50,
   });
@@ -50,9 +51,18 @@ it('demo --json runs the bundled batch to its end and writes the results and the
 
   const csv = await readCsv(res.results.resultsCsv);
   expect(csv).toHaveLength(50);
+  // errors.csv holds the rows safe to submit again, unresolved.csv those that may have been paid: all the others.
   const errors = await readCsv(res.results.errorsCsv);
   expect(errors).toHaveLength(res.results.errorRows);
-  expect(res.results.errorRows).toBe(50 - c.succeeded);
+  const unresolved = await readCsv(res.results.unresolvedCsv);
+  expect(unresolved).toHaveLength(res.results.unresolvedRows);
+  expect(res.results.errorRows + res.results.unresolvedRows).toBe(50 - c.succeeded);
+  const advice = res.results.errorAdvice;
+  expect(advice.submit_again + advice.revise_prompt + advice.fix_row).toBe(res.results.errorRows);
+  expect(errors.filter((r) => r.advice === 'revise_prompt')).toHaveLength(advice.revise_prompt);
+  // The bundled batch meets the safety filter (twice) and a model the account lacks.
+  expect(advice.revise_prompt).toBe(2);
+  expect(advice.fix_row).toBeGreaterThanOrEqual(1);
 
   // The gallery: one card per row, one thumbnail per downloaded image, each on disk next to it.
   const html = await readFile(res.results.gallery, 'utf8');

@@ -55,6 +55,31 @@ export interface DemoResult {
 const DEMO_BATCH_ID = 'demo';
 
 /**
+ * What errors.csv and unresolved.csv hold and what to do with them, one line each (unresolved.csv only when it has
+ * rows), from the counts `writeResults` made: the demo's summary and `imagebatch results` print them.
+ */
+export function resultFilesSummary(batchId: string, written: WrittenResults): string[] {
+  const rows = (n: number) => `${n} row${n === 1 ? '' : 's'}`;
+  const { submit_again: again, revise_prompt: revise, fix_row: fix } = written.errorAdvice;
+  let errors = `errors.csv: no rows to submit again (${written.errorsCsv})`;
+  if (written.errorRows > 0) {
+    errors =
+      `errors.csv: ${rows(again)} to submit again as ${again === 1 ? 'it is' : 'they are'} ` +
+      `(imagebatch run ${written.errorsCsv} --batch-id ${batchId}-retry)`;
+    if (revise + fix > 0) {
+      errors +=
+        `, ${revise} to revise (safety filter), ${fix} to fix (rejected): ` +
+        `edit or delete ${revise + fix === 1 ? 'that one' : `those ${revise + fix}`} first`;
+    }
+  }
+  const n = written.unresolvedRows;
+  const unresolved =
+    `unresolved.csv: ${rows(n)} may have been paid: imagebatch reconcile ${batchId} resolves ` +
+    `${n === 1 ? 'it; never submit it again' : 'them; never submit them again'} (${written.unresolvedCsv})`;
+  return n > 0 ? [errors, unresolved] : [errors];
+}
+
+/**
  * The simulator as the demo configures it: small limits and scripted prompts, so every outcome shows. Its state
  * is kept in `home`, so that rows in flight when the demo was stopped find their creations on the next run.
  */

@@ -1,0 +1,60 @@
+import { describe, expect, it } from 'vitest';
+import { resultFilesSummary } from '../../src/cli/commands/demo';
+import type { WrittenResults } from '../../src/results';
+
+/** The lines the demo (and `imagebatch results`) print about errors.csv and unresolved.csv, from the counts. */
+
+function written(fields: Partial<WrittenResults>): WrittenResults {
+  return {
+    resultsCsv: '/out/results.csv',
+    resultsJsonl: '/out/results.jsonl',
+    errorsCsv: '/out/errors.csv',
+    unresolvedCsv: '/out/unresolved.csv',
+    gallery: '/out/index.html',
+    rows: 50,
+    errorRows: 0,
+    errorAdvice: { submit_again: 0, revise_prompt: 0, fix_row: 0 },
+    unresolvedRows: 0,
+    ...fields,
+  };
+}
+
+describe('resultFilesSummary', () => {
+  it('says how many rows of errors.csv to submit again, to revise and to fix, and how to run it', () => {
+    const lines = resultFilesSummary(
+      'demo',
+      written({ errorRows: 6, errorAdvice: { submit_again: 3, revise_prompt: 2, fix_row: 1 } }),
+    );
+    expect(lines).toEqual([
+      'errors.csv: 3 rows to submit again as they are (imagebatch run /out/errors.csv --batch-id demo-retry), ' +
+        '2 to revise (safety filter), 1 to fix (rejected): edit or delete those 3 first',
+    ]);
+  });
+
+  it('names unresolved.csv only when it has rows, with the command that resolves them', () => {
+    const lines = resultFilesSummary(
+      'demo',
+      written({ errorRows: 1, errorAdvice: { submit_again: 1, revise_prompt: 0, fix_row: 0 }, unresolvedRows: 2 }),
+    );
+    expect(lines).toEqual([
+      'errors.csv: 1 row to submit again as it is (imagebatch run /out/errors.csv --batch-id demo-retry)',
+      'unresolved.csv: 2 rows may have been paid: imagebatch reconcile demo resolves them; never submit them again ' +
+        '(/out/unresolved.csv)',
+    ]);
+  });
+
+  it('an errors.csv with nothing to submit again as it is, and an empty one', () => {
+    expect(
+      resultFilesSummary(
+        'b',
+        written({ errorRows: 1, errorAdvice: { submit_again: 0, revise_prompt: 1, fix_row: 0 }, unresolvedRows: 1 }),
+      ),
+    ).toEqual([
+      'errors.csv: 0 rows to submit again as they are (imagebatch run /out/errors.csv --batch-id b-retry), ' +
+        '1 to revise (safety filter), 0 to fix (rejected): edit or delete that one first',
+      'unresolved.csv: 1 row may have been paid: imagebatch reconcile b resolves it; never submit it again ' +
+        '(/out/unresolved.csv)',
+    ]);
+    expect(resultFilesSummary('b', written({}))).toEqual(['errors.csv: no rows to submit again (/out/errors.csv)']);
+  });
+});

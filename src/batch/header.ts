@@ -15,10 +15,13 @@ export type Column = (typeof Column)[keyof typeof Column];
 
 /**
  * The record columns `imagebatch results` writes into errors.csv after the batch-file columns, so that errors.csv
- * can be run again as it is. They are read, never sent: a row marked `resubmittable` false is refused.
+ * can be run again as it is. They are read, never sent: a row whose `state` or `key_outcomes` says it may have been
+ * paid is refused (results.csv and unresolved.csv carry them too, so their rows are refused the same way).
  */
 export const RecordColumn = {
   State: 'state',
+  /** errors.csv only: what to do with the row (`submit_again`, `revise_prompt`, `fix_row`); never checked. */
+  Advice: 'advice',
   Resubmittable: 'resubmittable',
   Error: 'error',
   IdempotencyKeys: 'idempotency_keys',

@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import type { CreationRequest } from '../activities/types';
+import { NO_MONEY_HELD } from '../ledger/ledger';
+import { KeyOutcome, RowState } from '../workflows/model';
 import { Column, type ColumnIndex, type KnownColumn, RecordColumn } from './header';
 import { type BatchProblem, ProblemCode, preview } from './problems';
 
@@ -181,7 +183,7 @@ export function validateRow(input: RowInput): RowResult {
       problems.push(withId({ code: ProblemCode.FieldInvalid, line, field, message: `${issue.message}${got}` }));
     }
   }
-  const refusal = resubmittableProblem(cell(RecordColumn.Resubmittable), cell(RecordColumn.State), line);
+  const refusal = mayBePaidProblem(cell(RecordColumn.State), cell(RecordColumn.KeyOutcomes), line);
   if (refusal) problems.push(withId(refusal));
   if (problems.length > 0 || !parsed.success || rowId === undefined || promptColumnMissing) {
     return { ok: false, rowId, problems };
@@ -190,26 +192,80 @@ export function validateRow(input: RowInput): RowResult {
 }
 
 /**
- * The `resubmittable` cell of a row from errors.csv: `false` means a key of the row was, or may have been, charged,
- * so the row must not go out again under a new batch id (a new key). Empty or `true` is fine; anything else is
- * refused too, since a cell that cannot be read cannot be trusted in the paying direction.
+ * Row states that hold no money of their own: a row in one of them may go out again under a new key, provided no
+ * key of it may hold money. `not_started` is a state of the result files only (no workflow for the row).
  */
-function resubmittableProblem(
-  value: string | undefined,
-  state: string | undefined,
+export const STATES_HOLDING_NO_MONEY: ReadonlySet<string> = new Set([
+  RowState.Failed,
+  RowState.Cancelled,
+  RowState.NotRun,
+  'not_started',
+]);
+
+/** Row states that were, or may have been, paid for whatever their keys say (`in_flight`: results only). */
+const STATES_MAY_BE_PAID: ReadonlySet<string> = new Set([
+  RowState.Succeeded,
+  RowState.ImagesUnsaved,
+  RowState.Unknown,
+  'in_flight',
+]);
+
+const KEY_OUTCOMES: ReadonlySet<string> = new Set(Object.values(KeyOutcome));
+
+/**
+ * Whether a row's record says it was, or may have been, paid for: its state is not one that holds no money, or a
+ * key's outcome is not one of {@link NO_MONEY_HELD}. Such a row must never go out again under a new key. The batch
+ * reader refuses it, and `imagebatch results` writes it to unresolved.csv, never to errors.csv.
+ */
+export function recordMayBePaid(state: string, keyOutcomes: readonly string[]): boolean {
+  return !STATES_HOLDING_NO_MONEY.has(state) || keyOutcomes.some((o) => !NO_MONEY_HELD.has(o as KeyOutcome));
+}
+
+/**
+ * The record cells of a row from errors.csv (or results.csv, unresolved.csv): a row that was, or may have been,
+ * paid for is refused, whatever its `resubmittable` cell says, since under a new batch id (a new key) it could be
+ * paid twice. A state or key outcome that cannot be read is refused too: it cannot be trusted in the paying
+ * direction. Empty cells (a row added by hand) are fine.
+ */
+function mayBePaidProblem(
+  stateCell: string | undefined,
+  outcomesCell: string | undefined,
   line: number,
 ): BatchProblem | undefined {
-  if (value === undefined || value === '' || value.toLowerCase() === 'true') return undefined;
-  const problem = { code: ProblemCode.FieldInvalid, line, field: RecordColumn.Resubmittable };
-  if (value.toLowerCase() !== 'false') {
-    return { ...problem, message: `resubmittable must be true, false or empty (got ${preview(value)})` };
+  const state = (stateCell ?? '').toLowerCase();
+  const outcomes = (outcomesCell ?? '').toLowerCase().split(/\s+/).filter(Boolean);
+  if (state !== '' && !STATES_HOLDING_NO_MONEY.has(state) && !STATES_MAY_BE_PAID.has(state)) {
+    return {
+      code: ProblemCode.FieldInvalid,
+      line,
+      field: RecordColumn.State,
+      message:
+        `state ${preview(stateCell ?? '')} is not a row state: it cannot be read, so the row cannot be trusted not ` +
+        'to have been paid; put back the state the result file gave it, or remove the row from this file',
+    };
   }
-  const was = state ? ` (state ${preview(state)})` : '';
+  const unreadable = outcomes.find((o) => !KEY_OUTCOMES.has(o));
+  if (unreadable !== undefined) {
+    return {
+      code: ProblemCode.FieldInvalid,
+      line,
+      field: RecordColumn.KeyOutcomes,
+      message:
+        `key_outcomes holds ${preview(unreadable)}, which is not a key outcome: it cannot be read, so the row ` +
+        'cannot be trusted not to have been paid; put back the outcomes the result file gave it, or remove the row',
+    };
+  }
+  const paidState = STATES_MAY_BE_PAID.has(state);
+  if (!paidState && !recordMayBePaid(state || RowState.Failed, outcomes)) return undefined;
+  const what = [state ? `state ${state}` : '', outcomes.length ? `key outcomes ${outcomes.join(' ')}` : '']
+    .filter(Boolean)
+    .join(', ');
   return {
-    ...problem,
+    code: ProblemCode.FieldInvalid,
+    line,
+    field: paidState ? RecordColumn.State : RecordColumn.KeyOutcomes,
     message:
-      `the row on line ${line} is marked resubmittable=false${was}: it was paid for, or may have been, so running ` +
-      'it again under a new batch id could pay twice; see its keys in results.csv and resolve it with its own key, ' +
-      'or remove the row from this file',
+      `the row on line ${line} (${what}) may have been paid: resolve it with imagebatch reconcile, do not submit ` +
+      'it again (under a new batch id it could be paid twice); remove its line from this file',
   };
 }

@@ -2,19 +2,85 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { stringify } from 'csv-stringify/sync';
 import type { CreationRequest } from '../activities/types';
+import { isRetryableFailureMessage } from '../api/contract';
 import { RecordColumn } from '../batch/header';
-import type { KeyOutcome } from '../workflows/model';
+import { recordMayBePaid } from '../batch/schema';
+import { KeyOutcome, type KeyRecord } from '../workflows/model';
 import type { ResultRow, ResultState } from './collect';
 import { galleryHtml } from './gallery';
+
+/** What to do with a row of errors.csv (its `advice` column). */
+export const Advice = {
+  /** Submit it again as it is: refunded or retryable failures past the limit, cancelled, not run, not started. */
+  SubmitAgain: 'submit_again',
+  /** The safety filter turned it down: as it is, it would end the same way; change the prompt first. */
+  RevisePrompt: 'revise_prompt',
+  /** The service rejected it on its merits (400, a model the account lacks): fix the row first. */
+  FixRow: 'fix_row',
+} as const;
+export type Advice = (typeof Advice)[keyof typeof Advice];
 
 export interface WrittenResults {
   resultsCsv: string;
   resultsJsonl: string;
+  /** The rows safe to submit again: nothing of them may hold money. */
   errorsCsv: string;
+  /** The rows that may have been paid: resolve them with `imagebatch reconcile`, never submit them again. */
+  unresolvedCsv: string;
   gallery: string;
   rows: number;
-  /** Rows in errors.csv (every row that did not succeed and is not in flight). */
+  /** Rows in errors.csv. */
   errorRows: number;
+  /** Rows of errors.csv per advice. */
+  errorAdvice: Record<Advice, number>;
+  /** Rows in unresolved.csv. */
+  unresolvedRows: number;
+}
+
+/** Key outcomes that say nothing of how the key ended: it may hold money, and may even still be running. */
+const UNSETTLED: ReadonlySet<KeyOutcome> = new Set([
+  KeyOutcome.Submitting,
+  KeyOutcome.Accepted,
+  KeyOutcome.Unknown,
+  KeyOutcome.Lost,
+  KeyOutcome.TimedOut,
+]);
+
+/**
+ * The advice for a row of errors.csv, from its record; undefined when the row does not belong there: it succeeded,
+ * is in flight, or was, or may have been, paid (its state, or a key whose outcome may hold money). A rejected key
+ * (400, a model the account lacks) means fixing the row; a last key that failed with a failure string that is not
+ * retryable (the safety filter) means revising the prompt; anything else may go out again as it is.
+ */
+export function adviceFor(
+  state: ResultState,
+  keys: readonly Pick<KeyRecord, 'outcome' | 'error'>[],
+): Advice | undefined {
+  if (
+    recordMayBePaid(
+      state,
+      keys.map((k) => k.outcome),
+    )
+  )
+    return undefined;
+  if (keys.some((k) => k.outcome === KeyOutcome.Rejected)) return Advice.FixRow;
+  const last = keys.at(-1);
+  if (last?.outcome === KeyOutcome.Failed && !isRetryableFailureMessage(last.error ?? '')) return Advice.RevisePrompt;
+  return Advice.SubmitAgain;
+}
+
+/**
+ * Whether a row goes to unresolved.csv: it was, or may have been, paid and is not done. That is every row neither
+ * in errors.csv nor in flight, but a succeeded row whose keys all ended; a succeeded row with a key of no known
+ * outcome is there too (it should not happen, but such a key may hold money of its own).
+ */
+export function isUnresolved(state: ResultState, keys: readonly Pick<KeyRecord, 'outcome'>[]): boolean {
+  if (state === 'in_flight') return false;
+  if (state === 'succeeded') return keys.some((k) => UNSETTLED.has(k.outcome));
+  return recordMayBePaid(
+    state,
+    keys.map((k) => k.outcome),
+  );
 }
 
 /** One key of a row in results.jsonl; a figure the service never gave is null. */
@@ -50,12 +116,14 @@ export interface JsonlRecord {
 
 const REQUEST_COLUMNS = ['negative_prompt', 'width', 'height', 'seed', 'num_images'] as const;
 
-/** The record columns of errors.csv, in order; the batch reader knows them and never sends them. */
+/** The record columns of errors.csv (its advice included), in order; the batch reader knows them, never sends them. */
 const RECORD_COLUMNS = Object.values(RecordColumn);
 
 /**
- * Writes results.csv, results.jsonl, errors.csv and index.html into `outDir`, each atomically (a temporary
- * file renamed over the old one), so a reader never sees half a file and writing again is idempotent.
+ * Writes results.csv, results.jsonl, errors.csv, unresolved.csv and index.html into `outDir`, each atomically (a
+ * temporary file renamed over the old one), so a reader never sees half a file and writing again is idempotent.
+ * errors.csv holds only the rows safe to submit again, each with its advice; unresolved.csv the rows that may have
+ * been paid. No row is in both, and every row neither succeeded nor in flight is in one of them.
  */
 export async function writeResults(
   outDir: string,
@@ -67,15 +135,33 @@ export async function writeResults(
     resultsCsv: path.join(outDir, 'results.csv'),
     resultsJsonl: path.join(outDir, 'results.jsonl'),
     errorsCsv: path.join(outDir, 'errors.csv'),
+    unresolvedCsv: path.join(outDir, 'unresolved.csv'),
     gallery: path.join(outDir, 'index.html'),
   };
-  const errorRows = rows.filter((r) => r.state !== 'succeeded' && r.state !== 'in_flight');
+  const errorRows: ErrorRow[] = [];
+  const errorAdvice: Record<Advice, number> = { submit_again: 0, revise_prompt: 0, fix_row: 0 };
+  for (const r of rows) {
+    const advice = adviceFor(r.state, r.result?.keys ?? []);
+    if (advice === undefined) continue;
+    errorRows.push({ ...r, advice });
+    errorAdvice[advice] += 1;
+  }
+  const unresolvedRows = rows.filter((r) => isUnresolved(r.state, r.result?.keys ?? []));
   await atomicWrite(files.resultsCsv, resultsCsv(rows));
   await atomicWrite(files.resultsJsonl, rows.map((r) => JSON.stringify(jsonRecord(r))).join('\n') + '\n');
   await atomicWrite(files.errorsCsv, errorsCsv(errorRows));
+  await atomicWrite(files.unresolvedCsv, unresolvedCsv(batchId, unresolvedRows));
   await atomicWrite(files.gallery, galleryHtml(batchId, rows));
-  return { ...files, rows: rows.length, errorRows: errorRows.length };
+  return {
+    ...files,
+    rows: rows.length,
+    errorRows: errorRows.length,
+    errorAdvice,
+    unresolvedRows: unresolvedRows.length,
+  };
 }
+
+type ErrorRow = ResultRow & { advice: Advice };
 
 function jsonRecord(r: ResultRow): JsonlRecord {
   const rec = r.result;
@@ -112,8 +198,8 @@ function safeCell(value: string): string {
 /** A figure we format ourselves (digits, a point, maybe a minus): never a formula; empty when not known. */
 const money = (usd: number | null): string => (usd === null ? '' : usd.toFixed(4));
 
-/** The record's cells, shared by results.csv and errors.csv. */
-function recordCells(j: JsonlRecord): Record<RecordColumn, string> {
+/** The record's cells, shared by results.csv, errors.csv and unresolved.csv (the advice is errors.csv's own). */
+function recordCells(j: JsonlRecord): Record<Exclude<RecordColumn, 'advice'>, string> {
   return {
     state: j.state,
     resubmittable: j.resubmittable === null ? '' : String(j.resubmittable),
@@ -162,16 +248,16 @@ function resultsCsv(rows: readonly ResultRow[]): string {
 }
 
 /**
- * The rows that did not succeed: first in the batch file's own format (cells exactly as they were, since they are
- * sent again), so `imagebatch run errors.csv` runs them again, then each row's record. The batch reader knows the
- * record columns, never sends them, and refuses a row whose `resubmittable` is false.
+ * The rows safe to submit again: first in the batch file's own format (cells exactly as they were, since they are
+ * sent again), so `imagebatch run errors.csv` runs them again, then each row's record and advice. The batch reader
+ * knows the record columns, never sends them, and refuses a row whose record says it may have been paid.
  */
-function errorsCsv(rows: readonly ResultRow[]): string {
+function errorsCsv(rows: readonly ErrorRow[]): string {
   const used = REQUEST_COLUMNS.filter((c) => rows.some((r) => r.row.request[c] !== undefined));
   const header = ['id', 'prompt', 'model', ...used, ...RECORD_COLUMNS];
   const body = rows.map((r) => {
     const req: CreationRequest = r.row.request;
-    const record = recordCells(jsonRecord(r));
+    const record: Record<RecordColumn, string> = { ...recordCells(jsonRecord(r)), advice: r.advice };
     return [
       r.row.rowId,
       req.prompt,
@@ -181,6 +267,42 @@ function errorsCsv(rows: readonly ResultRow[]): string {
     ];
   });
   return stringify([header, ...body]);
+}
+
+/**
+ * The rows that may have been paid, for a person and for `imagebatch reconcile`: each with its keys, their outcomes,
+ * the money as known and the command that resolves it. Not a batch file: the batch reader refuses its rows.
+ */
+function unresolvedCsv(batchId: string, rows: readonly ResultRow[]): string {
+  const header = [
+    'id',
+    'line',
+    'state',
+    'prompt',
+    'model',
+    'idempotency_keys',
+    'key_outcomes',
+    'creation_ids',
+    'charged_usd',
+    'refunded_usd',
+    'net_usd',
+    'error',
+    'next_step',
+  ] as const;
+  const nextStep = `imagebatch reconcile ${batchId}`;
+  const body = rows.map((r) => {
+    const j = jsonRecord(r);
+    const cells: Record<(typeof header)[number], string> = {
+      ...recordCells(j),
+      id: safeCell(j.row_id),
+      line: String(j.line),
+      prompt: safeCell(j.prompt),
+      model: safeCell(j.model),
+      next_step: nextStep,
+    };
+    return header.map((c) => cells[c]);
+  });
+  return stringify([[...header], ...body]);
 }
 
 async function atomicWrite(file: string, content: string): Promise<void> {

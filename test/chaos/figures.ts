@@ -56,6 +56,7 @@ export function formatFigures(report: ChaosReport, wallMs: number): string {
   check('results.jsonl rows', `${f.resultFileRows} of ${f.rows}`, f.resultFileRows === f.rows);
   zero("rows differing from the workflows' records", f.resultMismatches);
   info('errors.csv rows', f.errorsCsvRows);
+  info('unresolved.csv rows', f.unresolvedCsvRows);
 
   section('chaos');
   const at = (kind: ChaosEventKind) =>

@@ -85,6 +85,7 @@ export interface ChaosFigures {
   /** Rows whose results.jsonl record differs from the workflow's record, or that are missing or repeated. */
   resultMismatches: number;
   errorsCsvRows: number;
+  unresolvedCsvRows: number;
   kills: number;
   serverRestarts: number;
   storms: number;
@@ -224,11 +225,14 @@ export async function computeFigures(input: FigureInputs): Promise<ChaosFigures>
   };
 }
 
-/** results.jsonl against the workflows row by row; errors.csv and results.csv by their rows. */
+/**
+ * results.jsonl against the workflows row by row; results.csv, errors.csv and unresolved.csv by their rows: every row
+ * that did not succeed is in exactly one of errors.csv (safe to submit again) and unresolved.csv (may have been paid).
+ */
 async function compareResultFiles(
   written: WrittenResults,
   completed: readonly RowOutcome[],
-): Promise<Pick<ChaosFigures, 'resultFileRows' | 'resultMismatches' | 'errorsCsvRows'>> {
+): Promise<Pick<ChaosFigures, 'resultFileRows' | 'resultMismatches' | 'errorsCsvRows' | 'unresolvedCsvRows'>> {
   const text = await readFile(written.resultsJsonl, 'utf8');
   const records = text
     .split('\n')
@@ -243,11 +247,19 @@ async function compareResultFiles(
   }
   const csvRows = parse<{ row_id: string }>(await readFile(written.resultsCsv, 'utf8'), { columns: true });
   const errorRows = parse<{ id: string }>(await readFile(written.errorsCsv, 'utf8'), { columns: true });
+  const unresolvedRows = parse<{ id: string }>(await readFile(written.unresolvedCsv, 'utf8'), { columns: true });
   const expectedErrors = new Set(completed.filter((o) => o.result!.state !== RowState.Succeeded).map((o) => o.rowId));
-  const errorIds = new Set(errorRows.map((r) => r.id));
+  const notSucceeded = [...errorRows, ...unresolvedRows].map((r) => r.id);
+  const ids = new Set(notSucceeded);
   if (csvRows.length !== records.length) mismatches++;
-  if (errorIds.size !== expectedErrors.size || [...expectedErrors].some((id) => !errorIds.has(id))) mismatches++;
-  return { resultFileRows: records.length, resultMismatches: mismatches, errorsCsvRows: errorRows.length };
+  if (ids.size !== notSucceeded.length) mismatches++; // a row in both files, or twice in one
+  if (ids.size !== expectedErrors.size || [...expectedErrors].some((id) => !ids.has(id))) mismatches++;
+  return {
+    resultFileRows: records.length,
+    resultMismatches: mismatches,
+    errorsCsvRows: errorRows.length,
+    unresolvedCsvRows: unresolvedRows.length,
+  };
 }
 
 /** A results.jsonl line says what the row's record says: every key, creation, figure and flag. */

@@ -6,9 +6,11 @@ import { defaultFailureConverter, defaultPayloadConverter } from '@temporalio/co
 import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type BatchRow, readBatchPage, validateBatchFile } from '../../src/batch';
+import { FailureMessage } from '../../src/api/contract';
 import { collectResults, type ResultRow, writeResults } from '../../src/results';
+import { adviceFor, isUnresolved } from '../../src/results/write';
 import { promptWorkflowId } from '../../src/workflows/keys';
-import type { RowRecord } from '../../src/workflows/model';
+import type { KeyOutcome, KeyRecord, RowRecord } from '../../src/workflows/model';
 
 let dir: string;
 beforeAll(async () => {
@@ -53,6 +55,11 @@ const rows = {
   notRun: batchRow('late', 6),
   inFlight: batchRow('busy', 7),
   notStarted: batchRow('new', 8),
+  unsafe: batchRow('unsafe', 9),
+  flaky: batchRow('flaky', 10),
+  unsaved: batchRow('unsaved', 11),
+  quit: batchRow('quit', 12),
+  odd: batchRow('odd', 13),
 };
 
 const image = { url: 'https://files.example/ok.png', path: 'b/ok-1.png', sha256: 'ab'.repeat(32), bytes: 1234 };
@@ -106,6 +113,63 @@ const ALL: ResultRow[] = [
   done(rows.notRun, { state: 'not_run', error: 'deadline passed', resubmittable: true }),
   { row: rows.inFlight, state: 'in_flight' },
   { row: rows.notStarted, state: 'not_started' },
+  done(rows.unsafe, {
+    state: 'failed',
+    keys: [
+      {
+        attempt: 1,
+        idempotencyKey: 'ib.b.unsafe.a1',
+        outcome: 'failed',
+        creationId: 'cr_unsafe',
+        chargedUsd: 0.04,
+        refundedUsd: 0.04,
+        error: FailureMessage.SafetyFilter,
+      },
+    ],
+    creationIds: ['cr_unsafe'],
+    chargedUsd: 0.04,
+    refundedUsd: 0.04,
+    error: FailureMessage.SafetyFilter,
+    resubmittable: false,
+  }),
+  done(rows.flaky, {
+    state: 'failed',
+    keys: [1, 2, 3].map((attempt) => ({
+      attempt,
+      idempotencyKey: `ib.b.flaky.a${attempt}`,
+      outcome: 'failed' as const,
+      error: FailureMessage.Failed,
+    })),
+    error: `${FailureMessage.Failed} (gave up after 3 attempts)`,
+    resubmittable: true,
+  }),
+  done(rows.unsaved, {
+    state: 'images_unsaved',
+    keys: [
+      { attempt: 1, idempotencyKey: 'ib.b.unsaved.a1', outcome: 'succeeded', creationId: 'cr_u', chargedUsd: 0.04 },
+    ],
+    creationIds: ['cr_u'],
+    chargedUsd: 0.04,
+    netUsd: 0.04,
+    error: 'creation cr_u succeeded, but its images were not saved: 404',
+    resubmittable: false,
+  }),
+  done(rows.quit, {
+    state: 'cancelled',
+    keys: [{ attempt: 1, idempotencyKey: 'ib.b.quit.a1', outcome: 'refunded', chargedUsd: 0.04, refundedUsd: 0.04 }],
+    chargedUsd: 0.04,
+    refundedUsd: 0.04,
+    error: 'cancelled',
+    resubmittable: true,
+  }),
+  // Should not happen (a failed row holds no money), but it must never be lost nor submitted again.
+  done(rows.odd, {
+    state: 'failed',
+    keys: [{ attempt: 1, idempotencyKey: 'ib.b.odd.a1', outcome: 'accepted', creationId: 'cr_odd' }],
+    creationIds: ['cr_odd'],
+    error: 'broken',
+    resubmittable: false,
+  }),
 ];
 
 const readCsv = async (file: string) => parse<Record<string, string>>(await readFile(file, 'utf8'), { columns: true });
@@ -118,7 +182,7 @@ const readJsonl = async (file: string) =>
 describe('writeResults: one record per row', () => {
   it('results.jsonl carries the whole record, money null when unknown (not 0)', async () => {
     const written = await writeResults(path.join(dir, 'jsonl'), BATCH, ALL);
-    expect([written.rows, written.errorRows]).toEqual([7, 5]);
+    expect([written.rows, written.errorRows, written.unresolvedRows]).toEqual([12, 6, 4]);
     const lines = await readJsonl(written.resultsJsonl);
     expect(lines.map((l) => [l.row_id, l.state])).toEqual(ALL.map((r) => [r.row.rowId, r.state]));
     expect(lines[0]).toEqual({
@@ -179,6 +243,11 @@ describe('writeResults: one record per row', () => {
       ['late', 'not_run', 'true'],
       ['busy', 'in_flight', ''],
       ['new', 'not_started', 'true'],
+      ['unsafe', 'failed', 'false'],
+      ['flaky', 'failed', 'true'],
+      ['unsaved', 'images_unsaved', 'false'],
+      ['quit', 'cancelled', 'true'],
+      ['odd', 'failed', 'false'],
     ]);
     expect(csv[0]).toMatchObject({
       line: '2',
@@ -200,7 +269,7 @@ describe('writeResults: one record per row', () => {
       refunded_usd: '0.0800',
       net_usd: '0.0000',
     });
-    for (const r of csv.slice(5)) {
+    for (const r of csv.slice(5, 7)) {
       expect([r.idempotency_keys, r.key_outcomes, r.charged_usd, r.refunded_usd, r.net_usd]).toEqual([
         '',
         '',
@@ -211,53 +280,199 @@ describe('writeResults: one record per row', () => {
     }
   });
 
-  it('errors.csv: every row neither succeeded nor in flight, batch columns first, then the record', async () => {
+  it('errors.csv: only the rows safe to submit again, batch columns first, then the record with its advice', async () => {
     const written = await writeResults(path.join(dir, 'errors'), BATCH, ALL);
     const text = await readFile(written.errorsCsv, 'utf8');
     expect(text.split('\n')[0]).toBe(
-      'id,prompt,model,seed,num_images,state,resubmittable,error,idempotency_keys,key_outcomes,creation_ids,' +
+      'id,prompt,model,seed,state,advice,resubmittable,error,idempotency_keys,key_outcomes,creation_ids,' +
         'charged_usd,refunded_usd,net_usd',
     );
     const csv = await readCsv(written.errorsCsv);
-    expect(csv.map((r) => [r.id, r.state, r.resubmittable])).toEqual([
-      ['bad', 'failed', 'true'],
-      ['stop', 'cancelled', 'false'],
-      ['lost', 'unknown', 'false'],
-      ['late', 'not_run', 'true'],
-      ['new', 'not_started', 'true'],
+    expect(csv.map((r) => [r.id, r.state, r.advice, r.resubmittable])).toEqual([
+      ['bad', 'failed', 'fix_row', 'true'],
+      ['late', 'not_run', 'submit_again', 'true'],
+      ['new', 'not_started', 'submit_again', 'true'],
+      ['unsafe', 'failed', 'revise_prompt', 'false'],
+      ['flaky', 'failed', 'submit_again', 'true'],
+      ['quit', 'cancelled', 'submit_again', 'true'],
     ]);
     // The prompt goes back to the service as it was; the record's own text is defused.
     expect(csv[0]).toMatchObject({ prompt: '=1+1 a cat', model: 'flux-dev', seed: '7', error: "'-prompt blocked" });
-    expect(csv[1]).toMatchObject({
-      idempotency_keys: 'ib.b.stop.a1',
-      key_outcomes: 'accepted',
-      creation_ids: 'cr_stop',
+    expect(csv[5]).toMatchObject({
+      idempotency_keys: 'ib.b.quit.a1',
+      key_outcomes: 'refunded',
       charged_usd: '0.0400',
-      net_usd: '0.0400',
+      refunded_usd: '0.0400',
+      net_usd: '0.0000',
     });
-    expect(csv[2]).toMatchObject({ num_images: '2', key_outcomes: 'refunded unknown' });
-    expect([csv[4]!.charged_usd, csv[4]!.refunded_usd, csv[4]!.net_usd]).toEqual(['', '', '']);
+    expect([csv[2]!.charged_usd, csv[2]!.refunded_usd, csv[2]!.net_usd]).toEqual(['', '', '']);
+    expect(written.errorRows).toBe(6);
+    expect(written.errorAdvice).toEqual({ submit_again: 4, revise_prompt: 1, fix_row: 1 });
   });
 
-  it('errors.csv runs again: a resubmittable row is accepted, a cancelled row that may have paid is refused', async () => {
+  it('unresolved.csv: every row that may have been paid, with its keys, money and the command that resolves it', async () => {
+    const written = await writeResults(path.join(dir, 'unresolved'), BATCH, ALL);
+    expect(written.unresolvedCsv).toBe(path.join(dir, 'unresolved', 'unresolved.csv'));
+    const text = await readFile(written.unresolvedCsv, 'utf8');
+    expect(text.split('\n')[0]).toBe(
+      'id,line,state,prompt,model,idempotency_keys,key_outcomes,creation_ids,charged_usd,refunded_usd,net_usd,' +
+        'error,next_step',
+    );
+    const csv = await readCsv(written.unresolvedCsv);
+    expect(csv.map((r) => [r.id, r.line, r.state, r.key_outcomes])).toEqual([
+      ['stop', '4', 'cancelled', 'accepted'],
+      ['lost', '5', 'unknown', 'refunded unknown'],
+      ['unsaved', '11', 'images_unsaved', 'succeeded'],
+      ['odd', '13', 'failed', 'accepted'],
+    ]);
+    expect(csv[1]).toMatchObject({
+      prompt: 'prompt of lost',
+      model: 'flux-dev',
+      idempotency_keys: 'ib.b.lost.a1 ib.b.lost.a2',
+      creation_ids: '',
+      charged_usd: '0.0800',
+      refunded_usd: '0.0800',
+      net_usd: '0.0000',
+      error: 'no response',
+    });
+    expect(csv[2]).toMatchObject({ creation_ids: 'cr_u', charged_usd: '0.0400', net_usd: '0.0400' });
+    for (const r of csv) expect(r.next_step).toBe(`imagebatch reconcile ${BATCH}`);
+    expect(written.unresolvedRows).toBe(4);
+    // errors.csv and unresolved.csv never share a row, and between them hold every row not succeeded nor in flight.
+    const errors = (await readCsv(written.errorsCsv)).map((r) => r.id);
+    expect(errors.filter((id) => csv.some((r) => r.id === id))).toEqual([]);
+    const expected = ALL.filter((r) => r.state !== 'succeeded' && r.state !== 'in_flight').map((r) => r.row.rowId);
+    expect([...errors, ...csv.map((r) => r.id!)].sort()).toEqual(expected.sort());
+  });
+
+  it('errors.csv runs again as it is: every row is accepted, the revised and the rejected ones too', async () => {
     const written = await writeResults(path.join(dir, 'rerun'), BATCH, ALL);
     const report = await validateBatchFile(written.errorsCsv);
-    expect([report.rows, report.validRows, report.invalidRows]).toEqual([5, 3, 2]);
-    expect(report.problems.map((p) => [p.line, p.field, p.rowId])).toEqual([
-      [3, 'resubmittable', 'stop'],
-      [4, 'resubmittable', 'lost'],
-    ]);
-    expect(report.problems[0]!.message).toMatch(/line 3 .*resubmittable=false.*pay twice/);
+    expect(report.problems).toEqual([]);
+    expect([report.ok, report.rows, report.validRows]).toEqual([true, 6, 6]);
     const page = await readBatchPage(written.errorsCsv, undefined);
     expect(page.rows.map((r) => [r.rowId, r.request])).toEqual([
       ['bad', { prompt: '=1+1 a cat', model: 'flux-dev', seed: 7 }],
       ['late', { prompt: 'prompt of late', model: 'flux-dev' }],
       ['new', { prompt: 'prompt of new', model: 'flux-dev' }],
+      ['unsafe', { prompt: 'prompt of unsafe', model: 'flux-dev' }],
+      ['flaky', { prompt: 'prompt of flaky', model: 'flux-dev' }],
+      ['quit', { prompt: 'prompt of quit', model: 'flux-dev' }],
     ]);
+  });
 
-    const failedOnly = await writeResults(path.join(dir, 'failed-only'), BATCH, [ALL[1]!]);
-    const ok = await validateBatchFile(failedOnly.errorsCsv);
-    expect([ok.ok, ok.validRows, ok.problems]).toEqual([true, 1, []]);
+  const PAID = /may have been paid: resolve it with imagebatch reconcile, do not submit it again/;
+
+  it('unresolved.csv fed to the batch reader is refused, each of its rows named as maybe paid', async () => {
+    const written = await writeResults(path.join(dir, 'feed-unresolved'), BATCH, ALL);
+    const report = await validateBatchFile(written.unresolvedCsv);
+    expect([report.ok, report.validRows, report.invalidRows]).toEqual([false, 0, 4]);
+    const paid = report.problems.filter((p) => PAID.test(p.message));
+    expect(paid.map((p) => [p.line, p.rowId])).toEqual([
+      [2, 'stop'],
+      [3, 'lost'],
+      [4, 'unsaved'],
+      [5, 'odd'],
+    ]);
+    const page = await readBatchPage(written.unresolvedCsv, undefined);
+    expect(page.rows).toEqual([]);
+  });
+
+  it('results.csv fed to the batch reader is refused, each row that may have been paid named as such', async () => {
+    const written = await writeResults(path.join(dir, 'feed-results'), BATCH, ALL);
+    const report = await validateBatchFile(written.resultsCsv);
+    expect(report.ok).toBe(false);
+    // results.csv names its rows by line (row_id is not a batch-file column): ok, stop, lost, busy, unsaved, odd.
+    const paid = report.problems.filter((p) => PAID.test(p.message));
+    expect(paid.map((p) => p.line)).toEqual([2, 4, 5, 7, 11, 13]);
+    expect(paid.map((p) => p.message.match(/state (\w+)/)![1])).toEqual([
+      'succeeded',
+      'cancelled',
+      'unknown',
+      'in_flight',
+      'images_unsaved',
+      'failed',
+    ]);
+  });
+});
+
+describe('adviceFor: what to do with a row of errors.csv, from its record', () => {
+  const key = (outcome: KeyOutcome, error?: string): Pick<KeyRecord, 'outcome' | 'error'> => ({
+    outcome,
+    ...(error === undefined ? {} : { error }),
+  });
+
+  it('submit_again: refunded or retryable failures past the limit, a row that failed before any key', () => {
+    expect(adviceFor('failed', [key('refunded'), key('refunded'), key('refunded')])).toBe('submit_again');
+    expect(adviceFor('failed', [key('failed', FailureMessage.TimedOut), key('failed', FailureMessage.NoImage)])).toBe(
+      'submit_again',
+    );
+    expect(adviceFor('failed', [key('declined'), key('failed', FailureMessage.Failed)])).toBe('submit_again');
+    expect(adviceFor('failed', [])).toBe('submit_again');
+  });
+
+  it('submit_again: cancelled rows with nothing held, rows never run or never started', () => {
+    expect(adviceFor('cancelled', [])).toBe('submit_again');
+    expect(adviceFor('cancelled', [key('refunded')])).toBe('submit_again');
+    expect(adviceFor('not_run', [])).toBe('submit_again');
+    expect(adviceFor('not_started', [])).toBe('submit_again');
+  });
+
+  it('revise_prompt: the safety filter (the failure string that is not retryable), also after a refunded key', () => {
+    expect(adviceFor('failed', [key('failed', FailureMessage.SafetyFilter)])).toBe('revise_prompt');
+    expect(adviceFor('failed', [key('refunded'), key('failed', FailureMessage.SafetyFilter)])).toBe('revise_prompt');
+    // A retryable failure before it does not change what ended the row.
+    expect(
+      adviceFor('failed', [key('failed', FailureMessage.Failed), key('failed', FailureMessage.SafetyFilter)]),
+    ).toBe('revise_prompt');
+  });
+
+  it('fix_row: a 400 rejection or an unknown model (key outcome rejected)', () => {
+    expect(adviceFor('failed', [key('rejected', 'model "flux-pro" is not available to this account')])).toBe('fix_row');
+    expect(adviceFor('failed', [key('refunded'), key('rejected', 'width: must be a multiple of 64')])).toBe('fix_row');
+  });
+
+  it("none for a row that is not errors.csv's: succeeded, in flight, or any key that may hold money", () => {
+    expect(adviceFor('succeeded', [key('succeeded')])).toBeUndefined();
+    expect(adviceFor('in_flight', [])).toBeUndefined();
+    expect(adviceFor('unknown', [key('refunded')])).toBeUndefined();
+    expect(adviceFor('images_unsaved', [key('succeeded')])).toBeUndefined();
+    for (const outcome of ['submitting', 'accepted', 'succeeded', 'unknown', 'lost', 'timed_out'] as const) {
+      expect(adviceFor('cancelled', [key(outcome)]), outcome).toBeUndefined();
+      expect(adviceFor('failed', [key('refunded'), key(outcome)]), outcome).toBeUndefined();
+    }
+  });
+});
+
+describe('isUnresolved: rows that may have been paid, for unresolved.csv', () => {
+  const keys = (...outcomes: KeyOutcome[]) => outcomes.map((outcome) => ({ outcome }));
+
+  it('unknown and images_unsaved rows, and any row with a key that may hold money', () => {
+    expect(isUnresolved('unknown', keys('refunded', 'unknown'))).toBe(true);
+    expect(isUnresolved('unknown', [])).toBe(true);
+    expect(isUnresolved('images_unsaved', keys('succeeded'))).toBe(true);
+    for (const outcome of ['submitting', 'accepted', 'succeeded', 'unknown', 'lost', 'timed_out'] as const) {
+      expect(isUnresolved('cancelled', keys(outcome)), outcome).toBe(true);
+      expect(isUnresolved('failed', keys('refunded', outcome)), outcome).toBe(true);
+      expect(isUnresolved('not_run', keys(outcome)), outcome).toBe(true);
+    }
+  });
+
+  it('a succeeded row only when a key besides its success has no known outcome (never lose it)', () => {
+    expect(isUnresolved('succeeded', keys('succeeded'))).toBe(false);
+    expect(isUnresolved('succeeded', keys('refunded', 'failed', 'succeeded'))).toBe(false);
+    for (const outcome of ['submitting', 'accepted', 'unknown', 'lost', 'timed_out'] as const) {
+      expect(isUnresolved('succeeded', keys(outcome, 'succeeded')), outcome).toBe(true);
+    }
+  });
+
+  it('never a row safe to submit again, nor one in flight', () => {
+    expect(isUnresolved('failed', keys('rejected'))).toBe(false);
+    expect(isUnresolved('failed', keys('refunded', 'declined', 'failed'))).toBe(false);
+    expect(isUnresolved('cancelled', [])).toBe(false);
+    expect(isUnresolved('not_run', [])).toBe(false);
+    expect(isUnresolved('not_started', [])).toBe(false);
+    expect(isUnresolved('in_flight', [])).toBe(false);
   });
 });
 

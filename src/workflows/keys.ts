@@ -51,3 +51,13 @@ export function fnv1a64Hex(text: string): string {
   }
   return hash.toString(16).padStart(16, '0');
 }
+
+/**
+ * The batch, row and attempt a key of {@link idempotencyKeyFor} names; undefined for any other string. A key whose
+ * batch id was replaced by its digest gives `batchId` as `~<digest>`.
+ */
+export function parseIdempotencyKey(key: string): { batchId: string; rowId: string; attempt: number } | undefined {
+  const m = /^ib\/([^/]+)\/([^/]+)\/a(\d+)$/.exec(key);
+  if (!m) return undefined;
+  return { batchId: m[1]!, rowId: m[2]!, attempt: Number(m[3]) };
+}

@@ -11,7 +11,7 @@ import {
   type LedgerCreation,
 } from '../../src/simulator';
 import type { BatchProgress } from '../../src/workflows';
-import { idempotencyKeyFor } from '../../src/workflows/keys';
+import { idempotencyKeyFor, parseIdempotencyKey } from '../../src/workflows/keys';
 import { KeyOutcome, RowState, type RowRecord } from '../../src/workflows/model';
 import { sha256Of, type RowOutcome } from '../integration/helpers';
 import { ChaosEventKind, SIMULATOR_FAULT_KINDS } from './chaos-plan';
@@ -308,18 +308,15 @@ const KEY_OUTCOMES: readonly string[] = Object.values(KeyOutcome);
 const UNCHARGED: readonly string[] = [KeyOutcome.Refunded, KeyOutcome.Rejected, KeyOutcome.Declined];
 
 /**
- * The idempotency keys the ledger saw, by row: `ib.<batch>.<row>.a<n>` ({@link idempotencyKeyFor}); a key that
+ * The idempotency keys the ledger saw, by row: `ib/<batch>/<row>/a<n>` ({@link idempotencyKeyFor}); a key that
  * does not parse, or is not the key of its row and number, belongs to no row (and counts in `keysOfNoRow`).
  */
 export function ledgerKeysByRow(batchId: string, keys: Iterable<string>): Map<string, string[]> {
   const out = new Map<string, string[]>();
-  const prefix = `ib.${batchId}.`;
   for (const key of keys) {
-    const m = /\.a(\d+)$/.exec(key);
-    if (!key.startsWith(prefix) || !m) continue;
-    const rowId = key.slice(prefix.length, m.index);
-    if (idempotencyKeyFor(batchId, rowId, Number(m[1])) !== key) continue;
-    out.set(rowId, [...(out.get(rowId) ?? []), key]);
+    const parsed = parseIdempotencyKey(key);
+    if (!parsed || idempotencyKeyFor(batchId, parsed.rowId, parsed.attempt) !== key) continue;
+    out.set(parsed.rowId, [...(out.get(parsed.rowId) ?? []), key]);
   }
   return out;
 }

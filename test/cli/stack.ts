@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DEMO_API_KEY, startSimulator, type Simulator, type SimulatorConfigInput } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
+import { parseIdempotencyKey } from '../../src/workflows/keys';
 import { WorkerProcess, baseEnv, ensureDistIsFresh } from './helpers';
 
 /**
@@ -56,15 +57,16 @@ export async function startStack(options: {
   }
 }
 
-/** Idempotency keys the simulator charged for batch `batchId` (`ib.<batch>.<row>.a<n>`), one per charge. */
+/** Idempotency keys the simulator charged for batch `batchId` (`ib/<batch>/<row>/a<n>`), one per charge. */
 export function chargedKeys(sim: Simulator, batchId: string): string[] {
   return sim.ledger
     .entries()
-    .filter((e) => e.kind === 'charge' && e.idempotencyKey?.startsWith(`ib.${batchId}.`))
+    .filter((e) => e.kind === 'charge' && parseIdempotencyKey(e.idempotencyKey ?? '')?.batchId === batchId)
     .map((e) => e.idempotencyKey!);
 }
 
-/** The row id inside an idempotency key `ib.<batch>.<row>.a<n>`. */
+/** The row id inside an idempotency key `ib/<batch>/<row>/a<n>`. */
 export function rowOfKey(batchId: string, key: string): string {
-  return key.slice(`ib.${batchId}.`.length).replace(/\.a\d+$/, '');
+  const parsed = parseIdempotencyKey(key);
+  return parsed?.batchId === batchId ? parsed.rowId : '';
 }

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MetricName, ResponseClass } from '../../src/metrics';
+import { parseIdempotencyKey } from '../../src/workflows/keys';
 import { DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
 import { freePort } from '../../src/util/net';
@@ -138,7 +139,7 @@ describe(`${WORKERS} workers on one task queue`, () => {
     // One net charge per row, none twice.
     const netCharges = new Map<string, number>();
     for (const s of sim!.ledger.byIdempotencyKey()) {
-      const rowId = /^ib\.[^.]+\.([^.]+)\.a\d+$/.exec(s.idempotencyKey)?.[1];
+      const rowId = parseIdempotencyKey(s.idempotencyKey)?.rowId;
       if (rowId !== undefined) netCharges.set(rowId, (netCharges.get(rowId) ?? 0) + s.netCharged);
     }
     expect(rowIds.filter((id) => netCharges.get(id) !== 1)).toEqual([]);

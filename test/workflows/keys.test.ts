@@ -1,6 +1,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { fnv1a64Hex, idempotencyKeyFor, legacyIdempotencyKeyFor, promptWorkflowId } from '../../src/workflows/keys';
+import {
+  fnv1a64Hex,
+  idempotencyKeyFor,
+  legacyIdempotencyKeyFor,
+  parseIdempotencyKey,
+  promptWorkflowId,
+} from '../../src/workflows/keys';
 
 const id = fc.stringMatching(/^[A-Za-z0-9._:-]{1,128}$/);
 
@@ -36,6 +42,10 @@ describe('idempotency keys', () => {
         fc.tuple(id, id, fc.integer({ min: 1, max: 999 })),
         fc.tuple(id, id, fc.integer({ min: 1, max: 999 })),
         ([b1, r1, a1], [b2, r2, a2]) => {
+          const key = idempotencyKeyFor(b1, r1, a1);
+          if (key.startsWith(`ib/${b1}/`))
+            expect(parseIdempotencyKey(key)).toEqual({ batchId: b1, rowId: r1, attempt: a1 });
+          else expect(parseIdempotencyKey(key)).toMatchObject({ rowId: r1, attempt: a1 });
           fc.pre(b1 !== b2 || r1 !== r2 || a1 !== a2);
           expect(idempotencyKeyFor(b1, r1, a1)).not.toBe(idempotencyKeyFor(b2, r2, a2));
         },

@@ -10,6 +10,7 @@ import type { HoldRegistry } from '../api/holds';
 import type { ApiKeyProvider } from '../api/api-key';
 import { createDownloadDispatcher } from '../api/http';
 import type { ServiceConfig } from '../config/service-config';
+import { claimRow, scheduleDirOf } from '../ledger/claims';
 import { appendLedger, ledgerFileOf, readLedger, requestFingerprint } from '../ledger/ledger';
 import { KeyOutcome } from '../workflows/model';
 import { downloadImages } from './download';
@@ -272,6 +273,20 @@ export function createImageActivities(deps: ImageActivityDeps) {
     const past = view.key(input.idempotencyKey);
     const fingerprint = requestFingerprint(input.request);
     if (!past) {
+      // A run of a schedule sends a row only while it holds the row's claim: two overlapping runs never both pay.
+      const scheduleDir = await scheduleDirOf(path.dirname(ledger));
+      const claim = scheduleDir ? await claimRow(scheduleDir, input.rowId, input.batchId) : { ok: true as const };
+      if (!claim.ok) {
+        return fail({
+          kind: 'rejected',
+          details: {
+            httpStatus: 0,
+            code: 'LEDGER',
+            message: `row ${input.rowId} is being run by ${claim.owner}, another run of this schedule: not sent here`,
+            fieldErrors: [],
+          },
+        });
+      }
       // Written and flushed before the request leaves: from here on, the key may have been charged.
       await appendLedger(
         ledger,

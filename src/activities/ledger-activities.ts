@@ -1,7 +1,15 @@
 import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import type { CreationRequest } from './types';
-import { appendLedger, ledgerFileOf, needsReconcile, readLedger, recordFromLedger } from '../ledger/ledger';
+import { releaseRow, scheduleDirOf } from '../ledger/claims';
+import {
+  NO_MONEY_HELD,
+  appendLedger,
+  ledgerFileOf,
+  needsReconcile,
+  readLedger,
+  recordFromLedger,
+} from '../ledger/ledger';
 import type { RowRecord } from '../workflows/model';
 
 export interface RecordRowInput {
@@ -46,11 +54,13 @@ export function createLedgerActivities(deps: { outputRoot: string; now: () => nu
   const fileOf = (outDir: string) => ledgerFileOf(path.resolve(deps.outputRoot, outDir));
   return {
     async recordRow(input: RecordRowInput): Promise<void> {
-      await appendLedger(
-        fileOf(input.outDir),
-        [{ type: 'row', by: input.by ?? 'row', record: input.record }],
-        deps.now(),
-      );
+      const file = fileOf(input.outDir);
+      await appendLedger(file, [{ type: 'row', by: input.by ?? 'row', record: input.record }], deps.now());
+      // A row of a schedule's run that ended holding no money gives its claim back: a later run may try it again.
+      if (input.record.keys.every((k) => NO_MONEY_HELD.has(k.outcome))) {
+        const scheduleDir = await scheduleDirOf(path.dirname(file));
+        if (scheduleDir) await releaseRow(scheduleDir, input.record.rowId, input.record.batchId);
+      }
     },
 
     /** The next rows of a batch whose money is unresolved (see needsReconcile), from its ledger. */

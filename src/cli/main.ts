@@ -12,6 +12,7 @@ import {
 } from './batches';
 import { connectClient, withClient } from './client';
 import { BatchAction, batchStatus, controlBatch, listBatches } from './commands/batch-control';
+import { reconcile, reconcileLines } from './commands/reconcile';
 import { results } from './commands/results';
 import { validate } from './commands/validate';
 import { progressLine } from './progress-line';
@@ -335,6 +336,34 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
             : `${written.rows} rows -> ${written.resultsCsv}\ngallery: ${written.gallery}\n${resultFilesSummary(batchId, written).join('\n')}\n`,
         );
       });
+    });
+
+  program
+    .command('reconcile <batch>')
+    .description(
+      'Resolve the rows whose money is unresolved (unknown, max wait reached, images unsaved) with their own keys, ' +
+        'never a new one; rows that cannot be resolved are reported. A worker must be running',
+    )
+    .option('--out <dir>', "the batch's output folder (needed once Temporal has forgotten the batch)")
+    .option('--max-poll-wait <duration>', 'longest wait for a followed creation to end (default 30m)', parseDuration)
+    .option('--json', 'print the summary as JSON')
+    .action(async (batchId: string, opts: { out?: string; maxPollWait?: number; json?: boolean }) => {
+      const { client, config, close } = await connectClient(process.env);
+      try {
+        const outcome = await client.withAbortSignal(signal, () =>
+          reconcile({
+            client,
+            taskQueue: config.taskQueue,
+            batchId,
+            ...(opts.out ? { outDir: path.resolve(opts.out) } : {}),
+            ...(opts.maxPollWait === undefined ? {} : { maxPollWaitMs: opts.maxPollWait }),
+          }),
+        );
+        process.stdout.write(opts.json ? `${JSON.stringify(outcome)}\n` : `${reconcileLines(outcome).join('\n')}\n`);
+        if (outcome.summary.reported > 0 || outcome.summary.stoppedBy) result.code = ExitCode.Failure;
+      } finally {
+        await close();
+      }
     });
 
   registerScheduleCommands(program);

@@ -5,3 +5,4 @@ export * from './scheduled-batch-workflow';
 export * from './catalog-workflow';
 export * from './definitions';
 export * from './model';
+export * from './reconcile-workflow';

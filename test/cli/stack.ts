@@ -18,6 +18,8 @@ export interface CliStack {
   dir: string;
   /** The environment of CLI commands: Temporal settings only (the API key lives in the worker's). */
   cliEnv: Record<string, string>;
+  /** Stops the worker and starts another on the same server and simulator, with these IMAGEGEN_* settings added. */
+  restartWorker(extraEnv?: Record<string, string>): Promise<WorkerProcess>;
   stop(): Promise<void>;
 }
 
@@ -27,6 +29,8 @@ export async function startStack(options: {
   /** The worker's IMAGEGEN_MIN_POLL_INTERVAL_MS. */
   minPollIntervalMs: number;
   taskQueue?: string;
+  /** More settings of the worker (IMAGEGEN_*). */
+  workerEnv?: Record<string, string>;
 }): Promise<CliStack> {
   await ensureDistIsFresh();
   const dir = await mkdtemp(path.join(os.tmpdir(), 'imagebatch-cli-'));
@@ -42,15 +46,30 @@ export async function startStack(options: {
   try {
     [server, sim] = await Promise.all([DevServer.start({ uiPort: false }), startSimulator(options.simulator)]);
     const temporal = { TEMPORAL_ADDRESS: server.address, TEMPORAL_TASK_QUEUE: options.taskQueue ?? 'imagebatch-cli' };
-    worker = await WorkerProcess.start({
-      env: baseEnv({
+    const workerEnv = (extra: Record<string, string>) =>
+      baseEnv({
         ...temporal,
-        IMAGEGEN_BASE_URL: sim.baseUrl,
+        IMAGEGEN_BASE_URL: sim!.baseUrl,
         IMAGEGEN_API_KEY: DEMO_API_KEY,
         IMAGEGEN_MIN_POLL_INTERVAL_MS: String(options.minPollIntervalMs),
-      }),
-    });
-    return { server, sim, worker, dir, cliEnv: baseEnv(temporal), stop };
+        ...extra,
+      });
+    worker = await WorkerProcess.start({ env: workerEnv(options.workerEnv ?? {}) });
+    const stack: CliStack = {
+      server,
+      sim,
+      worker,
+      dir,
+      cliEnv: baseEnv(temporal),
+      stop,
+      restartWorker: async (extraEnv = {}) => {
+        await worker?.stop();
+        worker = await WorkerProcess.start({ env: workerEnv(extraEnv) });
+        stack.worker = worker;
+        return worker;
+      },
+    };
+    return stack;
   } catch (err) {
     await stop();
     throw err;

@@ -55,10 +55,10 @@ export async function results(options: ResultsOptions): Promise<WrittenResults> 
   return writeResults(options.outDir ?? source.outDir, batchId, rows);
 }
 
-type BatchMemo = { file?: string; outDir?: string; defaultModel?: string };
+export type BatchMemo = { file?: string; outDir?: string; defaultModel?: string };
 
 /** The memo of the batch's workflow, or undefined when Temporal does not know it. */
-async function batchMemo(client: Client, batchId: string): Promise<BatchMemo | undefined> {
+export async function batchMemo(client: Client, batchId: string): Promise<BatchMemo | undefined> {
   try {
     const description = await client.workflow.getHandle(batchWorkflowId(batchId)).describe();
     return description.memo ?? {};

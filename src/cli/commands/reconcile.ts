@@ -1,0 +1,69 @@
+import type { Client } from '@temporalio/client';
+import { WorkflowIdConflictPolicy } from '@temporalio/common';
+import type { WrittenResults } from '../../results';
+import { reconcileWorkflow, type ReconcileSummary } from '../../workflows';
+import { batchMemo, results } from './results';
+
+export interface ReconcileOptions {
+  client: Client;
+  taskQueue: string;
+  batchId: string;
+  /**
+   * The batch's output folder, as the workers see it.
+   * @default the folder in the batch's memo (needed once Temporal has forgotten the batch)
+   */
+  outDir?: string;
+  /**
+   * Longest wait for a followed creation to end.
+   * @default the row's default (30 minutes)
+   */
+  maxPollWaitMs?: number;
+}
+
+export interface ReconcileOutcome {
+  summary: ReconcileSummary;
+  written: WrittenResults;
+}
+
+/** Workflow id of the reconcile of a batch: one at a time; running it again while it runs attaches to it. */
+export const reconcileWorkflowId = (batchId: string) => `reconcile/${batchId}`;
+
+/**
+ * `imagebatch reconcile BATCH`: resolves, on a worker (the API key lives there), every row of the batch whose money
+ * the ledger leaves unresolved, with the row's own key and never a new one (see reconcileWorkflow), then writes the
+ * results again from the ledger.
+ */
+export async function reconcile(options: ReconcileOptions): Promise<ReconcileOutcome> {
+  const { client, batchId } = options;
+  const outDir = options.outDir ?? (await batchMemo(client, batchId))?.outDir;
+  if (!outDir) {
+    throw new Error(`batch ${batchId} is not known to Temporal (retention passed?): give its output folder with --out`);
+  }
+  const handle = await client.workflow.start(reconcileWorkflow, {
+    workflowId: reconcileWorkflowId(batchId),
+    taskQueue: options.taskQueue,
+    args: [
+      { batchId, outDir, ...(options.maxPollWaitMs === undefined ? {} : { maxPollWaitMs: options.maxPollWaitMs }) },
+    ],
+    workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
+  });
+  const summary = await handle.result();
+  const written = await results({ client, batchId, outDir });
+  return { summary, written };
+}
+
+/** The terminal's lines for a reconcile: the counts, then each row that is still reported, with why. */
+export function reconcileLines(outcome: ReconcileOutcome): string[] {
+  const { summary, written } = outcome;
+  const lines = [
+    `reconcile ${summary.batchId}: ${summary.examined} row(s) unresolved; ${summary.resolved} resolved, ` +
+      `${summary.reported} reported (never submitted under a new key)`,
+  ];
+  for (const row of summary.rows) {
+    lines.push(`  ${row.rowId}: ${row.before} -> ${row.after}${row.resolved ? '' : ' (reported)'}: ${row.note}`);
+  }
+  if (summary.rows.length < summary.examined) lines.push(`  ... and ${summary.examined - summary.rows.length} more`);
+  if (summary.stoppedBy) lines.push(`stopped: ${summary.stoppedBy}; fix it, then run imagebatch reconcile again`);
+  lines.push(`results: ${written.resultsCsv} (${written.unresolvedRows} row(s) left in ${written.unresolvedCsv})`);
+  return lines;
+}

@@ -1,0 +1,223 @@
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  continueAsNew,
+  proxyActivities,
+  proxyLocalActivities,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import type { UnresolvedRow } from '../activities/ledger-activities';
+import type { CreateImageResult } from '../activities/types';
+import { FailureType, type BatchStopDetails, type UnknownDetails } from '../api/failure-types';
+import { KeyOutcome, type RowRecord, type RowState } from './model';
+import { RowLedger, needsReconcile } from './row-record';
+import {
+  BATCH_ACTIVITY_START_TO_CLOSE,
+  CREATE_IMAGE_START_TO_CLOSE,
+  DEFAULT_MAX_POLL_WAIT_MS,
+  HEARTBEAT_TIMEOUT,
+  maxWaitMessage,
+} from './timeouts';
+
+export interface ReconcileWorkflowInput {
+  batchId: string;
+  /** The batch's output folder (as the workers see it): its ledger says what is unresolved. */
+  outDir: string;
+  /**
+   * Rows resolved at once.
+   * @default 4
+   */
+  concurrency?: number;
+  /**
+   * Longest wait for a creation followed again to end.
+   * @default DEFAULT_MAX_POLL_WAIT_MS
+   */
+  maxPollWaitMs?: number;
+  /** @internal Carried across continue-as-new. */
+  carried?: { after: number; summary: ReconcileSummary };
+}
+
+/** What reconcile did to one row. */
+export interface ReconciledRow {
+  rowId: string;
+  before: RowState;
+  after: RowState;
+  /** True when no money of the row is unresolved any more. */
+  resolved: boolean;
+  /** What was done, or why the row is reported. */
+  note: string;
+}
+
+export interface ReconcileSummary {
+  batchId: string;
+  /** Rows whose money was unresolved when reconcile looked at them. */
+  examined: number;
+  resolved: number;
+  /** Rows still unresolved: reported, never submitted under a new key. */
+  reported: number;
+  /** The rows, up to {@link MAX_LISTED} of them (the ledger and the results files hold all). */
+  rows: ReconciledRow[];
+  /** Set when a batch-level stop (authentication, balance) ended reconcile before every row was looked at. */
+  stoppedBy?: string;
+}
+
+/** Rows listed in a summary at most; the counts cover all. */
+export const MAX_LISTED = 1000;
+const PAGE = 50;
+
+const { listUnresolvedRows } = proxyActivities<Activities>({
+  startToCloseTimeout: BATCH_ACTIVITY_START_TO_CLOSE,
+  heartbeatTimeout: HEARTBEAT_TIMEOUT,
+  retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
+});
+
+// The same activity and bounds as a row's: one key, from (re)submission to saved images.
+const { createImage } = proxyActivities<Activities>({
+  startToCloseTimeout: CREATE_IMAGE_START_TO_CLOSE,
+  heartbeatTimeout: HEARTBEAT_TIMEOUT,
+  retry: {
+    initialInterval: '1 second',
+    backoffCoefficient: 2,
+    maximumInterval: '1 minute',
+    nonRetryableErrorTypes: [
+      FailureType.Unknown,
+      FailureType.Refunded,
+      FailureType.Rejected,
+      FailureType.BatchStop,
+      FailureType.CreationNotFound,
+      FailureType.MaxWait,
+      FailureType.Config,
+    ],
+  },
+});
+
+const { recordRow } = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '30 seconds',
+  retry: { initialInterval: '1 second', maximumAttempts: 5 },
+});
+
+/**
+ * `imagebatch reconcile`: resolves the rows of a batch whose money is unresolved, without paying twice. Each such
+ * row's last key is carried to its end by `createImage`, which asks the ledger first: a creation it knows is
+ * followed (polled, its images saved); a key never answered is sent again with its own body, which the service
+ * replays without a new charge, while the key is younger than the service's idempotency window; an older one is
+ * reported, never sent. No new key is ever tried. Each row's new record goes to the ledger, and the summary says
+ * what was resolved and what is reported.
+ */
+export async function reconcileWorkflow(input: ReconcileWorkflowInput): Promise<ReconcileSummary> {
+  const concurrency = Math.max(1, input.concurrency ?? 4);
+  const summary: ReconcileSummary = input.carried?.summary ?? {
+    batchId: input.batchId,
+    examined: 0,
+    resolved: 0,
+    reported: 0,
+    rows: [],
+  };
+  let after = input.carried?.after ?? 0;
+  for (;;) {
+    const page = await listUnresolvedRows({ outDir: input.outDir, batchId: input.batchId, after, max: PAGE });
+    for (let i = 0; i < page.rows.length; i += concurrency) {
+      const chunk = page.rows.slice(i, i + concurrency);
+      const outcomes = await Promise.all(chunk.map((row) => settle(row)));
+      for (const done of outcomes) {
+        summary.examined += 1;
+        if (done.resolved) summary.resolved += 1;
+        else summary.reported += 1;
+        if (summary.rows.length < MAX_LISTED) summary.rows.push(done);
+      }
+      const stop = outcomes.find((o) => o.stoppedBy);
+      if (stop?.stoppedBy) {
+        summary.stoppedBy = stop.stoppedBy;
+        return summary;
+      }
+    }
+    after = page.next;
+    if (page.done) return summary;
+    if (workflowInfo().continueAsNewSuggested || workflowInfo().historyLength > 5_000) {
+      return continueAsNew<typeof reconcileWorkflow>({ ...input, carried: { after, summary } });
+    }
+  }
+
+  async function settle(row: UnresolvedRow): Promise<ReconciledRow & { stoppedBy?: string }> {
+    const before = row.record.state;
+    const base = { rowId: row.record.rowId, before };
+    if (!row.key) {
+      return {
+        ...base,
+        after: before,
+        resolved: false,
+        note: "the ledger holds no body for the row's last key: it cannot be sent again as it was",
+      };
+    }
+    const ledger = RowLedger.resume(row.record);
+    const key = ledger.current;
+    let note: string;
+    let stoppedBy: string | undefined;
+    try {
+      const ended: CreateImageResult = await createImage({
+        idempotencyKey: row.key.idempotencyKey,
+        request: row.key.request,
+        batchId: row.record.batchId,
+        rowId: row.record.rowId,
+        outDir: input.outDir,
+        maxPollWaitMs: input.maxPollWaitMs ?? DEFAULT_MAX_POLL_WAIT_MS,
+        ...(row.key.creationId ? { progress: { creationId: row.key.creationId } } : {}),
+      });
+      if (ended.outcome === 'succeeded') {
+        ledger.succeeded(ended.creationId, ended.costUsd, ended.images);
+        note = `creation ${ended.creationId} succeeded; ${ended.images.length} image(s) saved`;
+      } else {
+        ledger.creationFailed(ended.creationId, ended.costUsd, ended.error, ended.retryable);
+        if (ended.retryable) ledger.endedRefunded();
+        else ledger.failedAsIs();
+        note = `creation ${ended.creationId} failed and was refunded: ${ended.error}`;
+      }
+    } catch (err) {
+      const failure = err instanceof ActivityFailure && err.cause instanceof ApplicationFailure ? err.cause : undefined;
+      if (!failure) throw err;
+      const creationId = key?.creationId ?? row.key.creationId ?? '?';
+      switch (failure.type) {
+        case FailureType.Refunded:
+          ledger.refunded(failure.message);
+          ledger.endedRefunded();
+          note = `the key's submission was refunded: ${failure.message}`;
+          break;
+        case FailureType.Rejected:
+          ledger.rejected(failure.message);
+          note = `the key was refused, nothing charged: ${failure.message}`;
+          break;
+        case FailureType.Unknown: {
+          const details = failure.details?.[0] as UnknownDetails | undefined;
+          note = details?.lastError ?? failure.message;
+          ledger.unknown(KeyOutcome.Unknown, note);
+          break;
+        }
+        case FailureType.CreationNotFound:
+          note = `creation ${creationId} was accepted, then not found: ${failure.message}`;
+          ledger.unknown(KeyOutcome.Lost, note);
+          break;
+        case FailureType.MaxWait:
+          note = maxWaitMessage(creationId, input.maxPollWaitMs ?? DEFAULT_MAX_POLL_WAIT_MS);
+          ledger.unknown(KeyOutcome.TimedOut, note);
+          break;
+        case FailureType.DownloadFailed:
+          note = `creation ${creationId} succeeded, but its images were not saved: ${failure.message}`;
+          ledger.imagesUnsaved(note);
+          break;
+        case FailureType.BatchStop:
+        case FailureType.Config: {
+          const details = failure.details?.[0] as BatchStopDetails | undefined;
+          stoppedBy = details?.message ?? failure.message;
+          return { ...base, after: before, resolved: false, note: `not resolved: ${stoppedBy}`, stoppedBy };
+        }
+        default:
+          throw err;
+      }
+    }
+    const record: RowRecord = ledger.record;
+    await recordRow({ outDir: input.outDir, record, by: 'reconcile' });
+    const resolved = !needsReconcile(record);
+    return { ...base, after: record.state, resolved, note, ...(stoppedBy ? { stoppedBy } : {}) };
+  }
+}

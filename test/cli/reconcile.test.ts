@@ -1,0 +1,116 @@
+import { existsSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FaultKind, IdempotencyVariant } from '../../src/simulator';
+import type { ReconcileOutcome } from '../../src/cli/commands/reconcile';
+import { idempotencyKeyFor } from '../../src/workflows/keys';
+import { cli, describeRun, readCsv } from './helpers';
+import { chargedKeys, startStack, type CliStack } from './stack';
+
+/**
+ * `imagebatch reconcile BATCH` against the simulator: the rows of a batch whose money is unresolved are resolved
+ * with their own keys, never a new one, or reported. The simulator stores every judged response under its key
+ * (variant b of gaps.md), so a key that was accepted replays its 202 and one that met a 500 replays the 500.
+ *
+ * Run 1's worker gives up on a key after one unknown outcome and saves no image (its download limit is 16 bytes):
+ * - `acc`: accepted and charged, then the connection reset before the 202 came back: unknown;
+ * - `never`: a 500 before any charge: unknown, nothing charged;
+ * - `ok1`, `ok2`: generated and paid, images not saved: images_unsaved.
+ */
+let stack: CliStack;
+const BATCH = 'rec';
+const ROWS = [
+  'id,prompt',
+  'ok1,a lighthouse at dusk',
+  'acc,[reset] a fox in snow',
+  'never,[oops] a tram',
+  'ok2,a bowl',
+];
+let file: string;
+let out: string;
+
+beforeAll(async () => {
+  stack = await startStack({
+    simulator: {
+      seed: 5,
+      generation: { queuedMs: { minMs: 20, maxMs: 50 }, runningMs: { minMs: 100, maxMs: 200 } },
+      limits: { minPollIntervalMs: 100, requestsPerSecond: 1000, burst: 1000, accountConcurrency: null },
+      safety: { genericDeclineProbability: 0 },
+      idempotency: { variant: IdempotencyVariant.AllJudged },
+      scripts: [
+        { match: '[reset]', faults: [FaultKind.ResetAfterCommit] },
+        { match: '[oops]', faults: [FaultKind.InternalBeforeCharge] },
+      ],
+    },
+    minPollIntervalMs: 150,
+    workerEnv: { IMAGEGEN_MAX_AMBIGUOUS_TRIES: '1', IMAGEGEN_MAX_DOWNLOAD_BYTES: '16' },
+  });
+  file = path.join(stack.dir, 'rec.csv');
+  out = path.join(stack.dir, 'out-rec');
+  await writeFile(file, `${ROWS.join('\n')}\n`);
+}, 120_000);
+
+afterAll(async () => {
+  await stack?.stop();
+});
+
+const env = () => ({ env: stack.cliEnv, timeoutMs: 90_000 });
+const key = (rowId: string) => idempotencyKeyFor(BATCH, rowId, 1);
+const charges = (rowId: string) => chargedKeys(stack.sim, BATCH).filter((k) => k === key(rowId)).length;
+
+async function reconcile(): Promise<{ code: number | null; outcome: ReconcileOutcome }> {
+  const args = ['reconcile', BATCH, '--json'];
+  const r = await cli(args, env());
+  expect([0, 1], describeRun(args, r)).toContain(r.code);
+  return { code: r.code, outcome: JSON.parse(r.stdout) as ReconcileOutcome };
+}
+
+async function states(): Promise<Record<string, string>> {
+  const rows = await readCsv(path.join(out, 'results.csv'));
+  return Object.fromEntries(rows.map((r) => [r.row_id!, r.state!]));
+}
+
+describe('imagebatch reconcile', { timeout: 180_000 }, () => {
+  it('resolves unknown and unsaved rows with their own keys, reports what it cannot, and never pays twice', async () => {
+    const args = ['run', file, '--batch-id', BATCH, '--model', 'flux-dev', '--out', out, '--follow', '--json'];
+    const run = await cli(args, env());
+    expect(run.code, describeRun(args, run)).toBe(0);
+    expect(await cli(['results', BATCH], env()).then((r) => r.code)).toBe(0);
+    expect(await states()).toEqual({ ok1: 'images_unsaved', acc: 'unknown', never: 'unknown', ok2: 'images_unsaved' });
+    const unresolved = await readCsv(path.join(out, 'unresolved.csv'));
+    expect(unresolved.map((r) => r.id).sort()).toEqual(['acc', 'never', 'ok1', 'ok2']);
+    expect([charges('ok1'), charges('acc'), charges('never'), charges('ok2')]).toEqual([1, 1, 0, 1]);
+
+    // A worker with ordinary settings (a replayed 500 is still unknown after two tries).
+    await stack.restartWorker({ IMAGEGEN_MAX_AMBIGUOUS_TRIES: '2', IMAGEGEN_BACKOFF_BASE_MS: '50' });
+    const first = await reconcile();
+    expect(first.code).toBe(1); // a row is still reported
+    const byRow = Object.fromEntries(first.outcome.summary.rows.map((r) => [r.rowId, r]));
+    expect(first.outcome.summary).toMatchObject({ examined: 4, resolved: 3, reported: 1 });
+    expect(byRow.acc).toMatchObject({ before: 'unknown', after: 'succeeded', resolved: true });
+    expect(byRow.ok1).toMatchObject({ before: 'images_unsaved', after: 'succeeded', resolved: true });
+    expect(byRow.never).toMatchObject({ before: 'unknown', after: 'unknown', resolved: false });
+    // No new charge for anything: acc's key was replayed, the unsaved rows' creations fetched again.
+    expect([charges('ok1'), charges('acc'), charges('never'), charges('ok2')]).toEqual([1, 1, 0, 1]);
+    expect(new Set(chargedKeys(stack.sim, BATCH))).toEqual(new Set([key('ok1'), key('acc'), key('ok2')]));
+    expect(await states()).toEqual({ ok1: 'succeeded', acc: 'succeeded', never: 'unknown', ok2: 'succeeded' });
+    const results = await readCsv(path.join(out, 'results.csv'));
+    for (const row of results.filter((r) => r.state === 'succeeded')) {
+      expect(row.images).not.toBe('');
+      for (const image of row.images!.split(' ')) expect(existsSync(path.join(out, image))).toBe(true);
+    }
+    expect((await readCsv(path.join(out, 'unresolved.csv'))).map((r) => r.id)).toEqual(['never']);
+
+    // Past the service's idempotency window, the key that never got an answer is reported: no new key stored, no charge
+    // (that nothing is sent at all is counted request by request in test/activities/ledger-journal.test.ts).
+    await stack.restartWorker({ IMAGEGEN_IDEMPOTENCY_WINDOW_MS: '1000' });
+    const submissionsBefore = stack.sim.stats().idempotencyEntries;
+    const second = await reconcile();
+    expect(second.code).toBe(1);
+    expect(second.outcome.summary).toMatchObject({ examined: 1, resolved: 0, reported: 1 });
+    expect(second.outcome.summary.rows[0]?.note).toContain('idempotency window');
+    expect(stack.sim.stats().idempotencyEntries).toBe(submissionsBefore);
+    expect(charges('never')).toBe(0);
+  });
+});

@@ -198,18 +198,30 @@ export class LedgerView {
 
   constructor(readonly file: string) {}
 
-  /** Reads what was appended since the last call. A missing file is an empty ledger. */
-  async refresh(): Promise<this> {
+  /** The refresh under way: refreshes of one view run one after the other, never two reads of one range. */
+  private reading: Promise<unknown> = Promise.resolve();
+
+  /**
+   * Reads what was appended since the last call. A missing file is an empty ledger; a file shorter than what was
+   * read (replaced by hand) is read again from its start. Calls made at once (parallel activities of one worker)
+   * are served one after the other.
+   */
+  refresh(): Promise<this> {
+    const next = this.reading.then(() => this.readNew());
+    this.reading = next.catch(() => undefined);
+    return next.then(() => this);
+  }
+
+  private async readNew(): Promise<void> {
     let size: number;
     try {
       size = (await stat(this.file)).size;
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return this;
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
       throw err;
     }
-    if (size < this.offset)
-      throw new Error(`${this.file} shrank from ${this.offset} to ${size} bytes: a ledger only grows`);
-    if (size === this.offset) return this;
+    if (size < this.offset) this.reset();
+    if (size === this.offset) return;
     const handle = await open(this.file, 'r');
     try {
       const length = size - this.offset;
@@ -228,7 +240,15 @@ export class LedgerView {
     } finally {
       await handle.close();
     }
-    return this;
+  }
+
+  private reset(): void {
+    this.rowsByKey.clear();
+    this.keysById.clear();
+    this.batchEvents.clear();
+    this.offset = 0;
+    this.pending = '';
+    this.unreadableLines = 0;
   }
 
   /** The row's entry, if the ledger knows it. */

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { startOrAttachBatch } from '../../src/cli/batches';
+import { reconcile } from '../../src/cli/commands/reconcile';
 import { results } from '../../src/cli/commands/results';
 import { DEMO_API_KEY, startFaultProxy, startSimulator, type FaultProxy, type Simulator } from '../../src/simulator';
 import { hash32, mulberry32, uniformInt, type Random } from '../../src/simulator/random';
@@ -22,7 +23,14 @@ import {
   writeChaosCsv,
   type PlannedEvent,
 } from './chaos-plan';
-import { computeFigures, violationsOf, type ChaosFigures } from './invariants';
+import {
+  computeFigures,
+  reconcileFiguresOf,
+  reconcileViolations,
+  violationsOf,
+  type ChaosFigures,
+  type ReconcileFigures,
+} from './invariants';
 
 /** Options of {@link runChaos}. */
 export interface ChaosOptions {
@@ -85,6 +93,8 @@ export interface ChaosReport {
   plan: PlannedEvent[];
   events: DoneEvent[];
   figures: ChaosFigures;
+  /** The reconcile step after the batch. */
+  reconcile: ReconcileFigures;
   /** Every invariant that does not hold, in words; empty when the run passed. */
   violations: string[];
   /** The run's folder, when it was kept. */
@@ -287,9 +297,27 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
       serverRestarts: plan.filter((e) => e.kind === ChaosEventKind.RestartServer).length,
     });
     step('checked the ledger, the images and the result files');
+
+    // The reconcile step, the storm over: every row whose money the batch left unresolved (unknown, max wait,
+    // images unsaved, cancelled in flight) is resolved with its own key, or reported; nothing is paid twice.
+    sim.setFaults({});
+    proxy.setFaults({});
+    const reconciled = await reconcile({ client, taskQueue, batchId, outDir });
+    step('reconciled the unresolved rows');
+    const reconcileFigures = reconcileFiguresOf(written.unresolvedRows, reconciled, batchId, sim.ledger);
+    violations.push(...reconcileViolations(reconcileFigures));
     if (violations.length > 0) keep = true;
     await saveLog(worker);
-    return { seed, rows, plan, events, figures, violations, dir: keep ? dir : undefined };
+    return {
+      seed,
+      rows,
+      plan,
+      events,
+      figures,
+      reconcile: reconcileFigures,
+      violations,
+      dir: keep ? dir : undefined,
+    };
   } catch (err) {
     keep = true;
     if (worker) await saveLog(worker).catch(() => undefined);

@@ -58,6 +58,17 @@ export function formatFigures(report: ChaosReport, wallMs: number): string {
   info('errors.csv rows', f.errorsCsvRows);
   info('unresolved.csv rows', f.unresolvedCsvRows);
 
+  section('reconcile (after the batch)');
+  const r = report.reconcile;
+  check('unresolved rows examined', `${r.examined} of ${r.unresolvedBefore}`, r.examined === r.unresolvedBefore);
+  check(
+    'resolved / reported',
+    `${r.resolved} / ${r.reported}`,
+    r.resolved + r.reported === r.examined && r.unresolvedAfter === r.reported,
+  );
+  zero('rows charged twice after reconcile', r.rowsChargedTwice);
+  zero('keys charged twice after reconcile', r.keysChargedTwice);
+
   section('chaos');
   const at = (kind: ChaosEventKind) =>
     report.events

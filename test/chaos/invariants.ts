@@ -12,6 +12,7 @@ import {
 } from '../../src/simulator';
 import type { BatchProgress } from '../../src/workflows';
 import { idempotencyKeyFor, parseIdempotencyKey } from '../../src/workflows/keys';
+import type { ReconcileOutcome } from '../../src/cli/commands/reconcile';
 import { KeyOutcome, RowState, type RowRecord } from '../../src/workflows/model';
 import { sha256Of, type RowOutcome } from '../integration/helpers';
 import { ChaosEventKind, SIMULATOR_FAULT_KINDS } from './chaos-plan';
@@ -453,5 +454,60 @@ export function violationsOf(f: ChaosFigures, expect: Expectations): string[] {
   }
   for (const [kind, n] of Object.entries(f.proxyFaults)) if (n === 0) out.push(`proxy fault never injected: ${kind}`);
   if (f.storms === 0 || f.tooManyRequests === 0) out.push(`429 storms: ${f.storms}, 429 answers: ${f.tooManyRequests}`);
+  return out;
+}
+
+/** What the reconcile step after the batch did, against the simulator's ledger. */
+export interface ReconcileFigures {
+  /** Rows of unresolved.csv before the step. */
+  unresolvedBefore: number;
+  examined: number;
+  resolved: number;
+  reported: number;
+  /** Rows of unresolved.csv after it: the reported ones. */
+  unresolvedAfter: number;
+  /** Rows whose keys the simulator charged (net of refunds) more than once, after the step. */
+  rowsChargedTwice: number;
+  /** Keys the simulator charged twice, after the step. */
+  keysChargedTwice: number;
+}
+
+export function reconcileFiguresOf(
+  unresolvedBefore: number,
+  outcome: ReconcileOutcome,
+  batchId: string,
+  ledger: Ledger,
+): ReconcileFigures {
+  const byKey = new Map(ledger.byIdempotencyKey().map((s) => [s.idempotencyKey, s.netCharged]));
+  const keysByRow = ledgerKeysByRow(batchId, byKey.keys());
+  let rowsChargedTwice = 0;
+  for (const keys of keysByRow.values()) {
+    if (keys.reduce((n, k) => n + (byKey.get(k) ?? 0), 0) > 1) rowsChargedTwice++;
+  }
+  const { examined, resolved, reported } = outcome.summary;
+  return {
+    unresolvedBefore,
+    examined,
+    resolved,
+    reported,
+    unresolvedAfter: outcome.written.unresolvedRows,
+    rowsChargedTwice,
+    keysChargedTwice: ledger.violations().chargedTwice.length,
+  };
+}
+
+export function reconcileViolations(f: ReconcileFigures): string[] {
+  const out: string[] = [];
+  if (f.examined !== f.unresolvedBefore) {
+    out.push(`reconcile examined ${f.examined} rows, unresolved.csv held ${f.unresolvedBefore}`);
+  }
+  if (f.resolved + f.reported !== f.examined) {
+    out.push(`reconcile: ${f.resolved} resolved + ${f.reported} reported != ${f.examined} examined`);
+  }
+  if (f.unresolvedAfter !== f.reported) {
+    out.push(`after reconcile unresolved.csv holds ${f.unresolvedAfter} rows, ${f.reported} were reported`);
+  }
+  if (f.rowsChargedTwice > 0) out.push(`${f.rowsChargedTwice} rows charged twice after reconcile`);
+  if (f.keysChargedTwice > 0) out.push(`${f.keysChargedTwice} keys charged twice after reconcile`);
   return out;
 }

@@ -134,7 +134,11 @@ export async function listSchedules(client: Client): Promise<{ scheduleId: strin
 export const ScheduleAction = { Pause: 'pause', Unpause: 'unpause', Trigger: 'trigger', Delete: 'delete' } as const;
 export type ScheduleAction = (typeof ScheduleAction)[keyof typeof ScheduleAction];
 
-/** `imagebatch schedule pause|unpause|trigger|delete ID`. */
+/**
+ * `imagebatch schedule pause|unpause|trigger|delete ID`. A trigger follows the schedule's own overlap policy (the
+ * SDK's default for a trigger is `allow_all`, which would start a run alongside a running one whatever the
+ * schedule says).
+ */
 export async function controlSchedule(client: Client, scheduleId: string, action: ScheduleAction): Promise<void> {
   const handle = client.schedule.getHandle(scheduleId);
   switch (action) {
@@ -143,7 +147,7 @@ export async function controlSchedule(client: Client, scheduleId: string, action
     case ScheduleAction.Unpause:
       return handle.unpause('unpaused from the command line');
     case ScheduleAction.Trigger:
-      return handle.trigger();
+      return handle.trigger((await handle.describe()).policies.overlap);
     case ScheduleAction.Delete:
       return handle.delete();
   }

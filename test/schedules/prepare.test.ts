@@ -149,7 +149,7 @@ describe('what --skip-succeeded leaves out: every row any earlier run may have p
     return scheduleDir;
   }
 
-  it('skips rows succeeded, unknown, timed out, unsaved or in flight in any run; retries refused, refunded', async () => {
+  it('skips rows succeeded, unknown, timed out, unsaved or in flight in any run; retries the rest', async () => {
     const scheduleDir = await scheduleWithHistory('history');
     const prepared = await prepareScheduledInput({
       source: await source('history'),

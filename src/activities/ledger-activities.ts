@@ -73,7 +73,7 @@ export function createLedgerActivities(deps: { outputRoot: string; now: () => nu
         if (i % 1000 === 0) Context.current().heartbeat(i);
         const row = all[i]!;
         const first = row.keys[0]?.request;
-        const record = recordFromLedger(row, first?.prompt ?? '', first?.model ?? '');
+        const record = recordAgainstLedger(recordFromLedger(row, first?.prompt ?? '', first?.model ?? ''), row);
         if (!needsReconcile(record)) continue;
         const last = record.keys.at(-1);
         const known = last ? view.key(last.idempotencyKey) : undefined;

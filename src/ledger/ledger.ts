@@ -378,8 +378,14 @@ export async function readLedgerOnce(file: string): Promise<LedgerView> {
  * or forgotten before anyone read it): built from its keys, each as far as it is known. Never a guess in the paying
  * direction: a key with no known end is `unknown`, and the row is `unknown` if any key may hold money.
  */
-export function recordFromLedger(row: LedgerRow, prompt: string, model: string, line?: number): RowRecord {
-  if (row.record) return row.record;
+export function recordFromLedger(
+  row: LedgerRow,
+  prompt: string,
+  model: string,
+  line?: number,
+  ignoreRecord = false,
+): RowRecord {
+  if (row.record && !ignoreRecord) return row.record;
   const keys: KeyRecord[] = row.keys.map((k, i) => ({
     attempt: i + 1,
     idempotencyKey: k.idempotencyKey,
@@ -426,4 +432,17 @@ export function recordFromLedger(row: LedgerRow, prompt: string, model: string, 
 
 function round6(n: number): number {
   return Math.round(n * 1e6) / 1e6;
+}
+
+/**
+ * A row's record, unless the ledger knows a key of the row that may hold money and the record does not list it (a
+ * row run again after Temporal forgot it, with fewer attempts, gave up before the key that was paid): then the record
+ * rebuilt from the ledger's keys, which says `unknown` unless the last of them succeeded with its images. Never a
+ * record that would let a paid row be submitted again.
+ */
+export function recordAgainstLedger(record: RowRecord, known: LedgerRow): RowRecord {
+  const listed = new Set(record.keys.map((k) => k.idempotencyKey));
+  const missing = known.keys.some((k) => keyMayHoldMoney(k) && !listed.has(k.idempotencyKey));
+  if (!missing) return record;
+  return recordFromLedger({ ...known, keys: known.keys }, record.prompt, record.model, record.line, true);
 }

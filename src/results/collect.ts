@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { lookupRowRecord, type RowLookup } from '../activities/rows';
 import { readBatchPage, type BatchCursor, type BatchRow } from '../batch';
-import { recordFromLedger, type LedgerView } from '../ledger';
+import { recordAgainstLedger, recordFromLedger, type LedgerView } from '../ledger';
 import type { RowRecord, RowState } from '../workflows/model';
 import { promptWorkflowId } from '../workflows/keys';
 
@@ -71,12 +71,14 @@ async function lookup(options: CollectResultsOptions, row: BatchRow): Promise<Re
   }
   if (found?.status === 'running') return { row, state: 'in_flight' };
   const known = options.ledger?.row(options.batchId, row.rowId);
-  const record =
+  const chosen =
     known?.record ??
     found?.record ??
     (known && known.keys.length > 0
       ? recordFromLedger(known, row.request.prompt, row.request.model, row.line)
       : undefined);
+  // A paid key the chosen record leaves out (a re-run that gave up sooner) is never hidden.
+  const record = chosen && known ? recordAgainstLedger(chosen, known) : chosen;
   return record ? { row, state: record.state, result: record } : { row, state: 'not_started' };
 }
 

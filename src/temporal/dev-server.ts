@@ -3,6 +3,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
+import { google } from '@temporalio/proto';
 import { freePort } from '../util/net';
 import { requireTemporalCli } from './toolchain';
 
@@ -55,7 +56,15 @@ export interface DevServerOptions {
    * @default {} (the server's own settings)
    */
   sqlitePragmas?: Record<string, string>;
+  /**
+   * Workflow execution retention of the `default` namespace, set right after start (`start-dev` has no flag for it).
+   * @default DEV_SERVER_RETENTION_MS (7 days)
+   */
+  retentionMs?: number;
 }
+
+/** Retention of the dev server's `default` namespace (its own is 24 h): a batch run on Friday is still known on Monday. */
+export const DEV_SERVER_RETENTION_MS = 7 * 24 * 3600 * 1000;
 
 const STDERR_TAIL = 4096;
 /** Longest wait for one readiness probe (two calls) before the next try. */
@@ -117,6 +126,7 @@ export class DevServer {
     );
     try {
       await server.waitUntilReady(options.startTimeoutMs ?? 60_000);
+      await server.setRetention(options.retentionMs ?? DEV_SERVER_RETENTION_MS);
     } catch (err) {
       await server.stop();
       throw err;
@@ -155,6 +165,25 @@ export class DevServer {
     throw new Error(
       `Temporal dev server did not answer on ${this.address} within ${timeoutMs} ms: ${String(lastError)}`,
     );
+  }
+
+  /** Sets the `default` namespace's workflow execution retention (whole seconds), kept in a `dbFile` too. */
+  private async setRetention(retentionMs: number): Promise<void> {
+    const connection = await Connection.connect({ address: this.address, connectTimeout: 5000 });
+    try {
+      await connection.withDeadline(Date.now() + PROBE_TIMEOUT_MS, () =>
+        connection.workflowService.updateNamespace({
+          namespace: 'default',
+          config: {
+            workflowExecutionRetentionTtl: google.protobuf.Duration.fromObject({
+              seconds: Math.ceil(retentionMs / 1000),
+            }),
+          },
+        }),
+      );
+    } finally {
+      await connection.close();
+    }
   }
 
   /** The process id of the server, for tests that kill it. */

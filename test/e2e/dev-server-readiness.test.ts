@@ -1,11 +1,12 @@
 import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DevServer } from '../../src/temporal/dev-server';
+import { DEV_SERVER_RETENTION_MS, DevServer } from '../../src/temporal/dev-server';
 
 /**
- * DevServer.start waits for the server to answer, and no longer than `startTimeoutMs`: a binary that never serves
+ * DevServer.start sets the default namespace's retention on purpose (the dev server's own is 24 h), and waits for the server to answer, and no longer than `startTimeoutMs`: a binary that never serves
  * ends start-up with a clear error and is stopped; one that exits says so with its code.
  */
 let dir: string;
@@ -52,5 +53,23 @@ describe('DevServer.start readiness', () => {
     await expect(DevServer.start({ executable, uiPort: false, startTimeoutMs: 30_000 })).rejects.toThrow(
       /exited with code 3 during start-up: no such flag/,
     );
+  }, 60_000);
+});
+
+describe('DevServer.start retention', () => {
+  it("sets the default namespace's workflow execution retention to DEV_SERVER_RETENTION_MS (7 days)", async () => {
+    expect(DEV_SERVER_RETENTION_MS).toBe(7 * 24 * 3600 * 1000);
+    const server = await DevServer.start({ uiPort: false });
+    try {
+      const connection = await Connection.connect({ address: server.address });
+      try {
+        const { config } = await connection.workflowService.describeNamespace({ namespace: 'default' });
+        expect(Number(config?.workflowExecutionRetentionTtl?.seconds)).toBe(DEV_SERVER_RETENTION_MS / 1000);
+      } finally {
+        await connection.close();
+      }
+    } finally {
+      await server.stop();
+    }
   }, 60_000);
 });

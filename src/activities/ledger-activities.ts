@@ -8,6 +8,7 @@ import {
   ledgerFileOf,
   needsReconcile,
   readLedger,
+  recordAgainstLedger,
   recordFromLedger,
 } from '../ledger/ledger';
 import type { RowRecord } from '../workflows/model';

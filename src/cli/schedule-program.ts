@@ -45,7 +45,7 @@ export function registerScheduleCommands(program: Command): void {
       parseOverlap,
       'skip',
     )
-    .option('--skip-succeeded', 'leave out rows whose id succeeded in an earlier run (a growing file pays once)')
+    .option('--skip-succeeded', "leave out rows (by id) any earlier run may have paid for, from the runs' ledgers")
     .option('--model <id>', 'model of rows that name none')
     .option('--concurrency <n>', 'rows in flight at most', Number)
     .option('--max-attempts <n>', 'attempts per row', Number)

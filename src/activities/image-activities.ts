@@ -11,8 +11,9 @@ import type { ApiKeyProvider } from '../api/api-key';
 import { createDownloadDispatcher } from '../api/http';
 import type { ServiceConfig } from '../config/service-config';
 import { claimRow, scheduleDirOf } from '../ledger/claims';
-import { appendLedger, ledgerFileOf, readLedger, requestFingerprint } from '../ledger/ledger';
+import { appendLedger, keyMayBeStoredSince, ledgerFileOf, readLedger, requestFingerprint } from '../ledger/ledger';
 import { KeyOutcome } from '../workflows/model';
+import { formatWait } from '../workflows/timeouts';
 import { downloadImages } from './download';
 import { currentDetails, heartbeat, whileHeartbeating } from './heartbeat';
 import type {
@@ -217,7 +218,12 @@ export function createImageActivities(deps: ImageActivityDeps) {
           heartbeat(ctx, known);
           return await ended(input, ledger, pollAndSave(input, ctx, { ...known, creationId: past.creationId }));
         }
-        const accepted = await submitOnce({ idempotencyKey: input.idempotencyKey, request: input.request });
+        const accepted = await submitOnce({ idempotencyKey: input.idempotencyKey, request: input.request }).catch(
+          async (err: unknown) => {
+            await noteAnswer(input, ledger, err);
+            throw err;
+          },
+        );
         const known: KeyProgress = {
           creationId: accepted.creationId,
           acceptedAtMs: deps.now(),
@@ -272,6 +278,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
     const view = await readLedger(ledger);
     const past = view.key(input.idempotencyKey);
     const fingerprint = requestFingerprint(input.request);
+    const sending = { type: 'sending' as const, ...keyIds(input), request: input.request, requestSha256: fingerprint };
     if (!past) {
       // A run of a schedule sends a row only while it holds the row's claim: two overlapping runs never both pay.
       const scheduleDir = await scheduleDirOf(path.dirname(ledger));
@@ -288,11 +295,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
         });
       }
       // Written and flushed before the request leaves: from here on, the key may have been charged.
-      await appendLedger(
-        ledger,
-        [{ type: 'sending', ...keyIds(input), request: input.request, requestSha256: fingerprint }],
-        deps.now(),
-      );
+      await appendLedger(ledger, [sending], deps.now());
       return { kind: 'send' };
     }
     const refuse = (why: string): never =>
@@ -344,7 +347,9 @@ export function createImageActivities(deps: ImageActivityDeps) {
           },
         });
       case KeyOutcome.Declined:
-        return { kind: 'send' }; // judged and not charged: sending it again is a fresh request
+        // Judged and not charged: sending it again is a fresh request.
+        await appendLedger(ledger, [sending], deps.now());
+        return { kind: 'send' };
       case undefined:
       case KeyOutcome.Submitting:
       case KeyOutcome.Accepted:
@@ -354,16 +359,34 @@ export function createImageActivities(deps: ImageActivityDeps) {
         break;
     }
     if (past.creationId) return { kind: 'follow', creationId: past.creationId, ...cost };
-    const age = deps.now() - past.firstSentAtMs;
-    if (age > deps.config.idempotencyWindowMs) {
+    // The window runs from the first send the service may have stored (429, 401 and 403 store nothing).
+    const since = keyMayBeStoredSince(past);
+    if (since !== undefined && deps.now() - since > deps.config.idempotencyWindowMs) {
       return refuse(
-        `key ${input.idempotencyKey} was first sent at ${new Date(past.firstSentAtMs).toISOString()} and its answer ` +
-          `is not known; the service's idempotency window (${Math.round(deps.config.idempotencyWindowMs / 3_600_000)} h, ` +
+        `key ${input.idempotencyKey} was sent at ${new Date(since).toISOString()} and its answer is not known; ` +
+          `the service's idempotency window (${formatWait(deps.config.idempotencyWindowMs)}, ` +
           'IMAGEGEN_IDEMPOTENCY_WINDOW_MS) has passed, so sending it again could be charged as a new creation: ' +
           'it is reported, never sent again',
       );
     }
+    await appendLedger(ledger, [sending], deps.now());
     return { kind: 'send' };
+  }
+
+  /**
+   * What a submission's failed answer says of the key, in the ledger: stored nothing (429, 401, 403, a local hold,
+   * the worker's own configuration), or maybe stored (no answer that can be read). An answer that ends the key is
+   * written by {@link recordEnd}.
+   */
+  async function noteAnswer(input: CreateImageInput, ledger: string, err: unknown): Promise<void> {
+    if (!(err instanceof ApplicationFailure) || err.nonRetryable) return;
+    const type =
+      err.type === FailureType.RateLimited
+        ? 'unseen'
+        : err.type === FailureType.Ambiguous || err.type === FailureType.Malformed
+          ? 'ambiguous'
+          : undefined;
+    if (type) await appendLedger(ledger, [{ type, ...keyIds(input) }], deps.now());
   }
 
   /** Whether every image the ledger lists is still in the output folder, with its size. */

@@ -49,13 +49,29 @@ interface KeyEventBase extends EventBase {
   idempotencyKey: string;
 }
 
-/** A key is about to be sent for the first time: written (and flushed) before the request leaves. */
+/**
+ * A key is about to be sent: written (and flushed) before the request leaves. The first one carries the body; every
+ * later send of the key is written too, so that a send cut off by a crash is known to have left.
+ */
 export interface SendingEvent extends KeyEventBase {
   type: 'sending';
   /** The body, exactly as sent: `reconcile` re-sends it as it is. */
   request: CreationRequest;
   /** {@link requestFingerprint} of `request`. */
   requestSha256: string;
+}
+
+/**
+ * A send of the key got an answer that proves the service stored nothing for it and charged nothing (429, 401, 403,
+ * a local hold): that send does not start the idempotency window.
+ */
+export interface UnseenEvent extends KeyEventBase {
+  type: 'unseen';
+}
+
+/** A send of the key got no answer that can be read (no response, a timeout, a 500): it may be stored, and charged. */
+export interface AmbiguousEvent extends KeyEventBase {
+  type: 'ambiguous';
 }
 
 /** The service accepted the key (202): a creation exists, and it was charged. */
@@ -87,12 +103,15 @@ export interface RowEvent extends EventBase {
   record: RowRecord;
 }
 
-export type LedgerEvent = BatchEvent | SendingEvent | AcceptedEvent | EndedEvent | RowEvent;
+export type LedgerEvent =
+  BatchEvent | SendingEvent | UnseenEvent | AmbiguousEvent | AcceptedEvent | EndedEvent | RowEvent;
 
 /** An event before it is stamped. */
 export type NewLedgerEvent =
   | Omit<BatchEvent, 'v' | 'at'>
   | Omit<SendingEvent, 'v' | 'at'>
+  | Omit<UnseenEvent, 'v' | 'at'>
+  | Omit<AmbiguousEvent, 'v' | 'at'>
   | Omit<AcceptedEvent, 'v' | 'at'>
   | Omit<EndedEvent, 'v' | 'at'>
   | Omit<RowEvent, 'v' | 'at'>;
@@ -104,6 +123,13 @@ export interface LedgerKey {
   idempotencyKey: string;
   /** When the key was first sent (ms since the epoch, the writer's clock). */
   firstSentAtMs: number;
+  /**
+   * Since when the service may hold the key (the first send whose answer is not known to have stored nothing): the
+   * idempotency window runs from here. Undefined while every send was answered 429, 401 or 403.
+   */
+  mayBeStoredSinceMs?: number;
+  /** A send that left and has no answer yet (or never will: the worker died). */
+  pendingSinceMs?: number;
   request: CreationRequest;
   requestSha256: string;
   creationId?: string;
@@ -299,12 +325,20 @@ export class LedgerView {
         return;
       }
       case 'sending': {
-        if (this.keysById.has(event.idempotencyKey)) return; // the first sending is the one that counts
+        const at = Date.parse(event.at);
+        const known = this.keysById.get(event.idempotencyKey);
+        if (known) {
+          // The send before this one got no answer: it may be stored.
+          if (known.pendingSinceMs !== undefined) known.mayBeStoredSinceMs ??= known.pendingSinceMs;
+          known.pendingSinceMs = at;
+          return;
+        }
         const key: LedgerKey = {
           batchId: event.batchId,
           rowId: event.rowId,
           idempotencyKey: event.idempotencyKey,
-          firstSentAtMs: Date.parse(event.at),
+          firstSentAtMs: at,
+          pendingSinceMs: at,
           request: event.request,
           requestSha256: event.requestSha256,
         };
@@ -312,11 +346,21 @@ export class LedgerView {
         this.rowOf(event.batchId, event.rowId).keys.push(key);
         return;
       }
+      case 'unseen':
+      case 'ambiguous': {
+        const key = this.keysById.get(event.idempotencyKey);
+        if (!key) return this.orphan();
+        if (event.type === 'ambiguous') key.mayBeStoredSinceMs ??= key.pendingSinceMs ?? Date.parse(event.at);
+        delete key.pendingSinceMs;
+        return;
+      }
       case 'accepted': {
         const key = this.keysById.get(event.idempotencyKey);
         if (!key) return this.orphan();
         key.creationId = event.creationId;
         if (event.costUsd !== undefined) key.costUsd = event.costUsd;
+        key.mayBeStoredSinceMs ??= key.pendingSinceMs ?? Date.parse(event.at);
+        delete key.pendingSinceMs;
         return;
       }
       case 'ended': {
@@ -324,6 +368,8 @@ export class LedgerView {
         if (!key) return this.orphan();
         const { v: _v, at: _at, type: _type, batchId: _b, rowId: _r, idempotencyKey: _k, ...ended } = event;
         key.ended = ended;
+        key.mayBeStoredSinceMs ??= key.pendingSinceMs;
+        delete key.pendingSinceMs;
         if (ended.creationId) key.creationId = ended.creationId;
         if (ended.costUsd !== undefined) key.costUsd = ended.costUsd;
         return;
@@ -445,4 +491,9 @@ export function recordAgainstLedger(record: RowRecord, known: LedgerRow): RowRec
   const missing = known.keys.some((k) => keyMayHoldMoney(k) && !listed.has(k.idempotencyKey));
   if (!missing) return record;
   return recordFromLedger({ ...known, keys: known.keys }, record.prompt, record.model, record.line, true);
+}
+
+/** Since when the service may hold a key (see {@link LedgerKey.mayBeStoredSinceMs}), counting a send cut off. */
+export function keyMayBeStoredSince(key: LedgerKey): number | undefined {
+  return key.mayBeStoredSinceMs ?? key.pendingSinceMs;
 }

@@ -41,9 +41,17 @@ function input(extra: Partial<CreateImageInput> = {}): CreateImageInput {
  * A service that accepts (202, cr_1), or answers 500 when `silent`; polls say succeeded with one image on the same
  * server. Each request notes whether the ledger already held a `sending` event for its key when it arrived.
  */
-async function service(options: { silent?: boolean } = {}) {
+async function service(options: { silent?: boolean; first429?: boolean } = {}) {
   const ledgerAtRequest: boolean[] = [];
+  let posts = 0;
   stub = await startStub((req) => {
+    if (req.method === 'POST' && options.first429 && posts++ === 0) {
+      return {
+        status: 429,
+        headers: { 'retry-after': '7200' },
+        body: { error: { code: 'ERR_RATE_LIMITED', message: 'slow down' } },
+      };
+    }
     if (req.method === 'POST') {
       const file = path.join(root!, 'out', LEDGER_FILE);
       let text = '';
@@ -83,7 +91,9 @@ async function drive(run: () => Promise<CreateImageResult>, clock: { t: number }
   throw new Error('createImage never ended');
 }
 
-async function setup(options: { silent?: boolean; config?: Parameters<typeof activitiesFor>[1] } = {}) {
+async function setup(
+  options: { silent?: boolean; first429?: boolean; config?: Parameters<typeof activitiesFor>[1] } = {},
+) {
   root = await mkdtemp(path.join(tmpdir(), 'imagebatch-journal-'));
   const s = await service(options);
   const made = activitiesFor(
@@ -155,6 +165,22 @@ describe('createImage and the ledger', () => {
     t.clock.t += 2 * HOUR;
     const past = await drive(() => t.activities.createImage(input()), t.clock);
     expect(past.failure?.message).toContain('idempotency window (1 h');
+    expect(t.posts()).toBe(2);
+  });
+
+  it('a key answered only 429 (nothing stored, nothing charged) is sent again after the window (seen: reported unknown)', async () => {
+    const t = await setup({ first429: true, config: { idempotencyWindowMs: 30 * 60_000 } });
+    const ended = await drive(() => t.activities.createImage(input()), t.clock);
+    expect(ended.value?.outcome).toBe('succeeded');
+    expect(t.posts()).toBe(2);
+  });
+
+  it('a key with no known answer counts from the send that may be stored; the window is named in its own unit', async () => {
+    const t = await setup({ silent: true, config: { idempotencyWindowMs: 30 * 60_000 } });
+    await drive(() => t.activities.createImage(input()), t.clock);
+    t.clock.t += 31 * 60_000;
+    const past = await drive(() => t.activities.createImage(input()), t.clock);
+    expect(past.failure?.message).toContain('idempotency window (30 min');
     expect(t.posts()).toBe(2);
   });
 

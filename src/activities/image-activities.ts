@@ -379,14 +379,16 @@ export function createImageActivities(deps: ImageActivityDeps) {
    * written by {@link recordEnd}.
    */
   async function noteAnswer(input: CreateImageInput, ledger: string, err: unknown): Promise<void> {
-    if (!(err instanceof ApplicationFailure) || err.nonRetryable) return;
-    const type =
-      err.type === FailureType.RateLimited
-        ? 'unseen'
-        : err.type === FailureType.Ambiguous || err.type === FailureType.Malformed
-          ? 'ambiguous'
-          : undefined;
-    if (type) await appendLedger(ledger, [{ type, ...keyIds(input) }], deps.now());
+    if (!(err instanceof ApplicationFailure)) return;
+    const status = asRecord(err.details?.[0]).httpStatus;
+    const unseen =
+      err.type === FailureType.RateLimited ||
+      err.type === FailureType.Config ||
+      (err.type === FailureType.BatchStop && status !== 402);
+    const ambiguous = !err.nonRetryable && (err.type === FailureType.Ambiguous || err.type === FailureType.Malformed);
+    if (unseen || ambiguous) {
+      await appendLedger(ledger, [{ type: unseen ? 'unseen' : 'ambiguous', ...keyIds(input) }], deps.now());
+    }
   }
 
   /** Whether every image the ledger lists is still in the output folder, with its size. */

@@ -41,10 +41,13 @@ function input(extra: Partial<CreateImageInput> = {}): CreateImageInput {
  * A service that accepts (202, cr_1), or answers 500 when `silent`; polls say succeeded with one image on the same
  * server. Each request notes whether the ledger already held a `sending` event for its key when it arrived.
  */
-async function service(options: { silent?: boolean; first429?: boolean } = {}) {
+async function service(options: { silent?: boolean; first429?: boolean; first401?: boolean } = {}) {
   const ledgerAtRequest: boolean[] = [];
   let posts = 0;
   stub = await startStub((req) => {
+    if (req.method === 'POST' && options.first401 && posts++ === 0) {
+      return { status: 401, body: { error: { code: 'ERR_UNAUTHORIZED', message: 'bad key' } } };
+    }
     if (req.method === 'POST' && options.first429 && posts++ === 0) {
       return {
         status: 429,
@@ -92,7 +95,12 @@ async function drive(run: () => Promise<CreateImageResult>, clock: { t: number }
 }
 
 async function setup(
-  options: { silent?: boolean; first429?: boolean; config?: Parameters<typeof activitiesFor>[1] } = {},
+  options: {
+    silent?: boolean;
+    first429?: boolean;
+    first401?: boolean;
+    config?: Parameters<typeof activitiesFor>[1];
+  } = {},
 ) {
   root = await mkdtemp(path.join(tmpdir(), 'imagebatch-journal-'));
   const s = await service(options);
@@ -172,6 +180,16 @@ describe('createImage and the ledger', () => {
     const t = await setup({ first429: true, config: { idempotencyWindowMs: 30 * 60_000 } });
     const ended = await drive(() => t.activities.createImage(input()), t.clock);
     expect(ended.value?.outcome).toBe('succeeded');
+    expect(t.posts()).toBe(2);
+  });
+
+  it('a key refused 401 (checked before the look-up: nothing stored) is sent again after a resume past the window', async () => {
+    const t = await setup({ first401: true, config: { idempotencyWindowMs: 30 * 60_000 } });
+    const stopped = await drive(() => t.activities.createImage(input()), t.clock);
+    expect(stopped.failure?.type).toBe(FailureType.BatchStop);
+    t.clock.t += 2 * HOUR; // the batch waited for a new key, then was resumed
+    const resumed = await drive(() => t.activities.createImage(input()), t.clock);
+    expect(resumed.value?.outcome).toBe('succeeded');
     expect(t.posts()).toBe(2);
   });
 

@@ -81,6 +81,15 @@ describe('imagebatch reconcile', { timeout: 180_000 }, () => {
     const unresolved = await readCsv(path.join(out, 'unresolved.csv'));
     expect(unresolved.map((r) => r.id).sort()).toEqual(['acc', 'never', 'ok1', 'ok2']);
     expect([charges('ok1'), charges('acc'), charges('never'), charges('ok2')]).toEqual([1, 1, 0, 1]);
+    // None of them is in errors.csv, and unresolved.csv run as a batch is refused: nothing sent, nothing charged.
+    expect(await readCsv(path.join(out, 'errors.csv'))).toEqual([]);
+    const chargesBefore = chargedKeys(stack.sim, BATCH).length;
+    const again = ['run', path.join(out, 'unresolved.csv'), '--batch-id', 'rec-again', '--model', 'flux-dev'];
+    const refused = await cli([...again, '--out', path.join(stack.dir, 'out-again')], env());
+    expect(refused.code, describeRun(again, refused)).toBe(3);
+    expect(refused.stderr).toContain('may have been paid');
+    expect(chargedKeys(stack.sim, 'rec-again')).toEqual([]);
+    expect(chargedKeys(stack.sim, BATCH)).toHaveLength(chargesBefore);
 
     // A worker with ordinary settings (a replayed 500 is still unknown after two tries).
     await stack.restartWorker({ IMAGEGEN_MAX_AMBIGUOUS_TRIES: '2', IMAGEGEN_BACKOFF_BASE_MS: '50' });

@@ -27,9 +27,9 @@ import { idempotencyKeyFor, legacyIdempotencyKeyFor } from './keys';
 import { KeyOutcome, type PromptWorkflowInput, type RowRecord } from './model';
 import { RowLedger } from './row-record';
 import {
-  CREATE_IMAGE_START_TO_CLOSE,
+  CREATE_IMAGE_OPTIONS,
   DEFAULT_MAX_POLL_WAIT_MS,
-  HEARTBEAT_TIMEOUT,
+  RECORD_ROW_OPTIONS,
   ROW_CHECK_EVERY_MS,
   maxWaitMessage,
 } from './timeouts';
@@ -48,33 +48,9 @@ export const ASK_BATCH_BEFORE_NEW_KEY = 'ask-batch-before-new-key';
  */
 export const ONE_TO_ONE_KEYS_AND_LEDGER = 'one-to-one-keys-and-ledger';
 
-/** Failure types that end an activity at once; listed in the retry policy too, as a second guard. */
-const NON_RETRYABLE = [
-  FailureType.Unknown,
-  FailureType.Refunded,
-  FailureType.Rejected,
-  FailureType.BatchStop,
-  FailureType.CreationNotFound,
-  FailureType.MaxWait,
-  FailureType.Config,
-];
+const { createImage } = proxyActivities<Activities>(CREATE_IMAGE_OPTIONS);
 
-const { createImage } = proxyActivities<Activities>({
-  startToCloseTimeout: CREATE_IMAGE_START_TO_CLOSE,
-  heartbeatTimeout: HEARTBEAT_TIMEOUT,
-  retry: {
-    initialInterval: '1 second',
-    backoffCoefficient: 2,
-    maximumInterval: '1 minute',
-    nonRetryableErrorTypes: NON_RETRYABLE,
-  },
-});
-
-// Writing one line to a local file: quick, and a few tries at most, since the keys' own events are on disk already.
-const { recordRow } = proxyLocalActivities<Activities>({
-  startToCloseTimeout: '30 seconds',
-  retry: { initialInterval: '1 second', maximumAttempts: 5 },
-});
+const { recordRow } = proxyLocalActivities<Activities>(RECORD_ROW_OPTIONS);
 
 /** The row's batch ended while the row waited on it: nothing will resume it. */
 class BatchGone extends Error {}

@@ -14,9 +14,10 @@ import { KeyOutcome, type RowRecord, type RowState } from './model';
 import { RowLedger, needsReconcile } from './row-record';
 import {
   BATCH_ACTIVITY_START_TO_CLOSE,
-  CREATE_IMAGE_START_TO_CLOSE,
+  CREATE_IMAGE_OPTIONS,
   DEFAULT_MAX_POLL_WAIT_MS,
   HEARTBEAT_TIMEOUT,
+  RECORD_ROW_OPTIONS,
   maxWaitMessage,
 } from './timeouts';
 
@@ -73,29 +74,8 @@ const { listUnresolvedRows } = proxyActivities<Activities>({
 });
 
 // The same activity and bounds as a row's: one key, from (re)submission to saved images.
-const { createImage } = proxyActivities<Activities>({
-  startToCloseTimeout: CREATE_IMAGE_START_TO_CLOSE,
-  heartbeatTimeout: HEARTBEAT_TIMEOUT,
-  retry: {
-    initialInterval: '1 second',
-    backoffCoefficient: 2,
-    maximumInterval: '1 minute',
-    nonRetryableErrorTypes: [
-      FailureType.Unknown,
-      FailureType.Refunded,
-      FailureType.Rejected,
-      FailureType.BatchStop,
-      FailureType.CreationNotFound,
-      FailureType.MaxWait,
-      FailureType.Config,
-    ],
-  },
-});
-
-const { recordRow } = proxyLocalActivities<Activities>({
-  startToCloseTimeout: '30 seconds',
-  retry: { initialInterval: '1 second', maximumAttempts: 5 },
-});
+const { createImage } = proxyActivities<Activities>(CREATE_IMAGE_OPTIONS);
+const { recordRow } = proxyLocalActivities<Activities>(RECORD_ROW_OPTIONS);
 
 /**
  * `imagebatch reconcile`: resolves the rows of a batch whose money is unresolved, without paying twice. Each such

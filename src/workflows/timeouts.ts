@@ -1,3 +1,6 @@
+import type { ActivityOptions, LocalActivityOptions } from '@temporalio/common';
+import { FailureType } from '../api/failure-types';
+
 /**
  * The bounds of every activity the workflows schedule, in one place (the README's "Every wait and its bound"
  * table lists them). Changing them changes no workflow command, so running workflows replay unchanged; a new
@@ -18,6 +21,38 @@ export const HEARTBEAT_TIMEOUT = '20 seconds';
  * Temporal timeout.
  */
 export const CREATE_IMAGE_START_TO_CLOSE = '5 minutes';
+
+/**
+ * How `createImage` is scheduled, by a row and by reconcile alike: its waits are its own retries; the failure types
+ * that end a key at once are listed in the retry policy too, as a second guard.
+ */
+export const CREATE_IMAGE_OPTIONS: ActivityOptions = {
+  startToCloseTimeout: CREATE_IMAGE_START_TO_CLOSE,
+  heartbeatTimeout: HEARTBEAT_TIMEOUT,
+  retry: {
+    initialInterval: '1 second',
+    backoffCoefficient: 2,
+    maximumInterval: '1 minute',
+    nonRetryableErrorTypes: [
+      FailureType.Unknown,
+      FailureType.Refunded,
+      FailureType.Rejected,
+      FailureType.BatchStop,
+      FailureType.CreationNotFound,
+      FailureType.MaxWait,
+      FailureType.Config,
+    ],
+  },
+};
+
+/**
+ * `recordRow`, a local activity: one line appended to a local file, so quick, and a few tries at most, since the
+ * keys' own events are on disk already.
+ */
+export const RECORD_ROW_OPTIONS: LocalActivityOptions = {
+  startToCloseTimeout: '30 seconds',
+  retry: { initialInterval: '1 second', maximumAttempts: 5 },
+};
 
 /**
  * The longest wait for one creation to end after its acceptance, polls and waits between them included, when the

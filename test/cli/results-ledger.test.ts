@@ -6,6 +6,7 @@ import { appendLedger, fileFingerprint, ledgerFileOf, requestFingerprint, type N
 import { DevServer } from '../../src/temporal/dev-server';
 import type { RowRecord } from '../../src/workflows/model';
 import { baseEnv, cli, describeRun, ensureDistIsFresh, readCsv } from './helpers';
+import { rowRecord } from '../helpers/records';
 
 /**
  * `imagebatch results BATCH --out DIR` once Temporal has forgotten the batch (its retention passed, or the server
@@ -31,21 +32,7 @@ const env = () => ({ env: baseEnv({ TEMPORAL_ADDRESS: server.address }) });
 const BATCH = 'forgotten';
 
 function record(rowId: string, line: number, fields: Partial<RowRecord> & Pick<RowRecord, 'state'>): RowRecord {
-  return {
-    batchId: BATCH,
-    rowId,
-    line,
-    prompt: `prompt ${rowId}`,
-    model: 'flux-dev',
-    keys: [],
-    creationIds: [],
-    images: [],
-    chargedUsd: 0,
-    refundedUsd: 0,
-    netUsd: 0,
-    resubmittable: false,
-    ...fields,
-  };
+  return rowRecord({ batchId: BATCH, rowId, line, ...fields });
 }
 
 describe('results of a batch Temporal does not know', { timeout: 120_000 }, () => {

@@ -8,6 +8,7 @@ import { appendLedger, ledgerFileOf, readLedgerOnce, requestFingerprint, type Ne
 import { collectResults } from '../../src/results';
 import { promptWorkflowId } from '../../src/workflows/keys';
 import type { RowRecord } from '../../src/workflows/model';
+import { rowRecord } from '../helpers/records';
 
 /**
  * collectResults with the output folder's ledger: Temporal says what still runs; otherwise the ledger's latest row
@@ -54,20 +55,7 @@ function fakeClient(workflows: Record<string, Fake>): Client & { asked: string[]
 }
 
 function record(rowId: string, fields: Partial<RowRecord> & Pick<RowRecord, 'state'>): RowRecord {
-  return {
-    batchId: BATCH,
-    rowId,
-    prompt: `prompt ${rowId}`,
-    model: 'flux-dev',
-    keys: [],
-    creationIds: [],
-    images: [],
-    chargedUsd: 0,
-    refundedUsd: 0,
-    netUsd: 0,
-    resubmittable: false,
-    ...fields,
-  };
+  return rowRecord({ batchId: BATCH, rowId, ...fields });
 }
 
 const request = (rowId: string) => ({ prompt: `prompt ${rowId}`, model: 'flux-dev' });

@@ -11,6 +11,7 @@ import { collectResults, type ResultRow, writeResults } from '../../src/results'
 import { adviceFor, isUnresolved } from '../../src/results/write';
 import { promptWorkflowId } from '../../src/workflows/keys';
 import type { KeyOutcome, KeyRecord, RowRecord } from '../../src/workflows/model';
+import { rowRecord } from '../helpers/records';
 
 let dir: string;
 beforeAll(async () => {
@@ -25,21 +26,14 @@ function batchRow(rowId: string, line: number, extra: Partial<BatchRow['request'
 }
 
 function record(row: BatchRow, fields: Partial<RowRecord> & Pick<RowRecord, 'state'>): RowRecord {
-  return {
+  return rowRecord({
     batchId: BATCH,
     rowId: row.rowId,
     line: row.line,
     prompt: row.request.prompt,
     model: row.request.model,
-    keys: [],
-    creationIds: [],
-    images: [],
-    chargedUsd: 0,
-    refundedUsd: 0,
-    netUsd: 0,
-    resubmittable: false,
     ...fields,
-  };
+  });
 }
 
 function done(row: BatchRow, fields: Partial<RowRecord> & Pick<RowRecord, 'state'>): ResultRow {

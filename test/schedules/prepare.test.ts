@@ -8,6 +8,7 @@ import { claimOwner, claimRow, scheduleDirOf } from '../../src/ledger/claims';
 import { appendLedger, ledgerFileOf, requestFingerprint, type NewLedgerEvent } from '../../src/ledger/ledger';
 import { prepareScheduledInput } from '../../src/schedules/prepare';
 import { KeyOutcome, RowState, type KeyOutcome as KeyOutcomeT, type RowRecord } from '../../src/workflows/model';
+import { rowRecord } from '../helpers/records';
 
 let dir: string;
 let server: Server;
@@ -84,25 +85,13 @@ function keyEvents(
   ];
 }
 
-function rowRecord(batchId: string, rowId: string, state: RowState, outcomes: KeyOutcomeT[]): RowRecord {
-  return {
-    batchId,
-    rowId,
-    state,
-    prompt: `prompt of ${rowId}`,
-    model: 'flux-dev',
-    keys: outcomes.map((outcome, i) => ({
-      attempt: i + 1,
-      idempotencyKey: `ib.${batchId}.${rowId}.a${i + 1}`,
-      outcome,
-    })),
-    creationIds: [],
-    images: [],
-    chargedUsd: 0,
-    refundedUsd: 0,
-    netUsd: 0,
-    resubmittable: false,
-  };
+function rowRecordOf(batchId: string, rowId: string, state: RowState, outcomes: KeyOutcomeT[]): RowRecord {
+  const keys = outcomes.map((outcome, i) => ({
+    attempt: i + 1,
+    idempotencyKey: `ib.${batchId}.${rowId}.a${i + 1}`,
+    outcome,
+  }));
+  return rowRecord({ batchId, rowId, state, prompt: `prompt of ${rowId}`, keys });
 }
 
 describe('what --skip-succeeded leaves out: every row any earlier run may have paid for, from their ledgers', () => {
@@ -130,7 +119,7 @@ describe('what --skip-succeeded leaves out: every row any earlier run may have p
       ...keyEvents('run1', 'd', 1, { accepted: true, outcome: KeyOutcome.TimedOut }), // the max poll wait ran out
       ...keyEvents('run1', 'e', 1, { outcome: KeyOutcome.Unknown }), // 500s until the tries ran out
       ...keyEvents('run1', 'f', 1, { accepted: true, outcome: KeyOutcome.Succeeded }), // paid, images unsaved
-      { type: 'row', by: 'row', record: rowRecord('run1', 'f', RowState.ImagesUnsaved, [KeyOutcome.Succeeded]) },
+      { type: 'row', by: 'row', record: rowRecordOf('run1', 'f', RowState.ImagesUnsaved, [KeyOutcome.Succeeded]) },
       ...keyEvents('run1', 'g', 1, { outcome: KeyOutcome.Rejected }), // refused: nothing held
       ...keyEvents('run1', 'h', 1, { outcome: KeyOutcome.Refunded }), // 503: refunded
       ...keyEvents('run1', 'i', 1, { accepted: true, outcome: KeyOutcome.Failed }), // failed, refunded...
@@ -139,7 +128,7 @@ describe('what --skip-succeeded leaves out: every row any earlier run may have p
       ...keyEvents('run1', 'k', 1, { accepted: true, outcome: KeyOutcome.Failed }), // refunded, then a new key...
       ...keyEvents('run1', 'k', 2), // ... sent: may be paid
       // A record rebuilt by the batch's safety net, with no key events of its own: its key may be paid.
-      { type: 'row', by: 'lookup', record: rowRecord('run1', 'l', RowState.Unknown, [KeyOutcome.Unknown]) },
+      { type: 'row', by: 'lookup', record: rowRecordOf('run1', 'l', RowState.Unknown, [KeyOutcome.Unknown]) },
     ]);
     // A later run, whose own ledger says m succeeded and that g (refused in run1) was paid this time.
     await appendLedger(ledgerFileOf(path.join(scheduleDir, 'run2')), [

@@ -7,6 +7,7 @@ import { clientDataConverter, payloadCodecFromEnv, workerDataConverter } from '.
 import { defaultServiceConfig } from '../../config/service-config';
 import { collectResults, writeResults, type WrittenResults } from '../../results';
 import { DEMO_ACCOUNT_ID, DEMO_API_KEY, DEMO_KEY_ID, FaultKind, resolveConfig, startSimulator } from '../../simulator';
+import { ledgerFileOf, readLedgerOnce } from '../../ledger';
 import { DevServer } from '../../temporal/dev-server';
 import { projectRoot } from '../../temporal/toolchain';
 import { createWorker, TASK_QUEUE } from '../../worker';
@@ -158,7 +159,9 @@ export async function demo(options: DemoOptions): Promise<DemoResult> {
       const progress = await followBatch(handle, (p) => options.onProgress?.(progressLine(p, report.validRows), p), {
         ...(options.signal ? { signal: options.signal } : {}),
       });
-      const rows = await collectResults({ client, batchId: DEMO_BATCH_ID, file, defaultModel: 'flux-dev' });
+      // The output folder's ledger too: what the rows wrote there, and what reconcile resolved later.
+      const ledger = await readLedgerOnce(ledgerFileOf(outDir));
+      const rows = await collectResults({ client, batchId: DEMO_BATCH_ID, file, defaultModel: 'flux-dev', ledger });
       const results = await writeResults(outDir, DEMO_BATCH_ID, rows);
       return { progress, results, attached };
     };

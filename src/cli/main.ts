@@ -1,6 +1,8 @@
 import { setMaxListeners } from 'node:events';
 import path from 'node:path';
-import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { appendFileSync, mkdirSync } from 'node:fs';
+import { inspect } from 'node:util';
+import { DefaultLogger, Runtime, type LogEntry } from '@temporalio/worker';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import type { Client } from '@temporalio/client';
 import {
@@ -39,6 +41,21 @@ function stderr(line: string): void {
   process.stderr.write(`${line}\n`);
 }
 
+/**
+ * Where the SDK's own log lines go: the terminal by default; the demo, which runs a worker in this process, sends
+ * them (an activity's retry with its stack, say) to a log file, and keeps the terminal for people.
+ */
+const sdkLog = {
+  file: undefined as string | undefined,
+  write(entry: LogEntry): void {
+    const line =
+      `${new Date(Number(entry.timestampNanos / 1_000_000n)).toISOString()} [${entry.level}] ${entry.message}` +
+      `${entry.meta && Object.keys(entry.meta).length ? ` ${inspect(entry.meta, { depth: 4, breakLength: Infinity })}` : ''}\n`;
+    if (this.file) appendFileSync(this.file, line);
+    else process.stderr.write(line);
+  },
+};
+
 function buildProgram(signal: AbortSignal): { program: Command; result: { code: number } } {
   const result = { code: ExitCode.Ok as number };
   const program = new Command('imagebatch')
@@ -57,6 +74,8 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
     .option('--json', 'print the result as JSON')
     .action(async (opts: { home: string; json?: boolean }) => {
       const tty = process.stderr.isTTY && !opts.json;
+      mkdirSync(path.resolve(opts.home), { recursive: true });
+      sdkLog.file = path.join(path.resolve(opts.home), 'demo.log');
       let lastPlain = 0;
       const res = await demo({
         home: path.resolve(opts.home),
@@ -87,6 +106,7 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
           `          ${res.results.resultsJsonl}`,
           ...resultFilesSummary(res.batchId, res.results),
           ...(res.webUi ? [`Temporal Web UI (while a demo runs): ${res.webUi}`] : []),
+          `Log:      ${sdkLog.file} (the worker's retries and warnings)`,
           '',
         ].join('\n'),
       );
@@ -415,7 +435,8 @@ export async function main(argv: readonly string[]): Promise<number> {
   // The SDK's own log lines (worker state, bundler output) only when something is wrong. The worker installs its
   // own runtime (runWorker), with the Prometheus exporter when IMAGEBATCH_METRICS_ADDRESS asks for it.
   if (argv[2] !== 'worker') {
-    Runtime.install({ logger: new DefaultLogger(process.env.IMAGEBATCH_LOG_LEVEL === 'debug' ? 'DEBUG' : 'WARN') });
+    const level = process.env.IMAGEBATCH_LOG_LEVEL === 'debug' ? 'DEBUG' : 'WARN';
+    Runtime.install({ logger: new DefaultLogger(level, (entry) => sdkLog.write(entry)) });
   }
   const controller = new AbortController();
   setMaxListeners(0, controller.signal); // every client call in flight listens to it

@@ -28,6 +28,10 @@ it('demo --json runs the bundled batch to its end and writes the results and the
   const r = await cli(args, { env: baseEnv(), timeoutMs: 150_000 });
   expect(r.code, describeRun(args, r)).toBe(0);
   const res = JSON.parse(r.stdout) as DemoResult;
+  // The terminal is for people: the worker's retries (the bundled batch loses a response on purpose) and their
+  // stacks go to the log file (seen: a WARN with a stack in the middle of the progress).
+  expect(r.stderr).not.toMatch(/\[WARN\]|\n\s+at /);
+  expect(await readFile(path.join(home, 'demo.log'), 'utf8')).toContain('[WARN] Activity failed');
 
   expect(res.batchId).toBe('demo');
   expect(res.resumed).toBe(false);

@@ -41,6 +41,7 @@ beforeAll(async () => {
       scripts: [
         { match: '[reset]', faults: [FaultKind.ResetAfterCommit] },
         { match: '[oops]', faults: [FaultKind.InternalBeforeCharge] },
+        { match: '[slow]', faults: [{ kind: FaultKind.Slow, delayMs: 8_000 }] },
       ],
     },
     minPollIntervalMs: 150,
@@ -121,5 +122,25 @@ describe('imagebatch reconcile', { timeout: 180_000 }, () => {
     expect(second.outcome.summary.rows[0]?.note).toContain('idempotency window');
     expect(stack.sim.stats().idempotencyEntries).toBe(submissionsBefore);
     expect(charges('never')).toBe(0);
+  });
+
+  it('refuses a batch that still runs: its rows are resolving their own keys', async () => {
+    const slowFile = path.join(stack.dir, 'slow.csv');
+    await writeFile(slowFile, 'id,prompt\ns1,[slow] a heron in the reeds\n');
+    const start = [
+      'run',
+      slowFile,
+      '--batch-id',
+      'rec-slow',
+      '--model',
+      'flux-dev',
+      '--out',
+      path.join(stack.dir, 'o'),
+    ];
+    expect((await cli(start, env())).code).toBe(0);
+    const args = ['reconcile', 'rec-slow'];
+    const r = await cli(args, env());
+    expect(r.code, describeRun(args, r)).toBe(1);
+    expect(r.stderr).toContain('batch rec-slow is still running: reconcile it once it has ended');
   });
 });

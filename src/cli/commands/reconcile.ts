@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import { WorkflowIdConflictPolicy } from '@temporalio/common';
 import type { WrittenResults } from '../../results';
 import { reconcileWorkflow, type ReconcileSummary } from '../../workflows';
+import { batchWorkflowId } from '../../workflows/keys';
 import { batchMemo, results } from './results';
 
 export interface ReconcileOptions {
@@ -35,6 +36,11 @@ export const reconcileWorkflowId = (batchId: string) => `reconcile/${batchId}`;
  */
 export async function reconcile(options: ReconcileOptions): Promise<ReconcileOutcome> {
   const { client, batchId } = options;
+  const status = await batchStatusName(client, batchId);
+  if (status === 'RUNNING') {
+    // Its rows in flight are still resolving their own keys: reconcile would follow them a second time.
+    throw new Error(`batch ${batchId} is still running: reconcile it once it has ended (imagebatch status ${batchId})`);
+  }
   const outDir = options.outDir ?? (await batchMemo(client, batchId))?.outDir;
   if (!outDir) {
     throw new Error(`batch ${batchId} is not known to Temporal (retention passed?): give its output folder with --out`);
@@ -66,4 +72,14 @@ export function reconcileLines(outcome: ReconcileOutcome): string[] {
   if (summary.stoppedBy) lines.push(`stopped: ${summary.stoppedBy}; fix it, then run imagebatch reconcile again`);
   lines.push(`results: ${written.resultsCsv} (${written.unresolvedRows} row(s) left in ${written.unresolvedCsv})`);
   return lines;
+}
+
+/** The batch workflow's status, or undefined when Temporal does not know it. */
+async function batchStatusName(client: Client, batchId: string): Promise<string | undefined> {
+  try {
+    return (await client.workflow.getHandle(batchWorkflowId(batchId)).describe()).status.name;
+  } catch (err) {
+    if (err instanceof Error && err.name === 'WorkflowNotFoundError') return undefined;
+    throw err;
+  }
 }

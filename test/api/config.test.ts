@@ -20,6 +20,7 @@ describe('loadServiceConfig', () => {
       creationPath: '/creations/{id}',
       modelsPath: '/models',
       idempotencyHeader: 'Idempotency-Key',
+      idempotencyWindowMs: 86_400_000,
       authHeader: 'bearer',
       successStatuses: DEFAULT_SUCCESS_STATUSES,
       minPollIntervalMs: 2000,

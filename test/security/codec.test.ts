@@ -326,12 +326,28 @@ describe('a batch with the codec on the worker and the CLI', { timeout: 300_000 
       const forms = secretForms(prompt, MARK);
       for (const h of histories) expect(findForms(h.bytes, forms), `${prompt} in ${h.workflowId}`).toEqual([]);
     }
-    // The payloads that are not encrypted are search attributes (the server indexes those in the clear) and the
-    // SDK's own patch markers (a patch id), which Temporal writes without the codec.
+    // The payloads that are not encrypted are search attributes (the server indexes those in the clear), the SDK's
+    // own patch markers (a patch id) and the metadata of its local-activity markers (a sequence number, the activity's
+    // type, times: the row's recordRow), which Temporal writes without the codec; the local activity's result is
+    // encrypted like any other.
     const payloads = histories.flatMap((h) => payloadsIn(h.history).map((p) => ({ ...p, workflowId: h.workflowId })));
     const clear = payloads.filter((p) => utf8(p.payload.metadata?.encoding) !== ENCRYPTED_ENCODING);
     const sdkOwn = /searchAttributes|markerRecordedEventAttributes\.details\.patch-data\./;
-    expect(clear.filter((p) => !sdkOwn.test(p.path))).toEqual([]);
+    const localActivityMeta = (p: (typeof clear)[number]) => {
+      if (!/markerRecordedEventAttributes\.details\.data\./.test(p.path)) return false;
+      const meta = JSON.parse(utf8(p.payload.data)) as Record<string, unknown>;
+      const fields = [
+        'seq',
+        'attempt',
+        'activity_id',
+        'activity_type',
+        'complete_time',
+        'original_schedule_time',
+        'backoff',
+      ];
+      return meta.activity_type === 'recordRow' && Object.keys(meta).every((k) => fields.includes(k));
+    };
+    expect(clear.filter((p) => !sdkOwn.test(p.path) && !localActivityMeta(p))).toEqual([]);
     expect(payloads.length - clear.length).toBeGreaterThan(20);
 
     // Positive control: decrypted with the key, the same histories hold every prompt.

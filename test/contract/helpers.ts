@@ -1,3 +1,4 @@
+import { mkdtempSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -118,7 +119,9 @@ export function harness(
     config,
     apiKey: () => key,
     now: () => clock.now(),
-    outputRoot: options.outputRoot ?? path.join(tmpdir(), 'imagebatch-contract-unused'),
+    // A folder of its own: what one run of these tests writes (the ledger above all) never answers the next run's
+    // keys (seen: the second run of the suite on one machine, Node 24 after Node 20, read the first one's ledger).
+    outputRoot: options.outputRoot ?? mkdtempSync(path.join(tmpdir(), 'imagebatch-contract-')),
     random: () => 0.5,
     ...(options.dispatcher ? { dispatcher: options.dispatcher } : {}),
   });

@@ -424,14 +424,8 @@ export async function readLedgerOnce(file: string): Promise<LedgerView> {
  * or forgotten before anyone read it): built from its keys, each as far as it is known. Never a guess in the paying
  * direction: a key with no known end is `unknown`, and the row is `unknown` if any key may hold money.
  */
-export function recordFromLedger(
-  row: LedgerRow,
-  prompt: string,
-  model: string,
-  line?: number,
-  ignoreRecord = false,
-): RowRecord {
-  if (row.record && !ignoreRecord) return row.record;
+export function recordFromLedger(row: LedgerRow, prompt: string, model: string, line?: number): RowRecord {
+  if (row.record) return row.record;
   const keys: KeyRecord[] = row.keys.map((k, i) => ({
     attempt: i + 1,
     idempotencyKey: k.idempotencyKey,
@@ -490,7 +484,8 @@ export function recordAgainstLedger(record: RowRecord, known: LedgerRow): RowRec
   const listed = new Set(record.keys.map((k) => k.idempotencyKey));
   const missing = known.keys.some((k) => keyMayHoldMoney(k) && !listed.has(k.idempotencyKey));
   if (!missing) return record;
-  return recordFromLedger({ ...known, keys: known.keys }, record.prompt, record.model, record.line, true);
+  const { record: _own, recordBy: _by, ...keysOnly } = known;
+  return recordFromLedger(keysOnly, record.prompt, record.model, record.line);
 }
 
 /** Since when the service may hold a key (see {@link LedgerKey.mayBeStoredSinceMs}), counting a send cut off. */

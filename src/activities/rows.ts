@@ -5,10 +5,14 @@ import type { LoadedDataConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
 import { KeyOutcome, RowState, type KeyRecord, type PromptWorkflowInput, type RowRecord } from '../workflows/model';
 import { appendLedger, ledgerFileOf } from '../ledger/ledger';
+import { rowDoneSignal } from '../workflows/definitions';
 import { whileHeartbeating } from './heartbeat';
 import type { CreateImageInput } from './types';
 
-/** What Temporal says of a row: still running, or closed with its record. */
+/**
+ * What Temporal says of a row: still running, or ended with its record. `closed` also covers a row that has sent its
+ * final report and not closed yet (`closedAs` is then `RUNNING`): the record it reported is its last word.
+ */
 export type RowLookup =
   | { status: 'running' }
   | {
@@ -28,12 +32,21 @@ export type RowLookup =
 export async function lookupRowRecord(client: Client, workflowId: string): Promise<RowLookup> {
   const handle = client.workflow.getHandle(workflowId);
   const status = (await handle.describe()).status.name;
-  if (status === 'RUNNING') return { status: 'running' };
+  if (status === 'RUNNING') {
+    // A row's report to its batch is the last thing it does; one that has sent it has ended, though it may take a
+    // moment to close (its report may have gone to a run of the batch that has since been terminated).
+    const reported = await reportedRecord(client, await handle.fetchHistory());
+    return reported ? { status: 'closed', closedAs: status, record: reported } : { status: 'running' };
+  }
   if (status === 'COMPLETED') {
     const result: unknown = await handle.result();
     if (isRowRecord(result)) return { status: 'closed', closedAs: status, record: result };
   }
-  const { record, outDir } = await recordFromHistory(client, await handle.fetchHistory(), status);
+  const history = await handle.fetchHistory();
+  // Terminated (or timed out) after its report: what it reported was final.
+  const reported = await reportedRecord(client, history);
+  if (reported) return { status: 'closed', closedAs: status, record: reported };
+  const { record, outDir } = await recordFromHistory(client, history, status);
   return { status: 'closed', closedAs: status, record, ...(outDir === undefined ? {} : { rebuiltFor: { outDir } }) };
 }
 
@@ -58,6 +71,20 @@ export function createRowActivities(deps: { temporalClient?: Client; outputRoot:
 
 function isRowRecord(v: unknown): v is RowRecord {
   return typeof v === 'object' && v !== null && Array.isArray((v as RowRecord).keys) && 'state' in v;
+}
+
+/** The record a row's history shows it reported to its batch (its final report), if it sent one. */
+async function reportedRecord(
+  client: Client,
+  history: temporal.api.history.v1.IHistory,
+): Promise<RowRecord | undefined> {
+  for (const event of history.events ?? []) {
+    const sent = event.signalExternalWorkflowExecutionInitiatedEventAttributes;
+    if (sent?.signalName !== rowDoneSignal.name) continue;
+    const record = await decodeFirst(client.options.loadedDataConverter, sent.input?.payloads);
+    if (isRowRecord(record)) return record;
+  }
+  return undefined;
 }
 
 async function recordFromHistory(

@@ -10,6 +10,7 @@ import {
   type UnknownDetails,
 } from './failure-types';
 import { retryAfterOr } from './retry-after';
+import { readUsd } from './money';
 import { AuthFailureBody, ErrorEnvelope, imagesOf, parseCreation, parseJson, parseModels } from './schemas';
 
 /**
@@ -43,6 +44,10 @@ export interface ClassifyInput {
   nowMs: number;
   /** Statuses that mean success (lower case). */
   successStatuses: readonly string[];
+  /** Where a creation record says what it cost (dotted paths, in order): see `readUsd`. */
+  costFields: readonly string[];
+  /** Where a model record says its price per image (dotted paths, in order). */
+  priceFields: readonly string[];
   /** Wait used when a 429 or 503 gives no usable Retry-After. */
   defaultRetryAfterMs: number;
 }
@@ -154,7 +159,7 @@ export function classifyResponse(input: ClassifyInput): Outcome {
     case RequestKind.Poll:
       return classifyPoll(input, status, json, err, code, message, retryAfterMs);
     case RequestKind.Models:
-      return classifyModels(status, json, code, message, retryAfterMs);
+      return classifyModels(input.priceFields, status, json, code, message, retryAfterMs);
   }
 }
 
@@ -184,7 +189,7 @@ function classifySubmit(
       kind: 'accepted',
       creationId: record.id,
       status: clip(record.status ?? 'accepted'),
-      ...(record.cost_usd === undefined ? {} : { costUsd: record.cost_usd }),
+      ...costOf(record, input.costFields),
       ...(replayed === undefined ? {} : { replayed }),
     };
   }
@@ -239,7 +244,7 @@ function classifyPoll(
     }
     const statusName = clip(record.status);
     const normal = statusName.trim().toLowerCase();
-    const cost = record.cost_usd === undefined ? {} : { costUsd: record.cost_usd };
+    const cost = costOf(record, input.costFields);
     if (normal === FAILED_STATUS) {
       // The contract's error is a string; another type is kept as its JSON text rather than hiding the status.
       const error = record.error === undefined || record.error === null ? '' : text(record.error);
@@ -276,6 +281,7 @@ function classifyPoll(
 }
 
 function classifyModels(
+  priceFields: readonly string[],
   status: number,
   json: unknown,
   code: string,
@@ -283,7 +289,7 @@ function classifyModels(
   retryAfterMs: () => number,
 ): Outcome {
   if (status >= 200 && status < 300) {
-    const models = parseModels(json);
+    const models = parseModels(json, priceFields);
     return models
       ? { kind: 'models', models }
       : { kind: 'malformed', httpStatus: status, lastError: `HTTP ${status}: no model list in the body` };
@@ -499,4 +505,10 @@ export function toApplicationFailure(outcome: FailureOutcome, retryDelayMs?: num
     case 'config':
       return ApplicationFailure.create({ type: FailureType.Config, message: outcome.message, nonRetryable: true });
   }
+}
+
+/** What a creation record says it cost, when it says so (never a 0 for nothing said). */
+function costOf(record: object, costFields: readonly string[]): { costUsd?: number } {
+  const costUsd = readUsd(record, costFields);
+  return costUsd === undefined ? {} : { costUsd };
 }

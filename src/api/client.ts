@@ -183,6 +183,8 @@ export class ImageApiClient {
       ...(res.error === undefined ? {} : { error: redact(res.error, key) }),
       nowMs: now,
       successStatuses: this.config.successStatuses,
+      costFields: this.config.costFields,
+      priceFields: this.config.priceFields,
       defaultRetryAfterMs: this.config.defaultRetryAfterMs,
     });
     this.afterResponse(kind, outcome, keyId, now, req.creationId, previousPoll, sentAt);

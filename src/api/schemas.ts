@@ -1,20 +1,11 @@
 import { z } from 'zod';
 import type { ImageRef, ModelInfo } from '../activities/types';
+import { readUsd } from './money';
 
 /**
  * Schemas of the service's bodies: they accept the documented fields (service-interface.md and gaps.md) and
  * ignore any others, so that a service adding fields breaks nothing.
  */
-
-const usd = z
-  .union([
-    z.number(),
-    z
-      .string()
-      .regex(/^\d+(\.\d+)?$/)
-      .transform(Number),
-  ])
-  .pipe(z.number().finite());
 
 /** The error envelope: `{ error: { code, message, details } }`. */
 export const ErrorEnvelope = z.looseObject({
@@ -50,7 +41,6 @@ export const CreationRecord = z.looseObject({
     .catch(undefined),
   status: z.string().optional().catch(undefined),
   error: z.unknown().optional(),
-  cost_usd: usd.optional().catch(undefined),
   images: z.array(z.unknown()).optional().catch(undefined),
 });
 export type CreationRecord = z.infer<typeof CreationRecord>;
@@ -83,14 +73,14 @@ export function imagesOf(record: CreationRecord): ImageRef[] {
 const ModelRecord = z.looseObject({
   id: z.union([z.string().min(1), z.number().transform(String)]),
   name: z.string().optional().catch(undefined),
-  price_usd: usd.optional().catch(undefined),
 });
 
 /**
  * The model catalog: an array at the root or under `data`, `models` or `items`. Entries without an id are
- * left out. Undefined when the body has no such array.
+ * left out. Undefined when the body has no such array. A model's price is read at `priceFields` (see `readUsd`); a
+ * model that shows none has no `priceUsd` (unknown, not free).
  */
-export function parseModels(body: unknown): ModelInfo[] | undefined {
+export function parseModels(body: unknown, priceFields: readonly string[]): ModelInfo[] | undefined {
   let list: unknown = body;
   if (!Array.isArray(list) && list !== null && typeof list === 'object') {
     const obj = list as Record<string, unknown>;
@@ -101,12 +91,9 @@ export function parseModels(body: unknown): ModelInfo[] | undefined {
   for (const item of list) {
     const parsed = ModelRecord.safeParse(item);
     if (!parsed.success) continue;
-    const { id, name, price_usd } = parsed.data;
-    out.push({
-      id,
-      ...(name === undefined ? {} : { name }),
-      ...(price_usd === undefined ? {} : { priceUsd: price_usd }),
-    });
+    const { id, name } = parsed.data;
+    const priceUsd = readUsd(item, priceFields);
+    out.push({ id, ...(name === undefined ? {} : { name }), ...(priceUsd === undefined ? {} : { priceUsd }) });
   }
   return out;
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DEFAULT_IDEMPOTENCY_HEADER, DEFAULT_SUCCESS_STATUSES, FAILED_STATUS } from '../api/contract';
+import { DEFAULT_COST_FIELDS, DEFAULT_PRICE_FIELDS, FIELD_PATH } from '../api/money';
 
 /**
  * Configuration of the image-service client. Every choice that gaps.md calls a default can be overridden from
@@ -54,6 +55,19 @@ export interface ServiceConfig {
    * @default DEFAULT_SUCCESS_STATUSES
    */
   successStatuses: readonly string[];
+  /**
+   * Where a creation record says what it cost (USD, the whole creation): dotted paths tried in order; the value may
+   * be a number, a decimal string or an object with `usd`/`amount` and a USD `currency`. `IMAGEGEN_COST_FIELDS`,
+   * comma-separated.
+   * @default DEFAULT_COST_FIELDS (`cost_usd` first)
+   */
+  costFields: readonly string[];
+  /**
+   * Where a model record of the catalog says its price (USD per image), read the same way. `IMAGEGEN_PRICE_FIELDS`,
+   * comma-separated.
+   * @default DEFAULT_PRICE_FIELDS (`price_usd` first)
+   */
+  priceFields: readonly string[];
   /**
    * Minimum interval between two polls of one creation; raised (per process) to any longer Retry-After a poll
    * was given. `IMAGEGEN_MIN_POLL_INTERVAL_MS`.
@@ -195,6 +209,20 @@ const statuses = z
       .refine((xs) => !xs.includes(FAILED_STATUS), `must not contain "${FAILED_STATUS}"`),
   );
 
+const fieldPaths = z
+  .string()
+  .transform((s) =>
+    s
+      .split(',')
+      .map((x) => x.trim())
+      .filter((x) => x !== ''),
+  )
+  .pipe(
+    z
+      .array(z.string().regex(FIELD_PATH, 'each entry must be a field name or a dotted path such as billing.amount'))
+      .min(1, 'must list at least one field'),
+  );
+
 /** Each setting: its environment variable, its schema (from the raw string) and its default. */
 const SETTINGS = {
   baseUrl: ['IMAGEGEN_BASE_URL', baseUrl, 'http://127.0.0.1:8787/api/public/v1'],
@@ -216,6 +244,8 @@ const SETTINGS = {
     'bearer',
   ],
   successStatuses: ['IMAGEGEN_SUCCESS_STATUSES', statuses, DEFAULT_SUCCESS_STATUSES.join(',')],
+  costFields: ['IMAGEGEN_COST_FIELDS', fieldPaths, DEFAULT_COST_FIELDS.join(',')],
+  priceFields: ['IMAGEGEN_PRICE_FIELDS', fieldPaths, DEFAULT_PRICE_FIELDS.join(',')],
   minPollIntervalMs: ['IMAGEGEN_MIN_POLL_INTERVAL_MS', int(1, 3_600_000), '2000'],
   connectTimeoutMs: ['IMAGEGEN_CONNECT_TIMEOUT_MS', int(1, 600_000), '10000'],
   headersTimeoutMs: ['IMAGEGEN_HEADERS_TIMEOUT_MS', int(1, 600_000), '30000'],

@@ -1,3 +1,4 @@
+import { DEFAULT_COST_FIELDS, DEFAULT_PRICE_FIELDS } from '../../src/api/money';
 import { describe, expect, it } from 'vitest';
 import {
   classifyResponse,
@@ -25,6 +26,8 @@ function classify(
     ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }),
     nowMs: NOW,
     successStatuses: DEFAULT_SUCCESS_STATUSES,
+    costFields: DEFAULT_COST_FIELDS,
+    priceFields: DEFAULT_PRICE_FIELDS,
     defaultRetryAfterMs: 1000,
   });
 }
@@ -258,6 +261,8 @@ describe('classifyResponse: submission', () => {
         error: 'UND_ERR_BODY_TIMEOUT: Body Timeout Error',
         nowMs: NOW,
         successStatuses: DEFAULT_SUCCESS_STATUSES,
+        costFields: DEFAULT_COST_FIELDS,
+        priceFields: DEFAULT_PRICE_FIELDS,
         defaultRetryAfterMs: 1000,
       }),
     ).toEqual({ kind: 'ambiguous', httpStatus: 202, lastError: 'HTTP 202: UND_ERR_BODY_TIMEOUT: Body Timeout Error' });
@@ -288,7 +293,13 @@ describe('classifyResponse: submission', () => {
 
   it('a request past its total deadline is ambiguous, before or after the headers (the same key goes again)', () => {
     const timedOut = `REQUEST_TIMEOUT: ${new RequestTimeoutError(60_000).message}`;
-    const base = { nowMs: NOW, successStatuses: DEFAULT_SUCCESS_STATUSES, defaultRetryAfterMs: 1000 };
+    const base = {
+      nowMs: NOW,
+      successStatuses: DEFAULT_SUCCESS_STATUSES,
+      costFields: DEFAULT_COST_FIELDS,
+      priceFields: DEFAULT_PRICE_FIELDS,
+      defaultRetryAfterMs: 1000,
+    };
     for (const kind of Object.values(RequestKind)) {
       expect(classifyResponse({ kind, error: timedOut, ...base })).toEqual({ kind: 'ambiguous', lastError: timedOut });
       expect(classifyResponse({ kind, status: 202, headers: {}, error: timedOut, ...base })).toEqual({
@@ -348,6 +359,8 @@ describe('classifyResponse: poll', () => {
       body: JSON.stringify({ id: 'c', status: 'FINISHED' }),
       nowMs: NOW,
       successStatuses: ['finished'],
+      costFields: DEFAULT_COST_FIELDS,
+      priceFields: DEFAULT_PRICE_FIELDS,
       defaultRetryAfterMs: 1000,
     });
     expect(out).toMatchObject({ kind: 'ended', result: { outcome: 'succeeded', status: 'FINISHED', images: [] } });

@@ -1,3 +1,4 @@
+import { DEFAULT_COST_FIELDS, DEFAULT_PRICE_FIELDS } from '../../src/api/money';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_SUCCESS_STATUSES } from '../../src/api/contract';
 import { ConfigError, loadServiceConfig, SERVICE_CONFIG_ENV } from '../../src/config/service-config';
@@ -23,6 +24,8 @@ describe('loadServiceConfig', () => {
       idempotencyWindowMs: 86_400_000,
       authHeader: 'bearer',
       successStatuses: DEFAULT_SUCCESS_STATUSES,
+      costFields: DEFAULT_COST_FIELDS,
+      priceFields: DEFAULT_PRICE_FIELDS,
       minPollIntervalMs: 2000,
       connectTimeoutMs: 10_000,
       headersTimeoutMs: 30_000,
@@ -53,6 +56,8 @@ describe('loadServiceConfig', () => {
       IMAGEGEN_EMPTY_IS_DEFAULT: '',
       IMAGEGEN_HEADERS_TIMEOUT_MS: '',
       IMAGEGEN_REQUEST_TIMEOUT_MS: '15000',
+      IMAGEGEN_COST_FIELDS: ' fee.usd , total ',
+      IMAGEGEN_PRICE_FIELDS: 'rates.per_image',
     });
     expect(c).toMatchObject({
       baseUrl: 'https://api.example.com/api/public/v1',
@@ -64,6 +69,8 @@ describe('loadServiceConfig', () => {
       idempotencyHeader: 'X-Idem',
       headersTimeoutMs: 30_000,
       requestTimeoutMs: 15_000,
+      costFields: ['fee.usd', 'total'],
+      priceFields: ['rates.per_image'],
     });
     expect(Object.keys(SERVICE_CONFIG_ENV)).toHaveLength(Object.keys(c).length);
   });
@@ -73,6 +80,9 @@ describe('loadServiceConfig', () => {
     [{ IMAGEGEN_BASE_URL: 'ftp://x/api' }, 'IMAGEGEN_BASE_URL', 'must use http or https'],
     [{ IMAGEGEN_BASE_URL: 'https://u:p@x/api' }, 'IMAGEGEN_BASE_URL', 'must not contain credentials'],
     [{ IMAGEGEN_SUBMIT_PATH: 'creations' }, 'IMAGEGEN_SUBMIT_PATH', 'must be a path starting with "/"'],
+    [{ IMAGEGEN_COST_FIELDS: 'cost usd' }, 'IMAGEGEN_COST_FIELDS', 'must be a field name or a dotted path'],
+    [{ IMAGEGEN_PRICE_FIELDS: 'pricing..usd' }, 'IMAGEGEN_PRICE_FIELDS', 'must be a field name or a dotted path'],
+    [{ IMAGEGEN_PRICE_FIELDS: ' , ' }, 'IMAGEGEN_PRICE_FIELDS', 'must list at least one field'],
     [{ IMAGEGEN_CREATION_PATH: '/creations' }, 'IMAGEGEN_CREATION_PATH', '{id}'],
     [{ IMAGEGEN_AUTH_HEADER: 'basic' }, 'IMAGEGEN_AUTH_HEADER', '"basic"'],
     [{ IMAGEGEN_IDEMPOTENCY_HEADER: 'Bad Header' }, 'IMAGEGEN_IDEMPOTENCY_HEADER', 'valid HTTP header name'],

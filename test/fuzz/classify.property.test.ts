@@ -1,3 +1,4 @@
+import { DEFAULT_COST_FIELDS, DEFAULT_PRICE_FIELDS } from '../../src/api/money';
 import { ApplicationFailure } from '@temporalio/common';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -192,6 +193,8 @@ const input: fc.Arbitrary<ClassifyInput> = fc
       kind: r.kind,
       nowMs: r.nowMs,
       successStatuses: r.successStatuses,
+      costFields: DEFAULT_COST_FIELDS,
+      priceFields: DEFAULT_PRICE_FIELDS,
       defaultRetryAfterMs: r.defaultRetryAfterMs,
     };
     // No status means no response at all, which always comes with the reason.
@@ -408,6 +411,8 @@ describe('classifyResponse on hostile answers', () => {
           body,
           nowMs: NOW_MIN,
           successStatuses: DEFAULT_SUCCESS_STATUSES,
+          costFields: DEFAULT_COST_FIELDS,
+          priceFields: DEFAULT_PRICE_FIELDS,
           defaultRetryAfterMs: 1000,
         });
         n += 1;
@@ -440,6 +445,8 @@ describe('classifyResponse on hostile answers', () => {
           body: JSON.stringify(record),
           nowMs: NOW_MIN,
           successStatuses: DEFAULT_SUCCESS_STATUSES,
+          costFields: DEFAULT_COST_FIELDS,
+          priceFields: DEFAULT_PRICE_FIELDS,
           defaultRetryAfterMs: 1000,
         });
         expect(o).toMatchObject({ kind: 'accepted', creationId });
@@ -463,6 +470,8 @@ describe('classifyResponse on hostile answers', () => {
           body: JSON.stringify(record),
           nowMs: NOW_MIN,
           successStatuses: DEFAULT_SUCCESS_STATUSES,
+          costFields: DEFAULT_COST_FIELDS,
+          priceFields: DEFAULT_PRICE_FIELDS,
           defaultRetryAfterMs: 1000,
         });
         const normal = name.trim().toLowerCase();

@@ -126,6 +126,15 @@ export const simulatorConfigSchema = z
       .prefault([{ id: DEMO_ACCOUNT_ID, keys: [{ id: DEMO_KEY_ID, key: DEMO_API_KEY }] }]),
     limits: limitsSchema.prefault({}),
     statusNaming: z.enum(['default', 'alternate']).default('default'),
+    /** How prices appear in the HTTP bodies (the real interface shows none); charging is the same in every mode. */
+    pricing: z
+      .strictObject({
+        /** 'default' (gaps.md: creation `cost_usd`, model `price_usd`), 'renamed' (other names, nested), 'hidden' (none). */
+        fields: z.enum(['default', 'renamed', 'hidden']).default('default'),
+        /** 'always' (the 202 and every GET), or 'poll-only' (never on a 202 or its replay, only on GET /creations/{id}). */
+        costOn: z.enum(['always', 'poll-only']).default('always'),
+      })
+      .prefault({}),
     idempotency: z
       .strictObject({
         variant: z.enum([IdempotencyVariant.AcceptedOnly, IdempotencyVariant.AllJudged]).default('accepted-only'),

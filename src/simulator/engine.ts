@@ -8,6 +8,7 @@ import { IdempotencyVariant, type SimulatorConfig } from './config';
 import { CreationStore, creationRecord, earliestFinish, newCreationId, type Creation } from './creations';
 import { FaultKind, FaultPlan, forcedFailure, type Fault } from './faults';
 import { IdempotencyStore } from './idempotency';
+import { modelRecord, showCost } from './pricing';
 import { CreationOutcome, Ledger } from './ledger';
 import { toMicros } from './money';
 import { hash32, mulberry32, uniformInt, type Random, type SeededRandom } from './random';
@@ -124,7 +125,8 @@ export class SimulatorEngine {
 
   models(principal: Principal): ApiResponse {
     const allowed = this.keys.modelsOf(principal.accountId);
-    return { status: 200, body: { data: this.config.models.filter((m) => allowed.has(m.id)) } };
+    const shown = this.config.models.filter((m) => allowed.has(m.id));
+    return { status: 200, body: { data: shown.map((m) => modelRecord(m, this.config.pricing.fields)) } };
   }
 
   poll(principal: Principal, id: string): ApiResponse {
@@ -144,7 +146,12 @@ export class SimulatorEngine {
       );
     }
     c.lastPollAt = now;
-    return { status: 200, body: creationRecord(c, now, this.naming, this.filesUrl) };
+    return { status: 200, body: this.record(c) };
+  }
+
+  /** The creation record as GET /creations/{id} shows it now: in the status naming, with its cost as priced. */
+  record(c: Creation): object {
+    return showCost(creationRecord(c, this.now(), this.naming, this.filesUrl), this.config.pricing.fields, true);
   }
 
   private quota(principal: Principal, parsed: Parsed): ApiResponse | undefined {
@@ -200,7 +207,7 @@ export class SimulatorEngine {
         continue;
       }
       if (found.kind === 'replay') {
-        const replay = found.response;
+        const replay = this.sent(found.response);
         return {
           response: { ...replay, headers: { ...replay.headers, 'idempotent-replayed': 'true' } },
           delivery: SEND,
@@ -229,7 +236,15 @@ export class SimulatorEngine {
   }
 
   private judged(j: Judged): Outcome {
-    return { response: j.response, delivery: j.delivery };
+    return { response: this.sent(j.response), delivery: j.delivery };
+  }
+
+  /** A submit response as sent: a 202's creation record (stored with `cost_usd`) with its cost as priced. */
+  private sent(response: ApiResponse): ApiResponse {
+    const { fields, costOn } = this.config.pricing;
+    const body = response.body;
+    if (response.status !== 202 || typeof body !== 'object' || body === null) return response;
+    return { ...response, body: showCost(body, fields, costOn === 'always') };
   }
 
   /** Validation, wallet and budget, charge, start: the steps whose responses variant (b) stores. */

@@ -3,7 +3,6 @@ import { API_PREFIX, ErrorCode, type StatusNamingName } from '../api/contract';
 import { type Clock } from './clock';
 import { resolveConfig, type IdempotencyVariant, type SimulatorConfigInput } from './config';
 import { applyControl, type ControlCommand, type LimitsPatch } from './control';
-import { creationRecord } from './creations';
 import { SimulatorEngine, type Outcome } from './engine';
 import { type Fault, type FaultKind, type FaultSettings } from './faults';
 import { createFilesServer, type SeenRequest } from './files';
@@ -224,7 +223,7 @@ export async function startSimulator(config: SimulatorConfigInput = {}): Promise
     creation: (id) => {
       engine.settle();
       const c = engine.creations.get(id);
-      return c && creationRecord(c, engine.now(), engine.naming, filesUrl);
+      return c && engine.record(c);
     },
     stats: () => {
       engine.settle();

@@ -31,6 +31,7 @@ import {
   type ChaosFigures,
   type ReconcileFigures,
 } from './invariants';
+import { readResultsSpend, reconcileSpend, spendViolations, type SpendReconciliation } from './spend-reconciliation';
 
 /** Options of {@link runChaos}. */
 export interface ChaosOptions {
@@ -95,6 +96,8 @@ export interface ChaosReport {
   figures: ChaosFigures;
   /** The reconcile step after the batch. */
   reconcile: ReconcileFigures;
+  /** The final results.jsonl (written by the reconcile step) against the simulator's ledger, per row and in total. */
+  spend: SpendReconciliation;
   /** Every invariant that does not hold, in words; empty when the run passed. */
   violations: string[];
   /** The run's folder, when it was kept. */
@@ -306,6 +309,15 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
     step('reconciled the unresolved rows');
     const reconcileFigures = reconcileFiguresOf(written.unresolvedRows, reconciled, batchId, sim.ledger);
     violations.push(...reconcileViolations(reconcileFigures));
+    // The spend reconciliation, on the final results: results.jsonl as the reconcile step wrote it again into the
+    // batch's output folder, against every charge and refund of the simulator under the batch's keys.
+    const spend = reconcileSpend(
+      batchId,
+      await readResultsSpend(reconciled.written.resultsJsonl),
+      sim.ledger.byCreation(),
+    );
+    violations.push(...spendViolations(spend));
+    step('reconciled the spend of the final results against the ledger');
     if (violations.length > 0) keep = true;
     await saveLog(worker);
     return {
@@ -315,6 +327,7 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
       events,
       figures,
       reconcile: reconcileFigures,
+      spend,
       violations,
       dir: keep ? dir : undefined,
     };

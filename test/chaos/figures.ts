@@ -1,6 +1,7 @@
 import { FaultKind } from '../../src/simulator';
 import { ChaosEventKind } from './chaos-plan';
 import type { ChaosReport } from './chaos-scenario';
+import { DIFFERENCES_NAMED, describeDifference, spendTotalInWords, usd, type Spend } from './spend-reconciliation';
 
 /**
  * The figures table of a chaos run: one line per figure, with `ok` or `FAIL` where the figure is an invariant.
@@ -68,6 +69,35 @@ export function formatFigures(report: ChaosReport, wallMs: number): string {
   );
   zero('rows charged twice after reconcile', r.rowsChargedTwice);
   zero('keys charged twice after reconcile', r.keysChargedTwice);
+
+  section("spend reconciliation (results against the simulator's ledger)");
+  const s = report.spend;
+  const money = (m: Spend) => `net ${usd(m.netUsd)} (charged ${usd(m.chargedUsd)}, refunded ${usd(m.refundedUsd)})`;
+  info('rows compared', `${s.rowsCompared} (of ${s.resultRows} in results.jsonl)`);
+  const named = s.differences.slice(0, DIFFERENCES_NAMED).map(describeDifference);
+  const more = s.differences.length - named.length;
+  check(
+    'rows differing',
+    s.differences.length === 0
+      ? '0'
+      : `${s.differences.length}: ${named.join(' | ')}${more > 0 ? ` | and ${more} more` : ''}`,
+    s.differences.length === 0,
+  );
+  info(
+    'rows of unknown spend',
+    s.unknownRows.length === 0
+      ? '0'
+      : `${s.unknownRows.length} (the simulator holds ${money(s.unknownSimulator)}: ` +
+          `${s.unknownRows
+            .slice(0, DIFFERENCES_NAMED)
+            .map((u) => `${u.rowId} ${usd(u.simulator.netUsd)}`)
+            .join(', ')}${s.unknownRows.length > DIFFERENCES_NAMED ? ', ...' : ''})`,
+  );
+  const totalsAgree = s.totalsDiffering.length === 0;
+  check('results total net (known)', money(s.resultsKnown), totalsAgree);
+  check('simulator total net (same rows)', money(s.simulatorSameRows), totalsAgree);
+  info('simulator total net (all rows)', money(s.simulatorAllRows));
+  check('total', spendTotalInWords(s), totalsAgree && s.differences.length === 0);
 
   section('chaos');
   const at = (kind: ChaosEventKind) =>

@@ -160,7 +160,9 @@ export async function computeFigures(input: FigureInputs): Promise<ChaosFigures>
       case RowState.NotRun:
         break;
     }
-    if (result!.state !== RowState.Unknown && Math.abs(netUsd - result!.netUsd) > 1e-6) moneyMismatches++;
+    // A row's own net may be null (unknown): nothing to compare (the spend reconciliation counts such rows).
+    const ownNet: number | null = result!.netUsd;
+    if (result!.state !== RowState.Unknown && ownNet !== null && Math.abs(netUsd - ownNet) > 1e-6) moneyMismatches++;
   }
   const violations = ledger.violations();
   const failed = ledger
@@ -268,7 +270,7 @@ function sameAsWorkflow(r: JsonlRecord, record: RowRecord): boolean {
   const images = (list: readonly { path: string; sha256: string }[]) =>
     JSON.stringify(list.map((i) => [i.path, i.sha256]));
   const keys = (list: readonly (readonly unknown[])[]) => JSON.stringify(list);
-  const close = (a: number | null, b: number) => a !== null && Math.abs(a - b) < 1e-9;
+  const close = (a: number | null, b: number | null) => (a === null || b === null ? a === b : Math.abs(a - b) < 1e-9);
   return (
     r.state === record.state &&
     images(r.images) === images(record.images) &&
@@ -393,10 +395,23 @@ export function recordProblems(
   }
   const charged = record.keys.reduce((n, k) => n + (k.chargedUsd ?? 0), 0);
   const refunded = record.keys.reduce((n, k) => n + (k.refundedUsd ?? 0), 0);
-  if (!near(record.chargedUsd, charged) || !near(record.refundedUsd, refunded)) {
-    out.push(`totals ${record.chargedUsd} / ${record.refundedUsd} are not its keys' ${charged} / ${refunded}`);
+  // A total may be null (unknown): only known totals are held against the keys'.
+  const totalCharged: number | null = record.chargedUsd;
+  const totalRefunded: number | null = record.refundedUsd;
+  const totalNet: number | null = record.netUsd;
+  if (
+    (totalCharged !== null && !near(totalCharged, charged)) ||
+    (totalRefunded !== null && !near(totalRefunded, refunded))
+  ) {
+    out.push(`totals ${totalCharged} / ${totalRefunded} are not its keys' ${charged} / ${refunded}`);
   }
-  if (!near(record.netUsd, record.chargedUsd - record.refundedUsd)) out.push(`net ${record.netUsd}`);
+  if (
+    totalCharged !== null &&
+    totalRefunded !== null &&
+    (totalNet === null || !near(totalNet, totalCharged - totalRefunded))
+  ) {
+    out.push(`net ${totalNet}`);
+  }
   if (record.resubmittable) {
     const held = ledgerKeys.flatMap((k) => (creationsOf.get(k) ?? []).filter((c) => c.netUsd !== 0));
     if (held.length > 0) out.push(`resubmittable, yet creation ${held[0]!.creationId} holds ${held[0]!.netUsd} USD`);

@@ -6,6 +6,7 @@ import type { temporal } from '@temporalio/proto';
 import { KeyOutcome, RowState, type KeyRecord, type PromptWorkflowInput, type RowRecord } from '../workflows/model';
 import { appendLedger, ledgerFileOf } from '../ledger/ledger';
 import { rowDoneSignal } from '../workflows/definitions';
+import { rowMoney } from '../workflows/row-record';
 import { whileHeartbeating } from './heartbeat';
 import type { CreateImageInput } from './types';
 
@@ -122,9 +123,8 @@ async function recordFromHistory(
     keys,
     creationIds,
     images: [],
-    chargedUsd: 0,
-    refundedUsd: 0,
-    netUsd: 0,
+    // Keys of unknown outcome: what they hold is unknown (none sent: nothing).
+    ...rowMoney(keys),
     error:
       `the row's workflow was ${closedAs.toLowerCase().replace('_', ' ')} before it wrote its record` +
       (keys.length ? `; its keys may have been charged: resolve them with the same keys` : '; it sent nothing'),

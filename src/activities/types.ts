@@ -66,6 +66,19 @@ export interface DownloadedImage {
   bytes: number;
 }
 
+/**
+ * Where a key's charge was learned: the creation said what it cost; else the catalog's price for the model; else a
+ * price the user gave (`--price`). None of them: the charge is unknown.
+ */
+export const PriceSource = { Creation: 'creation', Catalog: 'catalog', User: 'user' } as const;
+export type PriceSource = (typeof PriceSource)[keyof typeof PriceSource];
+
+/** A request's price known before it is sent (price per image times images), and where it came from. */
+export interface ListPrice {
+  usd: number;
+  source: typeof PriceSource.Catalog | typeof PriceSource.User;
+}
+
 export interface ModelInfo {
   id: string;
   name?: string;

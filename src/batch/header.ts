@@ -30,6 +30,8 @@ export const RecordColumn = {
   ChargedUsd: 'charged_usd',
   RefundedUsd: 'refunded_usd',
   NetUsd: 'net_usd',
+  /** `false` when a key of the row may hold money whose price nobody showed: its figures are empty, never 0. */
+  PriceKnown: 'price_known',
 } as const;
 export type RecordColumn = (typeof RecordColumn)[keyof typeof RecordColumn];
 

@@ -4,7 +4,7 @@ import { mkdir, open, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { CreationRequest, DownloadedImage } from '../activities/types';
 import { KeyOutcome, RowState, type KeyRecord, type RowRecord } from '../workflows/model';
-import { NO_MONEY_HELD, needsReconcile } from '../workflows/row-record';
+import { NO_MONEY_HELD, needsReconcile, rowMoney } from '../workflows/row-record';
 
 /**
  * The ledger of a batch's output folder: the memory, on disk, of what was sent, paid and produced. Temporal forgets
@@ -431,7 +431,7 @@ export function recordFromLedger(row: LedgerRow, prompt: string, model: string, 
     idempotencyKey: k.idempotencyKey,
     outcome: k.ended?.outcome ?? (k.creationId ? KeyOutcome.Accepted : KeyOutcome.Unknown),
     ...(k.creationId ? { creationId: k.creationId } : {}),
-    ...(k.costUsd === undefined ? {} : { chargedUsd: k.costUsd }),
+    ...(k.costUsd === undefined ? {} : { chargedUsd: k.costUsd, priceSource: 'creation' as const }),
     ...(k.ended?.outcome === KeyOutcome.Failed && k.costUsd !== undefined ? { refundedUsd: k.costUsd } : {}),
     ...(k.ended?.error ? { error: k.ended.error } : {}),
   }));
@@ -444,8 +444,6 @@ export function recordFromLedger(row: LedgerRow, prompt: string, model: string, 
       : paid
         ? RowState.Unknown
         : RowState.Failed;
-  const charged = round6(keys.reduce((s, k) => s + (k.chargedUsd ?? 0), 0));
-  const refunded = round6(keys.reduce((s, k) => s + (k.refundedUsd ?? 0), 0));
   return {
     batchId: row.batchId,
     rowId: row.rowId,
@@ -456,9 +454,7 @@ export function recordFromLedger(row: LedgerRow, prompt: string, model: string, 
     keys,
     creationIds: keys.flatMap((k) => (k.creationId ? [k.creationId] : [])),
     images,
-    chargedUsd: charged,
-    refundedUsd: refunded,
-    netUsd: round6(charged - refunded),
+    ...rowMoney(keys),
     ...(state === RowState.Succeeded
       ? {}
       : {
@@ -468,10 +464,6 @@ export function recordFromLedger(row: LedgerRow, prompt: string, model: string, 
         }),
     resubmittable: !paid && state === RowState.Failed,
   };
-}
-
-function round6(n: number): number {
-  return Math.round(n * 1e6) / 1e6;
 }
 
 /**

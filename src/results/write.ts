@@ -1,7 +1,7 @@
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { stringify } from 'csv-stringify/sync';
-import type { CreationRequest } from '../activities/types';
+import type { CreationRequest, PriceSource } from '../activities/types';
 import { isRetryableFailureMessage } from '../api/contract';
 import { RecordColumn } from '../batch/header';
 import { recordMayBePaid } from '../batch/schema';
@@ -91,6 +91,8 @@ export interface JsonlKey {
   creation_id: string | null;
   charged_usd: number | null;
   refunded_usd: number | null;
+  /** Where `charged_usd` came from: `creation`, `catalog` or `user`; null when not known. */
+  price_source: PriceSource | null;
   error: string | null;
 }
 
@@ -179,6 +181,7 @@ function jsonRecord(r: ResultRow): JsonlRecord {
       creation_id: k.creationId ?? null,
       charged_usd: k.chargedUsd ?? null,
       refunded_usd: k.refundedUsd ?? null,
+      price_source: k.priceSource ?? null,
       error: k.error ?? null,
     })),
     creation_ids: rec?.creationIds ?? [],
@@ -210,6 +213,8 @@ function recordCells(j: JsonlRecord): Record<Exclude<RecordColumn, 'advice'>, st
     charged_usd: money(j.charged_usd),
     refunded_usd: money(j.refunded_usd),
     net_usd: money(j.net_usd),
+    // A row without its record (in flight, not started) says nothing; one with it, whether every figure is known.
+    price_known: j.charged_usd === null && j.keys.length === 0 ? '' : String(j.charged_usd !== null),
   };
 }
 
@@ -230,6 +235,7 @@ function resultsCsv(rows: readonly ResultRow[]): string {
     'charged_usd',
     'refunded_usd',
     'net_usd',
+    'price_known',
   ] as const;
   const body = rows.map((r) => {
     const j = jsonRecord(r);
@@ -286,6 +292,7 @@ function unresolvedCsv(batchId: string, rows: readonly ResultRow[]): string {
     'charged_usd',
     'refunded_usd',
     'net_usd',
+    'price_known',
     'error',
     'next_step',
   ] as const;

@@ -1,6 +1,7 @@
 import type { BatchStopDetails } from '../api/failure-types';
 import type { BatchCursor, BatchRowInput } from '../activities/types';
 import type { BatchProgress, RowRecord, RowState, WaitReason } from './model';
+import { roundUsd } from './row-record';
 
 /**
  * Everything a batch remembers, carried across continue-as-new. Bounded: rows in flight (at most the window)
@@ -11,15 +12,30 @@ export interface BatchState {
   fileDone: boolean;
   /** Rows read from the file but not started yet (carried only when a run ends mid-page). */
   pending: BatchRowInput[];
-  /** Row ids in flight, with the price reserved for each against the spend cap. */
-  inFlight: Record<string, number>;
+  /** Row ids in flight, with the price reserved for each against the spend cap (null: its price is not known). */
+  inFlight: Record<string, number | null>;
   blocked: string[];
   counts: Record<RowState, number>;
   rowsRead: number;
   invalidRows: number;
   started: number;
+  /** Net spend of the ended rows whose spend is known. */
   spentUsd: number;
   refundedUsd: number;
+  /** Ended rows whose spend is not known (no price shown, or the outcome unknown). */
+  unknownSpendRows?: number;
+  /**
+   * The most those rows may have spent, as far as their prices are known (their reservations): what the spend cap
+   * counts them as.
+   */
+  unknownSpendAtMostUsd?: number;
+  /**
+   * Rows in flight whose price was not known when they started: their model and images, so that a price given later
+   * (`resume --price`) becomes their reservation.
+   */
+  unpriced?: Record<string, { model: string; images: number }>;
+  /** Images, by model, of ended rows of unknown spend whose price was not known: counted once a price is. */
+  unpricedEnded?: Record<string, number>;
   startedAtMs: number;
   runs: number;
   /** Keys rows tried after their first (a refunded failure or a 402 before), as the rows told it. */
@@ -27,7 +43,7 @@ export interface BatchState {
   pausedBy?: string;
   stop?: BatchStopDetails;
   cancelling: boolean;
-  /** Model id to price per image, from the catalog, for the spend cap. */
+  /** Model id to price per image (USD), from the catalog. */
   prices: Record<string, number>;
 }
 
@@ -54,22 +70,51 @@ export function newBatchState(nowMs: number): BatchState {
   };
 }
 
-/** Applies a row's end to the state; a second report for the same row (a replayed signal) changes nothing. */
+/**
+ * Applies a row's end to the state; a second report for the same row (a replayed signal) changes nothing. Its
+ * reservation is released; its net spend counts when known; when not, the row is counted as of unknown spend, at
+ * most its reservation (what the cap keeps counting for it).
+ */
 export function applyRowDone(
   state: BatchState,
   record: Pick<RowRecord, 'rowId' | 'state' | 'netUsd' | 'refundedUsd'>,
 ): boolean {
   if (!(record.rowId in state.inFlight)) return false;
+  const reserved = state.inFlight[record.rowId];
   delete state.inFlight[record.rowId];
   state.blocked = state.blocked.filter((id) => id !== record.rowId);
   state.counts[record.state] += 1;
-  state.spentUsd = round6(state.spentUsd + record.netUsd);
-  state.refundedUsd = round6(state.refundedUsd + record.refundedUsd);
+  const unpriced = state.unpriced?.[record.rowId];
+  if (state.unpriced) delete state.unpriced[record.rowId];
+  if (record.netUsd === null) {
+    state.unknownSpendRows = (state.unknownSpendRows ?? 0) + 1;
+    if (typeof reserved === 'number') {
+      state.unknownSpendAtMostUsd = roundUsd((state.unknownSpendAtMostUsd ?? 0) + reserved);
+    } else if (unpriced) {
+      state.unpricedEnded = { ...state.unpricedEnded };
+      state.unpricedEnded[unpriced.model] = (state.unpricedEnded[unpriced.model] ?? 0) + unpriced.images;
+    }
+  } else state.spentUsd = roundUsd(state.spentUsd + record.netUsd);
+  if (record.refundedUsd !== null) state.refundedUsd = roundUsd(state.refundedUsd + record.refundedUsd);
   return true;
 }
 
+/** What the rows in flight reserve against the cap (their known prices). */
 export function reservedUsd(state: BatchState): number {
-  return Object.values(state.inFlight).reduce((a, b) => a + b, 0);
+  return roundUsd(Object.values(state.inFlight).reduce<number>((a, b) => a + (b ?? 0), 0));
+}
+
+/** Rows in flight whose price is not known. */
+export function unpricedInFlight(state: BatchState): number {
+  return Object.values(state.inFlight).filter((v) => v === null).length;
+}
+
+/**
+ * What counts against a spend cap now: the known net spend, the worst case of rows of unknown outcome, and the
+ * reservations of the rows in flight.
+ */
+export function committedUsd(state: BatchState): number {
+  return roundUsd(state.spentUsd + (state.unknownSpendAtMostUsd ?? 0) + reservedUsd(state));
 }
 
 export function progressOf(
@@ -78,6 +123,7 @@ export function progressOf(
   nowMs: number,
   waiting: WaitReason | undefined,
   done: boolean,
+  spendCapUsd?: number,
 ): BatchProgress {
   const ended = Object.values(state.counts).reduce((a, b) => a + b, 0);
   const seconds = Math.max(0.001, (nowMs - state.startedAtMs) / 1000);
@@ -100,14 +146,16 @@ export function progressOf(
     counts: { ...state.counts },
     spentUsd: state.spentUsd,
     refundedUsd: state.refundedUsd,
+    unknownSpendRows: state.unknownSpendRows ?? 0,
+    reservedUsd: reservedUsd(state),
+    unpricedInFlight: unpricedInFlight(state),
+    ...(spendCapUsd === undefined
+      ? {}
+      : { spendCapUsd, leftUsd: Math.max(0, roundUsd(spendCapUsd - committedUsd(state))) }),
     rowsPerSecond: Math.round((ended / seconds) * 100) / 100,
     ...(waiting ? { waiting } : {}),
     runs: state.runs,
     newKeys: state.newKeys ?? 0,
     done,
   };
-}
-
-function round6(n: number): number {
-  return Math.round(n * 1e6) / 1e6;
 }

@@ -5,6 +5,7 @@ import {
   condition,
   continueAsNew,
   getExternalWorkflowHandle,
+  patched,
   proxyActivities,
   setHandler,
   sleep,
@@ -12,8 +13,16 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { BatchRowInput } from '../activities/types';
-import { applyRowDone, newBatchState, progressOf, reservedUsd, type BatchState } from './batch-state';
+import type { BatchRowInput, ListPrice } from '../activities/types';
+import {
+  applyRowDone,
+  committedUsd,
+  newBatchState,
+  progressOf,
+  reservedUsd,
+  unpricedInFlight,
+  type BatchState,
+} from './batch-state';
 import {
   cancelSignal,
   pauseSignal,
@@ -28,6 +37,7 @@ import {
 import { batchWorkflowId, promptWorkflowId } from './keys';
 import type { BatchProgress, RowRecord, WaitReason } from './model';
 import { promptWorkflow } from './prompt-workflow';
+import { roundUsd } from './row-record';
 import { workflowNow } from './time';
 import { BATCH_ACTIVITY_START_TO_CLOSE, HEARTBEAT_TIMEOUT, ROW_CHECK_EVERY_MS } from './timeouts';
 
@@ -55,11 +65,17 @@ export interface BatchWorkflowInput {
    */
   pageSize?: number;
   /**
-   * Net spend (charges less refunds, plus what rows in flight may cost) the batch may reach; it pauses when the
-   * next row would pass it.
+   * Net spend the batch may reach: what ended rows spent (a row of unknown outcome counted at its price), plus the
+   * price reserved for every row in flight. It pauses when the next row would pass it, and holds a row whose price
+   * is not known (the CLI refuses such a batch at start).
    * @default no cap
    */
   spendCapUsd?: number;
+  /**
+   * Prices per image (USD) by model that the user gave (`--price`), for models whose price the catalog does not show.
+   * @default none
+   */
+  prices?: Record<string, number>;
   /**
    * ISO time after which no row starts; rows not started end as `not_run`.
    * @default no deadline
@@ -92,6 +108,20 @@ const { readBatchPage, fetchModels, lookupRow } = proxyActivities<Activities>({
   heartbeatTimeout: HEARTBEAT_TIMEOUT,
   retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
 });
+// The catalog's prices are asked a few times only: a catalog that cannot be read leaves prices unknown, not the
+// batch stuck (its body shape is not part of the interface).
+const { fetchModels: fetchCatalog } = proxyActivities<Activities>({
+  startToCloseTimeout: BATCH_ACTIVITY_START_TO_CLOSE,
+  heartbeatTimeout: HEARTBEAT_TIMEOUT,
+  retry: { initialInterval: '1 second', maximumInterval: '10 seconds', maximumAttempts: 4 },
+});
+
+/**
+ * Patch: every batch asks the catalog for prices at its start (not only a batch with a spend cap), a price nobody
+ * shows is unknown (never 0), and the spend cap counts reservations of known prices only, holding a row whose price
+ * is not known.
+ */
+export const PRICES_KNOWN_OR_UNKNOWN = 'prices-known-or-unknown';
 
 /**
  * A batch: reads the file page by page and keeps at most `concurrency` rows in flight, each its own
@@ -120,6 +150,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
   const deadlineMs = input.deadline ? Date.parse(input.deadline) : undefined;
   const state = input.state ?? newBatchState(workflowNow());
   const selfId = workflowInfo().workflowId;
+  const pricesKnownOrUnknown = patched(PRICES_KNOWN_OR_UNKNOWN);
   let waiting: WaitReason | undefined;
   let resumeRequested = false;
   /** Rows whose close this run cannot see: carried from an earlier run, or found running when started again. */
@@ -129,7 +160,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
   /** Rows in flight already asked to cancel (by this run). */
   const cancelSent = new Set<string>();
 
-  setHandler(progressQuery, () => progressOf(input.batchId, state, workflowNow(), waiting, false));
+  setHandler(progressQuery, () => progressOf(input.batchId, state, workflowNow(), waiting, false, input.spendCapUsd));
   setHandler(rowDoneSignal, (record: RowRecord) => {
     applyRowDone(state, record);
   });
@@ -146,6 +177,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
   });
   setHandler(resumeSignal, (options) => {
     if (options?.spendCapUsd !== undefined) input.spendCapUsd = options.spendCapUsd;
+    if (options?.prices) input.prices = { ...input.prices, ...options.prices };
     resumeRequested = true;
   });
   setHandler(cancelSignal, () => {
@@ -160,8 +192,13 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
   return CancellationScope.nonCancellable(run);
 
   async function run(): Promise<BatchProgress> {
-    if (state.runs === 0 && Object.keys(state.prices).length === 0 && input.spendCapUsd !== undefined) {
-      for (const m of await fetchModels()) if (m.priceUsd !== undefined) state.prices[m.id] = m.priceUsd;
+    if (state.runs === 0 && Object.keys(state.prices).length === 0) {
+      if (pricesKnownOrUnknown) {
+        const catalog = await fetchCatalog().catch(() => []);
+        for (const m of catalog) if (m.priceUsd !== undefined) state.prices[m.id] = m.priceUsd;
+      } else if (input.spendCapUsd !== undefined) {
+        for (const m of await fetchModels()) if (m.priceUsd !== undefined) state.prices[m.id] = m.priceUsd;
+      }
     }
     state.runs += 1;
 
@@ -175,7 +212,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
       const capHold = !held && state.pending[0] ? spendCapHold(state.pending[0]) : undefined;
       if (held || capHold) {
         waiting = held ?? capHold;
-        if (capHold && !state.pausedBy) state.pausedBy = `spend cap of ${input.spendCapUsd} USD reached`;
+        if (capHold && !state.pausedBy) state.pausedBy = capHoldText(capHold);
         armRowCheck();
         await waitUntil(() => resumeRequested || state.cancelling || rowCheckDue);
         continue;
@@ -233,7 +270,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
           (state.cancelling && Object.keys(state.inFlight).some((rowId) => !cancelSent.has(rowId))),
       );
     }
-    return progressOf(input.batchId, state, workflowNow(), undefined, true);
+    return progressOf(input.batchId, state, workflowNow(), undefined, true, input.spendCapUsd);
   }
 
   function deadlinePassed(): boolean {
@@ -284,13 +321,56 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
     );
   }
 
-  function priceOf(row: BatchRowInput): number {
-    return (state.prices[row.request.model] ?? 0) * (row.request.num_images ?? 1);
+  /** The row's price before it is sent: the catalog's for its model, else the user's, times its images. */
+  function listPriceOf(row: BatchRowInput): ListPrice | undefined {
+    return modelPrice(row.request.model, imagesOf(row));
+  }
+
+  function modelPrice(model: string, images: number): ListPrice | undefined {
+    const catalog = state.prices[model];
+    if (catalog !== undefined) return { usd: roundUsd(catalog * images), source: 'catalog' };
+    const user = input.prices?.[model];
+    if (user !== undefined) return { usd: roundUsd(user * images), source: 'user' };
+    return undefined;
+  }
+
+  function imagesOf(row: BatchRowInput): number {
+    return row.request.num_images ?? 1;
+  }
+
+  /**
+   * Prices given since rows started without one (`resume --price`): a row in flight reserves its price now, and an
+   * ended row of unknown spend counts at it. Undefined while a price is still missing.
+   */
+  function priceTheUnpriced(): number | undefined {
+    for (const [rowId, { model, images }] of Object.entries(state.unpriced ?? {})) {
+      const price = modelPrice(model, images);
+      if (!price || !(rowId in state.inFlight)) continue;
+      state.inFlight[rowId] = price.usd;
+      delete state.unpriced![rowId];
+    }
+    let endedUsd = 0;
+    for (const [model, images] of Object.entries(state.unpricedEnded ?? {})) {
+      const price = modelPrice(model, images);
+      if (!price) return undefined;
+      endedUsd += price.usd;
+    }
+    return unpricedInFlight(state) > 0 ? undefined : roundUsd(endedUsd);
+  }
+
+  /** What the row reserves against the cap: its list price; before the patch, 0 for a price the catalog lacked. */
+  function priceOf(row: BatchRowInput): number | null {
+    if (!pricesKnownOrUnknown) return (state.prices[row.request.model] ?? 0) * (row.request.num_images ?? 1);
+    return listPriceOf(row)?.usd ?? null;
   }
 
   async function startRow(row: BatchRowInput): Promise<void> {
     const workflowId = promptWorkflowId(input.batchId, row.rowId);
     state.inFlight[row.rowId] = priceOf(row);
+    const price = pricesKnownOrUnknown ? listPriceOf(row) : undefined;
+    if (pricesKnownOrUnknown && !price) {
+      state.unpriced = { ...state.unpriced, [row.rowId]: { model: row.request.model, images: imagesOf(row) } };
+    }
     state.started += 1;
     try {
       const child = await startChild(promptWorkflow, {
@@ -306,6 +386,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
             rowId: row.rowId,
             line: row.line,
             request: row.request,
+            ...(price ? { price } : {}),
             outDir: input.outDir,
             parentWorkflowId: selfId,
             ...(input.maxAttempts === undefined ? {} : { maxAttempts: input.maxAttempts }),
@@ -354,11 +435,42 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
     await condition(fn, Math.max(1, deadlineMs - workflowNow()));
   }
 
+  /**
+   * Whether the cap holds the next row back. Counted against it: the known spend, rows of unknown outcome at their
+   * price, and every reservation in flight; the next row reserves its price before it starts. A price that is not
+   * known (the next row's, a row's in flight, an ended row's whose spend is unknown) holds the batch: the cap could
+   * not be kept.
+   */
   function spendCapHold(next: BatchRowInput): WaitReason | undefined {
-    if (input.spendCapUsd === undefined) return undefined;
-    const projected = state.spentUsd + reservedUsd(state) + priceOf(next);
-    if (projected <= input.spendCapUsd + 1e-9) return undefined;
-    return { kind: 'spend_cap', capUsd: input.spendCapUsd, spentUsd: state.spentUsd };
+    const capUsd = input.spendCapUsd;
+    if (capUsd === undefined) return undefined;
+    if (!pricesKnownOrUnknown) {
+      const projected = state.spentUsd + reservedUsd(state) + (priceOf(next) ?? 0);
+      if (projected <= capUsd + 1e-9) return undefined;
+      return { kind: 'spend_cap', capUsd, spentUsd: state.spentUsd, reservedUsd: reservedUsd(state) };
+    }
+    const nextPrice = priceOf(next);
+    const unpricedUsd = priceTheUnpriced();
+    if (nextPrice === null || unpricedUsd === undefined) {
+      const models = [
+        next.request.model,
+        ...Object.values(state.unpriced ?? {}).map((r) => r.model),
+        ...Object.keys(state.unpricedEnded ?? {}),
+      ];
+      return { kind: 'price_unknown', capUsd, models: [...new Set(models)].filter((m) => !modelPrice(m, 1)).sort() };
+    }
+    if (committedUsd(state) + unpricedUsd + nextPrice <= capUsd + 1e-9) return undefined;
+    return { kind: 'spend_cap', capUsd, spentUsd: state.spentUsd, reservedUsd: reservedUsd(state) };
+  }
+
+  function capHoldText(hold: WaitReason): string {
+    if (hold.kind === 'price_unknown') {
+      return (
+        `spend cap of ${hold.capUsd} USD: no price is known for ${hold.models.join(', ')}; ` +
+        `resume with --price ${hold.models[0]}=<usd per image>`
+      );
+    }
+    return `spend cap of ${input.spendCapUsd} USD reached`;
   }
 
   /**

@@ -1,11 +1,11 @@
 import { defineQuery, defineSignal } from '@temporalio/workflow';
 import type { BatchStopDetails } from '../api/failure-types';
-import type { BatchProgress, RowRecord } from './model';
+import type { BatchProgress, ResumeOptions, RowRecord } from './model';
 
 /** A person pauses the batch: no new row starts; rows in flight finish. */
 export const pauseSignal = defineSignal<[reason?: string]>('pause');
 /** A person resumes the batch, also after a batch-level stop (authentication, balance, budget, spend cap). */
-export const resumeSignal = defineSignal<[options?: { spendCapUsd?: number }]>('resume');
+export const resumeSignal = defineSignal<[options?: ResumeOptions]>('resume');
 /** A person cancels the batch: no new row starts, rows in flight are cancelled cleanly. */
 export const cancelSignal = defineSignal<[reason?: string]>('cancel');
 /** Progress of a batch, at any time. */

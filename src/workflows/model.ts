@@ -2,7 +2,7 @@
  * The data of the workflows: inputs, results, progress. Types only, shared by workflows, the CLI and tests.
  */
 import type { BatchStopDetails } from '../api/failure-types';
-import type { CreationRequest, DownloadedImage } from '../activities/types';
+import type { CreationRequest, DownloadedImage, ListPrice, PriceSource } from '../activities/types';
 
 /** Final state of a row. Every row ends in exactly one, with its {@link RowRecord}. */
 export const RowState = {
@@ -56,9 +56,14 @@ export interface KeyRecord {
   idempotencyKey: string;
   outcome: KeyOutcome;
   creationId?: string;
-  /** What the service said this key was charged, when it said so (USD). */
+  /**
+   * What this key was charged (USD), when known: what the creation said, else the request's list price (catalog,
+   * then the user's). Absent: unknown, or nothing charged (the outcome says which).
+   */
   chargedUsd?: number;
-  /** What came back (USD): a failed creation, a 502 or 503. */
+  /** Where `chargedUsd` came from. */
+  priceSource?: PriceSource;
+  /** What came back (USD): all of the charge, for a failed creation, a 502 or 503 (refunded in full). */
   refundedUsd?: number;
   /** The service's words for this key's end. */
   error?: string;
@@ -81,10 +86,15 @@ export interface RowRecord {
   /** Every creation id the service gave, in order. */
   creationIds: string[];
   images: DownloadedImage[];
-  chargedUsd: number;
-  refundedUsd: number;
+  /**
+   * Money, in USD, summed over the keys. `null` is unknown, never 0: a key that may hold money whose price nobody
+   * showed (no cost on the creation, no price in the catalog, none given), or whose outcome is not known. A refund
+   * is all of what was charged, so a refunded key's net is 0 even when its price is unknown.
+   */
+  chargedUsd: number | null;
+  refundedUsd: number | null;
   /** Charged less refunded. */
-  netUsd: number;
+  netUsd: number | null;
   /** The service's words (a failure string, a rejection with its field errors), or what ended the row. */
   error?: string;
   /**
@@ -100,6 +110,12 @@ export interface PromptWorkflowInput {
   /** Line of the row in the batch file, for messages. */
   line?: number;
   request: CreationRequest;
+  /**
+   * The request's price before it is sent (catalog, else the user's), for keys whose creation does not say what it
+   * cost: a refunded key is refunded this much, a charged one charged it.
+   * @default unknown
+   */
+  price?: ListPrice;
   /**
    * Attempts at most (each a new idempotency key). Only refunded failures start a new attempt.
    * @default 3
@@ -130,7 +146,9 @@ export interface PromptWorkflowInput {
 export type WaitReason =
   | { kind: 'paused'; reason: string }
   | { kind: 'batch_stop'; details: BatchStopDetails }
-  | { kind: 'spend_cap'; capUsd: number; spentUsd: number }
+  | { kind: 'spend_cap'; capUsd: number; spentUsd: number; reservedUsd: number }
+  /** A spend cap is set and the price of these models is not known (the next row's, or of rows in flight or ended). */
+  | { kind: 'price_unknown'; capUsd: number; models: string[] }
   | { kind: 'window_full'; concurrency: number }
   | { kind: 'reading' };
 
@@ -143,8 +161,20 @@ export interface BatchProgress {
   started: number;
   inFlight: number;
   counts: Record<RowState, number>;
+  /** Net spend of the rows that ended whose spend is known (USD): the batch spent at least this. */
   spentUsd: number;
+  /** Refunds of the rows that ended whose refunds are known (USD). */
   refundedUsd: number;
+  /** Rows that ended whose spend is not known (no price shown, or the outcome unknown): on top of `spentUsd`. */
+  unknownSpendRows: number;
+  /** Reserved against the spend cap for the rows in flight (their list prices, USD). */
+  reservedUsd: number;
+  /** Rows in flight whose price is not known (nothing reserved for them). */
+  unpricedInFlight: number;
+  /** The spend cap, when the batch has one. */
+  spendCapUsd?: number;
+  /** What the cap leaves: cap less spent, reserved and the worst case of rows of unknown outcome (never below 0). */
+  leftUsd?: number;
   /** Rows ended per second since the batch started (workflow time). */
   rowsPerSecond: number;
   waiting?: WaitReason;
@@ -153,4 +183,12 @@ export interface BatchProgress {
   /** Keys rows tried after their first (each after a refunded failure or a 402), as far as the rows said. */
   newKeys: number;
   done: boolean;
+}
+
+/** What a resume may change (`imagebatch resume`). */
+export interface ResumeOptions {
+  /** A new spend cap (USD). */
+  spendCapUsd?: number;
+  /** Prices per image (USD) by model, added to the batch's own (`--price`); the catalog's still come first. */
+  prices?: Record<string, number>;
 }

@@ -2,7 +2,7 @@
  * The record of one row as its keys end: a plain class with no Temporal in it (the row workflow only calls it), so
  * every rule of the record is tested on its own. Workflow code imports it: no I/O, no Node built-ins.
  */
-import type { KeyProgress } from '../activities/types';
+import type { KeyProgress, ListPrice } from '../activities/types';
 import { KeyOutcome, RowState, type KeyRecord, type PromptWorkflowInput, type RowRecord } from './model';
 
 /** Key outcomes that leave no money held: the key was judged and refused, or charged and refunded in full. */
@@ -24,12 +24,67 @@ export function needsReconcile(record: RowRecord): boolean {
   return record.keys.some((k) => !NO_MONEY_HELD.has(k.outcome));
 }
 
+/** Key outcomes that were charged up front and refunded in full. */
+const REFUNDED_IN_FULL: ReadonlySet<KeyOutcome> = new Set([KeyOutcome.Failed, KeyOutcome.Refunded]);
+/** Key outcomes that were charged and hold the charge (accepted, whatever became of the creation). */
+const HOLDS_CHARGE: ReadonlySet<KeyOutcome> = new Set([
+  KeyOutcome.Accepted,
+  KeyOutcome.Succeeded,
+  KeyOutcome.Lost,
+  KeyOutcome.TimedOut,
+]);
+
+/** Money of a key or a row (USD); `null` is unknown. */
+export interface Money {
+  chargedUsd: number | null;
+  refundedUsd: number | null;
+  netUsd: number | null;
+}
+
+/**
+ * What a key's outcome says of its money. Refused keys cost nothing; a refunded key gave back all it was charged (net
+ * 0, even when its price is unknown); an accepted key holds its charge; a key whose outcome is unknown may hold
+ * money or not: unknown.
+ */
+export function keyMoney(key: Pick<KeyRecord, 'outcome' | 'chargedUsd'>): Money {
+  const charged = key.chargedUsd ?? null;
+  if (key.outcome === KeyOutcome.Rejected || key.outcome === KeyOutcome.Declined) {
+    return { chargedUsd: 0, refundedUsd: 0, netUsd: 0 };
+  }
+  if (REFUNDED_IN_FULL.has(key.outcome)) return { chargedUsd: charged, refundedUsd: charged, netUsd: 0 };
+  if (HOLDS_CHARGE.has(key.outcome)) return { chargedUsd: charged, refundedUsd: 0, netUsd: charged };
+  return { chargedUsd: null, refundedUsd: null, netUsd: null };
+}
+
+/** A row's money: the sum of its keys', unknown as soon as one key's is. */
+export function rowMoney(keys: readonly Pick<KeyRecord, 'outcome' | 'chargedUsd'>[]): Money {
+  const sum = (pick: (m: Money) => number | null): number | null => {
+    let total = 0;
+    for (const key of keys) {
+      const v = pick(keyMoney(key));
+      if (v === null) return null;
+      total += v;
+    }
+    return roundUsd(total);
+  };
+  return { chargedUsd: sum((m) => m.chargedUsd), refundedUsd: sum((m) => m.refundedUsd), netUsd: sum((m) => m.netUsd) };
+}
+
+/** Rounds a USD figure to a millionth, the precision every figure is kept and compared at. */
+export function roundUsd(n: number): number {
+  return Math.round(n * 1e6) / 1e6;
+}
+
 export class RowLedger {
   readonly record: RowRecord;
   /** Set when what ended the row would end it again as it is (a rejection, the safety filter). */
   private finalAsIs = false;
 
-  constructor(input: Pick<PromptWorkflowInput, 'batchId' | 'rowId' | 'line' | 'request'>) {
+  /** The request's list price (catalog, else the user's): the charge of a key whose creation says none. */
+  private readonly listPrice: ListPrice | undefined;
+
+  constructor(input: Pick<PromptWorkflowInput, 'batchId' | 'rowId' | 'line' | 'request' | 'price'>) {
+    this.listPrice = input.price;
     this.record = {
       batchId: input.batchId,
       rowId: input.rowId,
@@ -51,8 +106,9 @@ export class RowLedger {
    * A ledger that carries on from a record already written (reconcile resolves its last key). The record is copied:
    * the one given is left as it was.
    */
-  static resume(record: RowRecord): RowLedger {
+  static resume(record: RowRecord, price?: ListPrice): RowLedger {
     const ledger = new RowLedger({
+      ...(price ? { price } : {}),
       batchId: record.batchId,
       rowId: record.rowId,
       ...(record.line === undefined ? {} : { line: record.line }),
@@ -83,7 +139,10 @@ export class RowLedger {
       this.record.creationIds.push(progress.creationId);
     }
     if (key.outcome === KeyOutcome.Submitting) key.outcome = KeyOutcome.Accepted;
-    if (progress.costUsd !== undefined) key.chargedUsd = progress.costUsd;
+    if (progress.costUsd !== undefined) {
+      key.chargedUsd = progress.costUsd;
+      key.priceSource = 'creation';
+    }
   }
 
   /** The creation succeeded and its images are saved. */
@@ -97,8 +156,7 @@ export class RowLedger {
   /** The creation failed and was refunded in full: `retryable` says whether a new key may be tried. */
   creationFailed(creationId: string, costUsd: number | undefined, error: string, retryable: boolean): void {
     this.learned({ creationId, ...(costUsd === undefined ? {} : { costUsd }) });
-    const key = this.endKey(KeyOutcome.Failed, error);
-    if (key) key.refundedUsd = key.chargedUsd ?? 0;
+    this.endKey(KeyOutcome.Failed, error);
     this.record.error = error;
     this.finalAsIs = !retryable;
   }
@@ -186,7 +244,21 @@ export class RowLedger {
     if (!key) return undefined;
     key.outcome = outcome;
     if (error !== undefined) key.error = error;
+    this.priceKey(key);
     return key;
+  }
+
+  /**
+   * A key that was charged and whose creation said no cost is charged its list price, when one is known; a refunded
+   * key gets back all of its charge (the interface: refunded in full), whatever its failed record says.
+   */
+  private priceKey(key: KeyRecord): void {
+    if (!REFUNDED_IN_FULL.has(key.outcome) && !HOLDS_CHARGE.has(key.outcome)) return;
+    if (key.chargedUsd === undefined && this.listPrice) {
+      key.chargedUsd = this.listPrice.usd;
+      key.priceSource = this.listPrice.source;
+    }
+    if (REFUNDED_IN_FULL.has(key.outcome) && key.chargedUsd !== undefined) key.refundedUsd = key.chargedUsd;
   }
 
   /** Whether any key may hold money: anything but a refused or refunded key. */
@@ -197,9 +269,8 @@ export class RowLedger {
   private finish(state: RowState): void {
     const r = this.record;
     r.state = state;
-    r.chargedUsd = round6(r.keys.reduce((sum, k) => sum + (k.chargedUsd ?? 0), 0));
-    r.refundedUsd = round6(r.keys.reduce((sum, k) => sum + (k.refundedUsd ?? 0), 0));
-    r.netUsd = round6(r.chargedUsd - r.refundedUsd);
+    for (const key of r.keys) this.priceKey(key);
+    Object.assign(r, rowMoney(r.keys));
     if (state === RowState.Succeeded) delete r.error;
     // Submitted again only when nothing it sent may hold money, and what ended it may pass on another try.
     r.resubmittable =
@@ -207,8 +278,4 @@ export class RowLedger {
       !this.mayBeCharged() &&
       !this.finalAsIs;
   }
-}
-
-function round6(n: number): number {
-  return Math.round(n * 1e6) / 1e6;
 }

@@ -149,7 +149,9 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
     expect(result.resubmittable).toBe(false);
     expect(result.keys).toHaveLength(1);
     expect(result.keys[0]).toMatchObject({ outcome: 'failed', error: FailureMessage.SafetyFilter });
-    expect(result.refundedUsd).toBeCloseTo(result.chargedUsd);
+    // Refunded in full: all of what the creation said it cost.
+    expect(result.chargedUsd).toBe(0.04);
+    expect(result.refundedUsd).toBe(result.chargedUsd);
     expect(result.netUsd).toBe(0);
     expectLedgerClean();
   });

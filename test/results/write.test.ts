@@ -194,6 +194,7 @@ describe('writeResults: one record per row', () => {
           creation_id: 'cr_ok',
           charged_usd: 0.04,
           refunded_usd: null,
+          price_source: null,
           error: null,
         },
       ],
@@ -226,7 +227,7 @@ describe('writeResults: one record per row', () => {
     const text = await readFile(written.resultsCsv, 'utf8');
     expect(text.split('\n')[0]).toBe(
       'row_id,line,state,prompt,model,images,sha256,error,resubmittable,idempotency_keys,key_outcomes,' +
-        'creation_ids,charged_usd,refunded_usd,net_usd',
+        'creation_ids,charged_usd,refunded_usd,net_usd,price_known',
     );
     const csv = await readCsv(written.resultsCsv);
     expect(csv.map((r) => [r.row_id, r.state, r.resubmittable])).toEqual([
@@ -253,6 +254,7 @@ describe('writeResults: one record per row', () => {
       charged_usd: '0.0400',
       refunded_usd: '0.0000',
       net_usd: '0.0400',
+      price_known: 'true',
     });
     // Formula defusing stays on text cells.
     expect([csv[1]!.prompt, csv[1]!.error]).toEqual(["'=1+1 a cat", "'-prompt blocked"]);
@@ -264,7 +266,9 @@ describe('writeResults: one record per row', () => {
       net_usd: '0.0000',
     });
     for (const r of csv.slice(5, 7)) {
-      expect([r.idempotency_keys, r.key_outcomes, r.charged_usd, r.refunded_usd, r.net_usd]).toEqual([
+      // No record yet: nothing said, not even whether the price is known.
+      expect([r.idempotency_keys, r.key_outcomes, r.charged_usd, r.refunded_usd, r.net_usd, r.price_known]).toEqual([
+        '',
         '',
         '',
         '',
@@ -279,7 +283,7 @@ describe('writeResults: one record per row', () => {
     const text = await readFile(written.errorsCsv, 'utf8');
     expect(text.split('\n')[0]).toBe(
       'id,prompt,model,seed,state,advice,resubmittable,error,idempotency_keys,key_outcomes,creation_ids,' +
-        'charged_usd,refunded_usd,net_usd',
+        'charged_usd,refunded_usd,net_usd,price_known',
     );
     const csv = await readCsv(written.errorsCsv);
     expect(csv.map((r) => [r.id, r.state, r.advice, r.resubmittable])).toEqual([
@@ -310,7 +314,7 @@ describe('writeResults: one record per row', () => {
     const text = await readFile(written.unresolvedCsv, 'utf8');
     expect(text.split('\n')[0]).toBe(
       'id,line,state,prompt,model,idempotency_keys,key_outcomes,creation_ids,charged_usd,refunded_usd,net_usd,' +
-        'error,next_step',
+        'price_known,error,next_step',
     );
     const csv = await readCsv(written.unresolvedCsv);
     expect(csv.map((r) => [r.id, r.line, r.state, r.key_outcomes])).toEqual([
@@ -508,7 +512,7 @@ describe('collectResults: the state comes from the record', () => {
     const killedInput = { batchId: BATCH, rowId: 'killed', line: 6, request: { prompt: 'e', model: 'm' }, outDir: 'o' };
     const client = fakeClient({
       [id('ok')]: { status: 'COMPLETED', result: ok },
-      [id('busy')]: { status: 'RUNNING' },
+      [id('busy')]: { status: 'RUNNING', history: { events: [] } },
       [id('stop')]: { status: 'COMPLETED', result: stopped },
       [id('killed')]: {
         status: 'TERMINATED',

@@ -41,7 +41,8 @@ describe('one channel: a row reports its end to its batch itself (dev server)', 
       all.map((r) => promptWorkflowId(batchId, r.rowId)).sort(),
     );
     const scheduled = batchEvents.flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? []);
-    expect(scheduled.filter((name) => name !== 'readBatchPage')).toEqual([]);
+    // Besides the pages, only the catalog's prices, once at the start.
+    expect(scheduled.filter((name) => name !== 'readBatchPage')).toEqual(['fetchModels']);
     for (const row of all) {
       const record = await recordOf(promptWorkflowId(batchId, row.rowId));
       expect(record).toMatchObject({ state: 'succeeded', keys: [{ attempt: 1, outcome: 'succeeded' }] });

@@ -53,7 +53,14 @@ describe('promptWorkflow (scripted activities, time-skipping server)', () => {
     expect(result.state).toBe('succeeded');
     expect(result.creationIds).toEqual(['c1']);
     expect(result.keys).toEqual([
-      { attempt: 1, idempotencyKey: key('r1', 1), outcome: 'succeeded', creationId: 'c1', chargedUsd: 0.04 },
+      {
+        attempt: 1,
+        idempotencyKey: key('r1', 1),
+        outcome: 'succeeded',
+        priceSource: 'creation',
+        creationId: 'c1',
+        chargedUsd: 0.04,
+      },
     ]);
     expect(result.images).toHaveLength(1);
     expect(result.chargedUsd).toBeCloseTo(0.04);

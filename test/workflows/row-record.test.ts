@@ -96,3 +96,81 @@ describe('RowLedger', () => {
     expect(none.record).toMatchObject({ state: 'failed', resubmittable: true });
   });
 });
+
+describe('the money of a record: known, or unknown (never 0 for a price nobody showed)', () => {
+  const priced = (source: 'catalog' | 'user') =>
+    new RowLedger({
+      batchId: 'b',
+      rowId: 'r',
+      request: { prompt: 'a fox', model: 'flux-dev' },
+      price: { usd: 0.04, source },
+    });
+
+  it('no cost on the creation and no list price: charged and net are unknown', () => {
+    const l = ledger();
+    l.startKey(1, 'k1');
+    l.succeeded('c1', undefined, []);
+    expect(l.record).toMatchObject({ chargedUsd: null, refundedUsd: 0, netUsd: null });
+    expect(l.record.keys[0]!.priceSource).toBeUndefined();
+  });
+
+  it('a refunded key is refunded all of its charge: net 0 even when its price is unknown', () => {
+    const l = ledger();
+    l.startKey(1, 'k1');
+    l.refunded('HTTP 502 ERR_GENERATION_FAILED');
+    l.startKey(2, 'k2');
+    l.creationFailed('c2', undefined, 'Generation failed.', true);
+    l.gaveUp(2);
+    expect(l.record).toMatchObject({ chargedUsd: null, refundedUsd: null, netUsd: 0, resubmittable: true });
+  });
+
+  it('the list price stands in for a cost the creation did not show, and says where it came from', () => {
+    const l = priced('user');
+    l.startKey(1, 'k1');
+    l.refunded('HTTP 503 ERR_PROVIDER_UNAVAILABLE');
+    l.startKey(2, 'k2');
+    l.succeeded('c2', undefined, []);
+    expect(l.record).toMatchObject({ chargedUsd: 0.08, refundedUsd: 0.04, netUsd: 0.04 });
+    expect(l.record.keys.map((k) => [k.outcome, k.chargedUsd, k.refundedUsd, k.priceSource])).toEqual([
+      ['refunded', 0.04, 0.04, 'user'],
+      ['succeeded', 0.04, undefined, 'user'],
+    ]);
+  });
+
+  it("the creation's own cost comes first; a failed creation is refunded what it was charged", () => {
+    const l = priced('catalog');
+    l.startKey(1, 'k1');
+    l.creationFailed('c1', 0.05, 'Generation failed.', true);
+    l.startKey(2, 'k2');
+    l.succeeded('c2', 0.05, []);
+    expect(l.record.keys.map((k) => [k.chargedUsd, k.refundedUsd ?? 0, k.priceSource])).toEqual([
+      [0.05, 0.05, 'creation'],
+      [0.05, 0, 'creation'],
+    ]);
+    expect(l.record).toMatchObject({ chargedUsd: 0.1, refundedUsd: 0.05, netUsd: 0.05 });
+  });
+
+  it('a key of unknown outcome leaves the money unknown, even with a list price (it may or may not be charged)', () => {
+    const l = priced('catalog');
+    l.startKey(1, 'k1');
+    l.unknown('unknown', 'no answer after 6 tries');
+    expect(l.record).toMatchObject({ state: 'unknown', chargedUsd: null, refundedUsd: null, netUsd: null });
+  });
+
+  it('an accepted key (cancelled, timed out) holds its list price', () => {
+    const l = priced('catalog');
+    l.startKey(1, 'k1');
+    l.learned({ creationId: 'c1' });
+    l.cancelled('cancelled');
+    expect(l.record).toMatchObject({ state: 'cancelled', chargedUsd: 0.04, netUsd: 0.04 });
+  });
+
+  it('refused keys cost nothing, priced or not', () => {
+    const l = ledger();
+    l.startKey(1, 'k1');
+    l.declined('insufficient balance');
+    l.startKey(2, 'k2');
+    l.rejected('HTTP 400 ERR_INVALID_REQUEST');
+    expect(l.record).toMatchObject({ chargedUsd: 0, refundedUsd: 0, netUsd: 0 });
+  });
+});

@@ -5,6 +5,7 @@ import { validateBatchFile, type BatchReport } from '../batch';
 import { appendLedger, fileFingerprint, ledgerFileOf, readLedgerOnce, type FileFingerprint } from '../ledger';
 import { batchWorkflow, progressQuery, type BatchProgress, type BatchWorkflowInput } from '../workflows';
 import { ID_PATTERN, batchWorkflowId } from '../workflows/keys';
+import { checkPricesForCap } from './prices';
 
 /** The batch file has problems: nothing was started (the report lists every one, with its line). */
 export class BatchValidationError extends Error {
@@ -83,6 +84,10 @@ export async function startOrAttachBatch(options: StartBatchOptions): Promise<St
   const fingerprint = await fileFingerprint(input.file);
   const workflowId = batchWorkflowId(input.batchId);
   const existing = await describeBatch(client, workflowId);
+  // A cap is kept only with a price for every model: checked before anything starts (not when attaching).
+  if (input.spendCapUsd !== undefined && existing?.status.name !== 'RUNNING') {
+    await checkPricesForCap(client, taskQueue, report.models, input.prices ?? {});
+  }
   const memoFingerprint = asFingerprint((existing?.memo as { fingerprint?: unknown } | undefined)?.fingerprint);
   if (memoFingerprint && !sameFingerprint(memoFingerprint, fingerprint)) {
     const where = `Temporal's memo of ${workflowId}, started ${existing!.startTime.toISOString()}`;

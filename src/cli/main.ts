@@ -16,8 +16,17 @@ import { connectClient, withClient } from './client';
 import { BatchAction, batchStatus, controlBatch, listBatches } from './commands/batch-control';
 import { reconcile, reconcileLines } from './commands/reconcile';
 import { results } from './commands/results';
-import { validate } from './commands/validate';
-import { progressLine } from './progress-line';
+import { estimateLine, modelLines, validate } from './commands/validate';
+import {
+  PRICES_OPTION,
+  PRICE_OPTION,
+  PriceOptionError,
+  PriceUnknownError,
+  pricesInput,
+  userPrices,
+  type PriceCliOptions,
+} from './prices';
+import { progressLine, spendText } from './progress-line';
 import { registerScheduleCommands } from './schedule-program';
 import { secretArgumentProblem } from './secret-args';
 import { payloadCodecFromEnv, startCodecServer } from '../codec';
@@ -99,8 +108,7 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
         [
           `Batch "${res.batchId}" ${res.progress.status}: ${c.succeeded} succeeded, ${c.images_unsaved} images unsaved, ` +
             `${c.failed} failed, ${c.unknown} unknown, ${c.cancelled} cancelled, ${c.not_run} not run; ` +
-            `spent $${res.progress.spentUsd.toFixed(2)} ` +
-            `(refunded $${res.progress.refundedUsd.toFixed(2)}).`,
+            `${spendText(res.progress)} (refunded $${res.progress.refundedUsd.toFixed(2)}).`,
           `Gallery:  ${res.galleryUrl}`,
           `Results:  ${res.results.resultsCsv}`,
           `          ${res.results.resultsJsonl}`,
@@ -192,10 +200,18 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
       '--catalog',
       "also check models against the account's catalog and estimate the cost (asks a running worker)",
     )
+    .option(...PRICE_OPTION)
+    .option(...PRICES_OPTION)
     .option('--json', 'print the report as JSON')
-    .action(async (file: string, opts: { model?: string; catalog?: boolean; json?: boolean }) => {
+    .action(async (file: string, opts: { model?: string; catalog?: boolean; json?: boolean } & PriceCliOptions) => {
+      const prices = await userPrices(opts);
       const run = async (catalog?: { client: Client; taskQueue: string }) =>
-        validate({ file, ...(opts.model ? { defaultModel: opts.model } : {}), ...(catalog ? { catalog } : {}) });
+        validate({
+          file,
+          prices,
+          ...(opts.model ? { defaultModel: opts.model } : {}),
+          ...(catalog ? { catalog } : {}),
+        });
       const res = opts.catalog
         ? await (async () => {
             const { client, config, close } = await connectClient(process.env);
@@ -211,14 +227,12 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
       else {
         for (const p of report.problems) stderr(`${file}:${p.line}${p.field ? ` (${p.field})` : ''}: ${p.message}`);
         if (report.problemsDropped > 0) stderr(`${file}: ... and ${report.problemsDropped} more problems`);
+        if (res.catalogProblem) stderr(`imagebatch: the catalog could not be read: ${res.catalogProblem}`);
         const models = res.models
-          ? res.models.map(
-              (m) =>
-                `${m.model}: ${m.rows} rows, ${m.images} images, ${m.available ? (m.priceUsd === undefined ? 'no price' : `$${m.priceUsd} each`) : 'NOT AVAILABLE to this account'}`,
-            )
+          ? modelLines(res)
           : Object.entries(report.models).map(([m, u]) => `${m}: ${u.rows} rows, ${u.images} images`);
-        const estimate =
-          res.estimatedCostUsd === undefined ? '' : `\nestimated cost: $${res.estimatedCostUsd.toFixed(2)}`;
+        const line = estimateLine(res);
+        const estimate = line === undefined ? '' : `\n${line}`;
         process.stdout.write(
           `${report.rows} rows, ${report.validRows} valid, ${report.problemCount} problem(s)` +
             `${models.length ? `\n${models.join('\n')}` : ''}${estimate}\n`,
@@ -235,7 +249,13 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
     .option('--out <dir>', 'output folder for images and results', 'out')
     .option('--concurrency <n>', 'rows in flight at most', parsePositiveInt, 8)
     .option('--max-attempts <n>', 'attempts per row (only refunded failures are retried)', parsePositiveInt, 3)
-    .option('--spend-cap <usd>', 'pause when the next row would pass this net spend', parseFloat)
+    .option(
+      '--spend-cap <usd>',
+      'the most the batch may spend: each row reserves its price before it starts (every model needs a known price)',
+      parseFloat,
+    )
+    .option(...PRICE_OPTION)
+    .option(...PRICES_OPTION)
     .option('--deadline <iso>', 'rows not started by then end as not_run')
     .option(
       '--max-poll-wait <duration>',
@@ -263,6 +283,7 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
           maxAttempts: opts.maxAttempts,
           ...(opts.model ? { defaultModel: opts.model } : {}),
           ...(opts.spendCap === undefined ? {} : { spendCapUsd: opts.spendCap }),
+          ...(await pricesInput(opts)),
           ...(opts.deadline ? { deadline: new Date(opts.deadline).toISOString() } : {}),
           ...(opts.maxPollWait === undefined ? {} : { maxPollWaitMs: opts.maxPollWait }),
         });
@@ -313,11 +334,15 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
             : 'Cancel a batch: no new row starts, rows in flight are cancelled',
       )
       .option('--spend-cap <usd>', 'resume only: a new spend cap', parseFloat)
+      .option(PRICE_OPTION[0], `resume only: ${PRICE_OPTION[1]}`, PRICE_OPTION[2], PRICE_OPTION[3])
+      .option(PRICES_OPTION[0], `resume only: ${PRICES_OPTION[1]}`)
       .option('--json', 'print the progress as JSON')
-      .action(async (batchId: string, opts: { spendCap?: number; json?: boolean }) => {
+      .action(async (batchId: string, opts: { spendCap?: number; json?: boolean } & PriceCliOptions) => {
+        const prices = await userPrices(opts);
         await withClient(async (client) => {
           const p = await controlBatch(client, batchId, action, {
             ...(opts.spendCap === undefined ? {} : { spendCapUsd: opts.spendCap }),
+            ...(Object.keys(prices).length > 0 ? { prices } : {}),
           });
           process.stdout.write(opts.json ? `${JSON.stringify(p)}\n` : `${action}: ${p.status}\n`);
         });
@@ -390,7 +415,7 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
   return { program, result };
 }
 
-interface RunCliOptions {
+interface RunCliOptions extends PriceCliOptions {
   batchId?: string;
   model?: string;
   out: string;
@@ -459,7 +484,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       if (err.report.problemsDropped > 0) stderr(`  ... and ${err.report.problemsDropped} more`);
       return ExitCode.InvalidInput;
     }
-    if (err instanceof BatchFileChangedError) return ExitCode.InvalidInput;
+    if (err instanceof BatchFileChangedError || err instanceof PriceUnknownError) return ExitCode.InvalidInput;
+    if (err instanceof PriceOptionError) return ExitCode.Usage;
     return ExitCode.Failure;
   } finally {
     process.off('SIGINT', onSigint);

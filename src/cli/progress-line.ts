@@ -13,12 +13,34 @@ export function progressLine(p: BatchProgress, totalRows: number, width = 24): s
     `failed ${p.counts.failed + p.counts.unknown}`,
     ...(p.counts.images_unsaved > 0 ? [`images unsaved ${p.counts.images_unsaved}`] : []),
     `in flight ${p.inFlight}`,
-    `$${p.spentUsd.toFixed(2)}`,
+    spendText(p),
     `${p.rowsPerSecond.toFixed(1)} rows/s${eta}`,
   ];
   const why = waitText(p.waiting);
   if (why) parts.push(`waiting: ${why}`);
   return parts.join(' | ');
+}
+
+/**
+ * What a batch spent, for a person: a figure only where it is known. "spent at least $X, plus N rows of unknown
+ * price" when some rows' spend is not known; with a cap, what rows in flight reserve and what is left.
+ */
+export function spendText(
+  p: Pick<BatchProgress, 'spentUsd'> &
+    Partial<Pick<BatchProgress, 'unknownSpendRows' | 'reservedUsd' | 'unpricedInFlight' | 'spendCapUsd' | 'leftUsd'>>,
+): string {
+  const unknown = p.unknownSpendRows ?? 0;
+  const spent =
+    unknown > 0
+      ? `spent at least $${p.spentUsd.toFixed(2)}, plus ${unknown} row${unknown === 1 ? '' : 's'} of unknown price`
+      : `spent $${p.spentUsd.toFixed(2)}`;
+  const unpriced = p.unpricedInFlight ?? 0;
+  const inFlight = unpriced > 0 ? `, ${unpriced} in flight of unknown price` : '';
+  if (p.spendCapUsd === undefined) return `${spent}${inFlight}`;
+  return (
+    `${spent}, reserved $${(p.reservedUsd ?? 0).toFixed(2)}${inFlight}, ` +
+    `$${(p.leftUsd ?? 0).toFixed(2)} left of the $${p.spendCapUsd.toFixed(2)} cap`
+  );
 }
 
 export function waitText(w: WaitReason | undefined): string | undefined {
@@ -30,6 +52,8 @@ export function waitText(w: WaitReason | undefined): string | undefined {
       return `stopped by the service: ${w.details.reason}${w.details.topUpUrl ? ` (top up: ${w.details.topUpUrl})` : ''}`;
     case 'spend_cap':
       return `spend cap ${w.capUsd} USD reached`;
+    case 'price_unknown':
+      return `spend cap ${w.capUsd} USD: no price known for ${w.models.join(', ')} (resume with --price <model>=<usd>)`;
     case 'window_full':
       return undefined;
     case 'reading':

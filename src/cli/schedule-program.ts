@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { type Command, InvalidArgumentError } from 'commander';
 import { connectClient, withClient } from './client';
+import { PRICES_OPTION, PRICE_OPTION, pricesInput } from './prices';
 import {
   ScheduleAction,
   OVERLAP_POLICIES,
@@ -22,6 +23,8 @@ interface CreateCliOptions {
   concurrency?: number;
   maxAttempts?: number;
   spendCap?: number;
+  price?: Record<string, number>;
+  prices?: string;
   paused?: boolean;
   json?: boolean;
 }
@@ -49,7 +52,9 @@ export function registerScheduleCommands(program: Command): void {
     .option('--model <id>', 'model of rows that name none')
     .option('--concurrency <n>', 'rows in flight at most', Number)
     .option('--max-attempts <n>', 'attempts per row', Number)
-    .option('--spend-cap <usd>', 'spend cap of each run', Number)
+    .option('--spend-cap <usd>', 'spend cap of each run (each row reserves its price before it starts)', Number)
+    .option(...PRICE_OPTION)
+    .option(...PRICES_OPTION)
     .option('--paused', 'create it paused')
     .option('--json', 'print as JSON')
     .action(async (id: string, o: CreateCliOptions) => {
@@ -70,6 +75,7 @@ export function registerScheduleCommands(program: Command): void {
           ...(o.concurrency ? { concurrency: o.concurrency } : {}),
           ...(o.maxAttempts ? { maxAttempts: o.maxAttempts } : {}),
           ...(o.spendCap === undefined ? {} : { spendCapUsd: o.spendCap }),
+          ...(await pricesInput(o)),
           ...(o.paused ? { paused: true } : {}),
         });
         print(o.json, res, `schedule ${id} created`);

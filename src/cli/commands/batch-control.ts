@@ -1,5 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { cancelSignal, pauseSignal, resumeSignal, type BatchProgress } from '../../workflows';
+import type { ResumeOptions } from '../../workflows/model';
 import { batchWorkflowId } from '../../workflows/keys';
 import { BatchNoAnswerError, queryProgress } from '../batches';
 
@@ -21,7 +22,7 @@ export async function controlBatch(
   client: Client,
   batchId: string,
   action: BatchAction,
-  options: { reason?: string; spendCapUsd?: number } = {},
+  options: { reason?: string } & ResumeOptions = {},
 ): Promise<BatchProgress> {
   const handle = client.workflow.getHandle(batchWorkflowId(batchId));
   switch (action) {
@@ -29,7 +30,10 @@ export async function controlBatch(
       await handle.signal(pauseSignal, options.reason ?? 'paused from the command line');
       break;
     case BatchAction.Resume:
-      await handle.signal(resumeSignal, options.spendCapUsd === undefined ? {} : { spendCapUsd: options.spendCapUsd });
+      await handle.signal(resumeSignal, {
+        ...(options.spendCapUsd === undefined ? {} : { spendCapUsd: options.spendCapUsd }),
+        ...(options.prices && Object.keys(options.prices).length > 0 ? { prices: options.prices } : {}),
+      });
       break;
     case BatchAction.Cancel:
       await handle.signal(cancelSignal, options.reason ?? 'cancelled from the command line');

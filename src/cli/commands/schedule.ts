@@ -3,6 +3,8 @@ import { msToNumber } from '@temporalio/common/lib/time';
 import { ScheduleOverlapPolicy } from '@temporalio/client';
 import { scheduledBatchWorkflow, type ScheduledBatchWorkflowInput } from '../../workflows';
 import { ID_PATTERN } from '../../workflows/keys';
+import { validateBatchFile } from '../../batch';
+import { checkPricesForCap } from '../prices';
 
 /** Overlap policies a person can choose (what happens when a run is due while the previous one runs). */
 export const OVERLAP_POLICIES = [
@@ -33,6 +35,8 @@ export interface CreateScheduleOptions {
   concurrency?: number;
   maxAttempts?: number;
   spendCapUsd?: number;
+  /** Prices per image by model for models the catalog shows no price for (`--price`). */
+  prices?: Record<string, number>;
   /** Create it paused. */
   paused?: boolean;
 }
@@ -54,7 +58,17 @@ export async function createSchedule(options: CreateScheduleOptions): Promise<{ 
     ...(options.concurrency ? { concurrency: options.concurrency } : {}),
     ...(options.maxAttempts ? { maxAttempts: options.maxAttempts } : {}),
     ...(options.spendCapUsd === undefined ? {} : { spendCapUsd: options.spendCapUsd }),
+    ...(options.prices ? { prices: options.prices } : {}),
   };
+  // A cap is kept only with a price for every model: a local file is checked now (a URL's rows are held by each
+  // run's batch until their price is known).
+  if (options.spendCapUsd !== undefined && !/^https?:\/\//i.test(options.source)) {
+    const report = await validateBatchFile(
+      options.source,
+      options.defaultModel ? { defaultModel: options.defaultModel } : {},
+    );
+    await checkPricesForCap(options.client, options.taskQueue, report.models, options.prices ?? {});
+  }
   await options.client.schedule.create({
     scheduleId: options.scheduleId,
     spec: options.cron ? { cronExpressions: [options.cron] } : { intervals: [{ every: intervalMs(options.every!) }] },

@@ -1,7 +1,6 @@
 import type { Client } from '@temporalio/client';
-import type { ModelInfo } from '../../activities/types';
 import { validateBatchFile, type BatchReport } from '../../batch';
-import { modelCatalogWorkflow } from '../../workflows';
+import { estimateOf, priceModels, readCatalog, type ModelPrice } from '../prices';
 
 export interface ValidateOptions {
   file: string;
@@ -12,23 +11,24 @@ export interface ValidateOptions {
    * the API key). Without it, only the file is checked.
    */
   catalog?: { client: Client; taskQueue: string };
-}
-
-export interface ModelCheck {
-  model: string;
-  rows: number;
-  images: number;
-  available: boolean;
-  priceUsd?: number;
+  /**
+   * Prices per image the user gives (`--price`, `--prices`), for models the catalog shows no price for.
+   * @default none
+   */
+  prices?: Record<string, number>;
 }
 
 export interface ValidateResult {
   report: BatchReport;
-  /** Present when the catalog was checked. */
-  models?: ModelCheck[];
-  /** USD if every row succeeds at its first attempt; undefined when a price is unknown. */
+  /** Present when the catalog was checked: each model with its price and where it comes from, or none. */
+  models?: ModelPrice[];
+  /** USD if every row succeeds at its first attempt, for the models whose price is known. */
   estimatedCostUsd?: number;
-  /** False when the file has problems or uses a model the account lacks. */
+  /** Models whose price is not known: the estimate leaves them out (it is then a lower bound). */
+  unpricedModels?: string[];
+  /** Why the catalog could not be read, when it could not. */
+  catalogProblem?: string;
+  /** False when the file has problems, uses a model the account lacks, or the catalog could not be read. */
   ok: boolean;
 }
 
@@ -39,28 +39,37 @@ export async function validate(options: ValidateOptions): Promise<ValidateResult
     options.defaultModel ? { defaultModel: options.defaultModel } : {},
   );
   if (!options.catalog) return { report, ok: report.ok };
-  const catalog = await options.catalog.client.workflow.execute(modelCatalogWorkflow, {
-    taskQueue: options.catalog.taskQueue,
-    workflowId: `catalog/${Date.now()}`,
-    workflowExecutionTimeout: '2 minutes',
-  });
-  const byId = new Map<string, ModelInfo>(catalog.map((m) => [m.id, m]));
-  const models: ModelCheck[] = Object.entries(report.models).map(([model, usage]) => {
-    const found = byId.get(model);
-    return {
-      model,
-      rows: usage.rows,
-      images: usage.images,
-      available: found !== undefined,
-      ...(found?.priceUsd === undefined ? {} : { priceUsd: found.priceUsd }),
-    };
-  });
-  const priced = models.every((m) => m.priceUsd !== undefined);
-  const estimate = models.reduce((sum, m) => sum + (m.priceUsd ?? 0) * m.images, 0);
+  const catalog = await readCatalog(options.catalog.client, options.catalog.taskQueue);
+  if ('problem' in catalog) return { report, catalogProblem: catalog.problem, ok: false };
+  const models = priceModels(report.models, catalog.models, options.prices ?? {});
+  const { knownUsd, unknownModels } = estimateOf(models);
   return {
     report,
     models,
-    ...(priced ? { estimatedCostUsd: Math.round(estimate * 1e6) / 1e6 } : {}),
-    ok: report.ok && models.every((m) => m.available),
+    estimatedCostUsd: knownUsd,
+    ...(unknownModels.length > 0 ? { unpricedModels: unknownModels } : {}),
+    ok: report.ok && models.every((m) => m.available !== false),
   };
+}
+
+/** One line per model: rows, images, price and its source, or that it is unknown or not available. */
+export function modelLines(res: ValidateResult): string[] {
+  return (res.models ?? []).map((m) => {
+    const price =
+      m.available === false
+        ? 'NOT AVAILABLE to this account'
+        : m.priceUsd === undefined
+          ? 'price unknown (the catalog shows none; give one with --price)'
+          : `$${m.priceUsd} per image (${m.source === 'catalog' ? 'catalog' : 'your --price'})`;
+    return `${m.model}: ${m.rows} rows, ${m.images} images, ${price}`;
+  });
+}
+
+/** The estimate, saying what it leaves out. */
+export function estimateLine(res: ValidateResult): string | undefined {
+  if (res.estimatedCostUsd === undefined) return undefined;
+  const unknown = res.unpricedModels ?? [];
+  return unknown.length === 0
+    ? `estimated cost: $${res.estimatedCostUsd.toFixed(2)}`
+    : `estimated cost: at least $${res.estimatedCostUsd.toFixed(2)}, plus the rows of ${unknown.join(', ')} (price unknown)`;
 }

@@ -1,0 +1,214 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Worker } from '@temporalio/worker';
+import { parse } from 'csv-parse/sync';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createActivities } from '../../src/activities';
+import { startOrAttachBatch } from '../../src/cli/batches';
+import { results } from '../../src/cli/commands/results';
+import { PriceUnknownError } from '../../src/cli/prices';
+import { defaultServiceConfig } from '../../src/config/service-config';
+import {
+  DEMO_API_KEY,
+  FaultKind,
+  startSimulator,
+  type Simulator,
+  type SimulatorConfigInput,
+} from '../../src/simulator';
+import type { BatchProgress } from '../../src/workflows';
+import { parseIdempotencyKey } from '../../src/workflows/keys';
+import { createLocalEnv, useTestEnv, workflowBundle } from '../helpers/temporal';
+
+/**
+ * Spend when the service shows prices under other names, shows none, or shows a creation's cost only when polled: a
+ * batch against the simulator in each mode. Every figure is right (to the simulator's ledger, per row and in total)
+ * or says it is unknown; never a 0 for a price nobody showed.
+ */
+const env = useTestEnv(() => createLocalEnv());
+let dir: string;
+const sims: Simulator[] = [];
+
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'imagebatch-prices-'));
+});
+afterAll(async () => {
+  await Promise.all(sims.map((s) => s.close()));
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+// sdxl costs 0.02 per image at the simulator. One row is declined by the safety filter (charged, refunded), one fails
+// at generation once and then passes with a new key, one meets a 503 once (charged and refunded at submission).
+const ROWS = [
+  'id,prompt,model',
+  'a,"a lighthouse on a cliff at dusk, oil painting",sdxl',
+  'b,"a red fox in fresh snow, morning light",sdxl',
+  'c,"a market street in the rain [flaky], watercolour",sdxl',
+  'd,"a portrait of a knight [unsafe], studio light",sdxl',
+  'e,"a paper boat on a pond [busy], macro photo",sdxl',
+];
+
+async function startSim(pricing: SimulatorConfigInput['pricing']): Promise<Simulator> {
+  const sim = await startSimulator({
+    pricing,
+    generation: { queuedMs: { minMs: 10, maxMs: 30 }, runningMs: { minMs: 50, maxMs: 150 } },
+    limits: { minPollIntervalMs: 200, requestsPerSecond: 200, burst: 200, accountConcurrency: null },
+    scripts: [
+      { match: '[flaky]', faults: [FaultKind.FailGeneration] },
+      { match: '[busy]', faults: [FaultKind.ProviderUnavailable] },
+    ],
+    faults: { providerRetryAfterSeconds: 1 },
+  });
+  sims.push(sim);
+  return sim;
+}
+
+interface Run {
+  progress: BatchProgress;
+  jsonl: Record<string, unknown>[];
+  csv: Record<string, string>[];
+  batchId: string;
+}
+
+async function runBatch(sim: Simulator, extra: { prices?: Record<string, number>; spendCapUsd?: number } = {}) {
+  const folder = await mkdtemp(path.join(dir, 'run-'));
+  const file = path.join(folder, 'prompts.csv');
+  await writeFile(file, `${ROWS.join('\n')}\n`);
+  const taskQueue = `prices-${randomUUID()}`;
+  const batchId = `p${randomUUID().slice(0, 8)}`;
+  const worker = await Worker.create({
+    connection: env().nativeConnection,
+    taskQueue,
+    workflowBundle: await workflowBundle(),
+    activities: createActivities({
+      config: defaultServiceConfig({ baseUrl: sim.baseUrl, minPollIntervalMs: 200 }),
+      apiKey: () => DEMO_API_KEY,
+      outputRoot: folder,
+      temporalClient: env().client,
+    }),
+  });
+  return worker.runUntil(async (): Promise<Run> => {
+    const { handle } = await startOrAttachBatch({
+      client: env().client,
+      taskQueue,
+      batchId,
+      file,
+      outDir: path.join(folder, 'out'),
+      concurrency: 3,
+      ...extra,
+    });
+    const progress = await handle.result();
+    const written = await results({ client: env().client, batchId });
+    const jsonl = (await readFile(written.resultsJsonl, 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const csv = parse<Record<string, string>>(await readFile(written.resultsCsv, 'utf8'), { columns: true });
+    return { progress, jsonl, csv, batchId };
+  });
+}
+
+/** The simulator's net, charged and refunded per row of the batch, and in total. */
+function simulatorMoney(sim: Simulator, batchId: string) {
+  const byRow = new Map<string, { charged: number; refunded: number; net: number }>();
+  for (const c of sim.ledger.byCreation()) {
+    const key = parseIdempotencyKey(c.idempotencyKey ?? '');
+    if (key?.batchId !== batchId) continue;
+    const m = byRow.get(key.rowId) ?? { charged: 0, refunded: 0, net: 0 };
+    byRow.set(key.rowId, {
+      charged: m.charged + c.chargedUsd,
+      refunded: m.refunded + c.refundedUsd,
+      net: m.net + c.netUsd,
+    });
+  }
+  const round = (n: number) => Math.round(n * 1e6) / 1e6;
+  const total = round([...byRow.values()].reduce((s, m) => s + m.net, 0));
+  return { byRow, total, round };
+}
+
+/** Every row's figures equal the simulator's, and the batch's spend is their sum. */
+function expectFiguresRight(run: Run, sim: Simulator): void {
+  const { byRow, total, round } = simulatorMoney(sim, run.batchId);
+  for (const line of run.jsonl) {
+    const m = byRow.get(line.row_id as string)!;
+    expect([line.row_id, line.charged_usd, line.refunded_usd, line.net_usd]).toEqual([
+      line.row_id,
+      round(m.charged),
+      round(m.refunded),
+      round(m.net),
+    ]);
+  }
+  expect(run.progress.spentUsd).toBe(total);
+  expect(run.progress.unknownSpendRows).toBe(0);
+  expect(run.csv.map((r) => r.price_known)).toEqual(run.csv.map(() => 'true'));
+}
+
+describe('prices the service shows, or not (dev server, simulator)', () => {
+  it('prices under other names (a nested amount object, pricing.usd_per_image) are read: figures right', async () => {
+    const sim = await startSim({ fields: 'renamed' });
+    const run = await runBatch(sim);
+    expect(run.progress.counts).toMatchObject({ succeeded: 4, failed: 1 });
+    expect(run.progress.spentUsd).toBe(0.08);
+    expectFiguresRight(run, sim);
+    // The safety filter's row: charged and refunded in full.
+    expect(run.jsonl.find((l) => l.row_id === 'd')).toMatchObject({
+      charged_usd: 0.02,
+      refunded_usd: 0.02,
+      net_usd: 0,
+    });
+  }, 120_000);
+
+  it('a cost shown only when polled: a failed creation is refunded what it was charged, and nothing goes negative', async () => {
+    const sim = await startSim({ costOn: 'poll-only' });
+    const run = await runBatch(sim);
+    expectFiguresRight(run, sim);
+    const flaky = run.jsonl.find((l) => l.row_id === 'c') as { keys: Record<string, unknown>[] };
+    expect(flaky.keys.map((k) => [k.outcome, k.charged_usd, k.refunded_usd])).toEqual([
+      ['failed', 0.02, 0.02],
+      ['succeeded', 0.02, null],
+    ]);
+    expect(run.progress.refundedUsd).toBe(0.06);
+  }, 120_000);
+
+  it('no price anywhere: every figure that holds money says unknown (null, empty, price_known=false), never 0', async () => {
+    const sim = await startSim({ fields: 'hidden' });
+    const run = await runBatch(sim);
+    expect(run.progress.counts).toMatchObject({ succeeded: 4, failed: 1 });
+    // The four rows that hold money are of unknown spend; the refunded one is known to hold nothing.
+    expect(run.progress).toMatchObject({ spentUsd: 0, unknownSpendRows: 4 });
+    for (const id of ['a', 'b', 'c', 'e']) {
+      expect(
+        run.jsonl.find((l) => l.row_id === id),
+        id,
+      ).toMatchObject({ charged_usd: null, net_usd: null });
+      expect(
+        run.csv.find((r) => r.row_id === id),
+        id,
+      ).toMatchObject({ charged_usd: '', net_usd: '', price_known: 'false' });
+    }
+    expect(run.jsonl.find((l) => l.row_id === 'd')).toMatchObject({
+      charged_usd: null,
+      refunded_usd: null,
+      net_usd: 0,
+    });
+    expect(run.csv.find((r) => r.row_id === 'd')).toMatchObject({ net_usd: '0.0000', price_known: 'false' });
+  }, 120_000);
+
+  it('no price anywhere, a price given with --price: figures right, each key says its price came from the user', async () => {
+    const sim = await startSim({ fields: 'hidden' });
+    const run = await runBatch(sim, { prices: { sdxl: 0.02 } });
+    expectFiguresRight(run, sim);
+    const keys = run.jsonl.flatMap((l) => l.keys as Record<string, unknown>[]);
+    expect(new Set(keys.map((k) => k.price_source))).toEqual(new Set(['user']));
+  }, 120_000);
+
+  it('a spend cap with no price known for a model is refused before anything starts, naming the model', async () => {
+    const sim = await startSim({ fields: 'hidden' });
+    const err = await runBatch(sim, { spendCapUsd: 1 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PriceUnknownError);
+    expect((err as PriceUnknownError).models).toEqual(['sdxl']);
+    expect((err as Error).message).toMatch(/--price sdxl=<usd per image>/);
+    expect(sim.ledger.byCreation()).toEqual([]);
+  }, 120_000);
+});

@@ -118,6 +118,33 @@ async function main(): Promise<void> {
       await save('prompt-batch-stop-resume', client.workflow.getHandle('replay-stop/first'));
       await save('batch-stop-resume', stopped);
 
+      // A spend cap: the first row reserves its price, the second would pass the cap and waits; a resume with a
+      // higher cap carries it on. The price of each comes from the catalog, asked once at the start.
+      const capFile = path.join(outputRoot, 'cap.csv');
+      await writeFile(capFile, 'id,prompt\nfirst,a red kite over a hill\nsecond,a lantern in the fog\n');
+      const capped = await client.workflow.start(batchWorkflow, {
+        taskQueue: TASK_QUEUE,
+        workflowId: batchWorkflowId('replay-cap'),
+        args: [
+          {
+            batchId: 'replay-cap',
+            file: capFile,
+            outDir: 'cap',
+            concurrency: 2,
+            defaultModel: 'flux-dev',
+            spendCapUsd: 0.05,
+          },
+        ] as [BatchWorkflowInput],
+      });
+      await waitFor(async () => {
+        const p = await capped.query(progressQuery);
+        return p.waiting?.kind === 'spend_cap' && p.counts.succeeded === 1;
+      });
+      await capped.signal(resumeSignal, { spendCapUsd: 1 });
+      const capProgress = await capped.result();
+      if (capProgress.counts.succeeded !== 2) throw new Error(`cap batch: ${JSON.stringify(capProgress)}`);
+      await save('batch-spend-cap-resume', capped);
+
       // A small batch that continues as new (every run is saved).
       const canFile = path.join(outputRoot, 'can.csv');
       const prompts = Array.from({ length: 8 }, (_, i) => `a watercolour garden number ${i + 1}`);

@@ -34,6 +34,11 @@ const EXPECTED = [
   'v3-one-to-one-keys-and-ledger-prompt-batch-stop-resume',
   'v3-one-to-one-keys-and-ledger-prompt-cancelled-while-blocked',
   'v3-one-to-one-keys-and-ledger-batch-stop-resume',
+  // Recorded after the `prices-known-or-unknown` patch (every batch asks the catalog; the cap reserves known prices).
+  'v4-prices-known-or-unknown-batch-stop-resume',
+  'v4-prices-known-or-unknown-batch-spend-cap-resume',
+  'v4-prices-known-or-unknown-batch-cancel-blocked-row',
+  'v4-prices-known-or-unknown-batch-terminated-row-cancelled',
 ];
 
 type History = temporal.api.history.v1.History;

@@ -93,6 +93,11 @@ export function formatFigures(report: ChaosReport, wallMs: number): string {
             .map((u) => `${u.rowId} ${usd(u.simulator.netUsd)}`)
             .join(', ')}${s.unknownRows.length > DIFFERENCES_NAMED ? ', ...' : ''})`,
   );
+  info(
+    'refunded charges never seen answered',
+    `${s.unseenRefunded.charges} (${usd(s.unseenRefunded.usd)} charged and refunded in full; left out of charged ` +
+      'and refunded, net 0)',
+  );
   const totalsAgree = s.totalsDiffering.length === 0;
   check('results total net (known)', money(s.resultsKnown), totalsAgree);
   check('simulator total net (same rows)', money(s.simulatorSameRows), totalsAgree);

@@ -140,3 +140,48 @@ describe('reconcileSpend', () => {
     expect(r.simulatorAllRows.netUsd).toBe(0.08);
   });
 });
+
+describe('reconcileSpend: charges the client never saw answered', () => {
+  it('a 502 lost on the way (charged and refunded in full, then the same key sent again) is counted apart, not a difference', () => {
+    const batchId = 'b';
+    const key = idempotencyKeyFor(batchId, 'r1', 1);
+    const r = reconcileSpend(
+      batchId,
+      [
+        {
+          row_id: 'r1',
+          keys: [{ idempotency_key: key, outcome: 'succeeded' }],
+          charged_usd: 0.02,
+          refunded_usd: 0,
+          net_usd: 0.02,
+        },
+      ],
+      [
+        { creationId: 'c0', idempotencyKey: key, chargedUsd: 0.02, refundedUsd: 0.02 },
+        { creationId: 'c1', idempotencyKey: key, chargedUsd: 0.02, refundedUsd: 0 },
+      ],
+    );
+    expect(r.differences).toEqual([]);
+    expect(r.unseenRefunded).toEqual({ charges: 1, usd: 0.02 });
+  });
+
+  it('a refund the results show for the key (outcome refunded) is matched, not counted as unseen', () => {
+    const batchId = 'b';
+    const key = idempotencyKeyFor(batchId, 'r1', 1);
+    const r = reconcileSpend(
+      batchId,
+      [
+        {
+          row_id: 'r1',
+          keys: [{ idempotency_key: key, outcome: 'refunded' }],
+          charged_usd: 0.02,
+          refunded_usd: 0.02,
+          net_usd: 0,
+        },
+      ],
+      [{ creationId: 'c0', idempotencyKey: key, chargedUsd: 0.02, refundedUsd: 0.02 }],
+    );
+    expect(r.differences).toEqual([]);
+    expect(r.unseenRefunded).toEqual({ charges: 0, usd: 0 });
+  });
+});

@@ -21,7 +21,7 @@ export const TOLERANCE_USD = 1e-6;
  */
 export interface ResultsSpendRecord {
   row_id: string;
-  keys: readonly { idempotency_key: string }[];
+  keys: readonly { idempotency_key: string; outcome?: unknown }[];
   charged_usd: unknown;
   refunded_usd: unknown;
   net_usd: unknown;
@@ -84,6 +84,12 @@ export interface SpendReconciliation {
   simulatorAllRows: Spend;
   /** The totals (charged, refunded, net) in which the known rows' results differ from the ledger's same rows. */
   totalsDiffering: (keyof Spend)[];
+  /**
+   * Charges the simulator made and refunded in full under a key of the results whose answer the client never saw (a
+   * 502 or 503 lost on the way; the same key was then sent again): they hold nothing and no client can know them, so
+   * the comparison of charged and refunded leaves them out (net is compared as it is). Counted, never hidden.
+   */
+  unseenRefunded: { charges: number; usd: number };
 }
 
 const FIGURES = [
@@ -132,12 +138,19 @@ export function reconcileSpend(
 ): SpendReconciliation {
   // The ledger per key, and the batch's keys per row.
   const byKey = new Map<string, Sum>();
+  /** Per key, the charges refunded in full, each in micro-dollars. */
+  const refundedInFull = new Map<string, number[]>();
   for (const c of creations) {
     if (c.idempotencyKey === null) continue;
     const s = byKey.get(c.idempotencyKey) ?? emptySum();
     add(s, { charged: micros(c.chargedUsd), refunded: micros(c.refundedUsd) });
     byKey.set(c.idempotencyKey, s);
+    if (c.chargedUsd > 0 && micros(c.chargedUsd) === micros(c.refundedUsd)) {
+      refundedInFull.set(c.idempotencyKey, [...(refundedInFull.get(c.idempotencyKey) ?? []), micros(c.chargedUsd)]);
+    }
   }
+  let unseenCharges = 0;
+  let unseenMicros = 0;
   const keysOfRow = new Map<string, string[]>();
   const simulatorAll = emptySum();
   for (const [key, s] of byKey) {
@@ -164,6 +177,22 @@ export function reconcileSpend(
     const keys = [...new Set([...listed, ...(keysOfRow.get(rowId) ?? [])])];
     const sim = emptySum();
     for (const k of keys) add(sim, byKey.get(k) ?? emptySum());
+    // Refunded-in-full charges of a listed key beyond the one its outcome in results accounts for (a key that ended
+    // `failed` or `refunded` saw its refund): never seen answered. A key without an outcome is left as it is.
+    for (const k of record.keys) {
+      if (typeof k.outcome !== 'string') continue;
+      let seen = k.outcome === 'failed' || k.outcome === 'refunded' ? 1 : 0;
+      for (const charge of refundedInFull.get(k.idempotency_key) ?? []) {
+        if (seen > 0) {
+          seen -= 1;
+          continue;
+        }
+        sim.charged -= charge;
+        sim.refunded -= charge;
+        unseenCharges += 1;
+        unseenMicros += charge;
+      }
+    }
     const simulator = spendOf(sim);
 
     const reasons: string[] = [];
@@ -230,6 +259,7 @@ export function reconcileSpend(
     simulatorSameRows: same,
     simulatorAllRows: spendOf(simulatorAll),
     totalsDiffering,
+    unseenRefunded: { charges: unseenCharges, usd: usdOf(unseenMicros) },
   };
 }
 
@@ -305,7 +335,7 @@ function spendRecordOf(value: unknown, where: string): ResultsSpendRecord {
   const keys = (o.keys as unknown[]).map((k, i) => {
     const key = typeof k === 'object' && k !== null ? (k as Record<string, unknown>).idempotency_key : undefined;
     if (typeof key !== 'string') throw new Error(`${where}: keys[${i}].idempotency_key is not a string`);
-    return { idempotency_key: key };
+    return { idempotency_key: key, outcome: (k as Record<string, unknown>).outcome };
   });
   return { row_id: o.row_id, keys, charged_usd: o.charged_usd, refunded_usd: o.refunded_usd, net_usd: o.net_usd };
 }

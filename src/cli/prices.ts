@@ -78,6 +78,9 @@ export async function readPriceFile(file: string): Promise<Record<string, number
     } catch (err) {
       throw new PriceOptionError('--prices', `${file} is not valid JSON: ${(err as Error).message}`);
     }
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+      throw new PriceOptionError('--prices', `${file} must hold a JSON object of model to USD per image`);
+    }
     const out: Record<string, number> = {};
     for (const [model, usd] of Object.entries(parsed as Record<string, unknown>)) {
       if (typeof usd !== 'number' || !Number.isFinite(usd) || usd < 0) {

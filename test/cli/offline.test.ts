@@ -143,6 +143,12 @@ describe.concurrent('usage errors exit 2', () => {
     [['status'], /missing required argument 'batch'/],
     [['run', 'x.csv', '--concurrency', '0'], /--concurrency.*must be a whole number of at least 1/],
     [['ls', '--no-such-option'], /unknown option '--no-such-option'/],
+    [['run', 'x.csv', '--price', 'sdxl'], /--price.*expected <model>=<usd per image>, got "sdxl"/],
+    [['run', 'x.csv', '--price', 'sdxl=cheap'], /--price.*the price of sdxl must be a decimal number of USD/],
+    [
+      ['validate', 'x.csv', '--prices', '/no/such/prices.json'],
+      /--prices: cannot read \/no\/such\/prices.json: ENOENT/,
+    ],
   ])('imagebatch %j', async (args, message) => {
     const r = await cli(args);
     expect(r.code, describeRun(args, r)).toBe(2);

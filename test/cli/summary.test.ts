@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { resultFilesSummary } from '../../src/cli/commands/demo';
+import { spendText } from '../../src/cli/progress-line';
 import type { WrittenResults } from '../../src/results';
 
 /** The lines the demo (and `imagebatch results`) print about errors.csv and unresolved.csv, from the counts. */
@@ -56,5 +57,21 @@ describe('resultFilesSummary', () => {
         '(/out/unresolved.csv)',
     ]);
     expect(resultFilesSummary('b', written({}))).toEqual(['errors.csv: no rows to submit again (/out/errors.csv)']);
+  });
+});
+
+describe('spendText: a figure only where it is known', () => {
+  it('all known', () => {
+    expect(spendText({ spentUsd: 1.5, unknownSpendRows: 0 })).toBe('spent $1.50');
+  });
+  it('some rows of unknown price: at least, plus how many', () => {
+    expect(spendText({ spentUsd: 0.08, unknownSpendRows: 3, unpricedInFlight: 2 })).toBe(
+      'spent at least $0.08, plus 3 rows of unknown price, 2 in flight of unknown price',
+    );
+  });
+  it('with a cap: reserved and left', () => {
+    expect(spendText({ spentUsd: 0.4, unknownSpendRows: 0, reservedUsd: 0.12, spendCapUsd: 1, leftUsd: 0.48 })).toBe(
+      'spent $0.40, reserved $0.12, $0.48 left of the $1.00 cap',
+    );
   });
 });

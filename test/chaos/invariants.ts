@@ -375,13 +375,23 @@ export function recordProblems(
     if (UNCHARGED.includes(key.outcome) && creations.length > 0) {
       out.push(`${name}: ${key.outcome}, yet the ledger has creation ${creations[0]!.creationId}`);
     }
-    // Money: what the service said of the key is what the ledger did.
-    const charged = creations.reduce((n, c) => n + c.chargedUsd, 0);
-    const refunded = creations.reduce((n, c) => n + c.refundedUsd, 0);
+    // Money: what the record says of the key is what the ledger did. A key that ended `refunded` (502/503) accounts
+    // for one charge the ledger refunded at submission; any other such charge under the key was never seen answered
+    // (the answer was lost on the way, the key sent again) and holds nothing: the spend reconciliation counts those.
+    let refundsSeen = key.outcome === KeyOutcome.Refunded ? 1 : 0;
+    const money = (creationsOf.get(key.idempotencyKey) ?? []).filter((c) => {
+      if (c.outcome !== CreationOutcome.Rejected) return true;
+      if (c.chargedUsd === 0 || refundsSeen === 0) return false;
+      refundsSeen -= 1;
+      return true;
+    });
+    const charged = money.reduce((n, c) => n + c.chargedUsd, 0);
+    const refunded = money.reduce((n, c) => n + c.refundedUsd, 0);
     if (key.chargedUsd !== undefined && !near(key.chargedUsd, charged)) {
       out.push(`${name}: charged ${key.chargedUsd}, the ledger ${charged}`);
     }
-    const known = key.outcome === KeyOutcome.Succeeded || key.outcome === KeyOutcome.Failed;
+    const known =
+      key.outcome === KeyOutcome.Succeeded || key.outcome === KeyOutcome.Failed || key.outcome === KeyOutcome.Refunded;
     if (known && key.chargedUsd !== undefined && !near(key.refundedUsd ?? 0, refunded)) {
       out.push(`${name}: refunded ${key.refundedUsd ?? 0}, the ledger ${refunded}`);
     }

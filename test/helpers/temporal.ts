@@ -1,8 +1,12 @@
 import { TestWorkflowEnvironment, type LocalTestWorkflowEnvironmentOptions } from '@temporalio/testing';
-import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { randomUUID } from 'node:crypto';
+import { Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll } from 'vitest';
 import { executableFor, temporalCliPath, testServerPath } from '../../src/temporal/toolchain';
 import { workflowsPath } from '../../src/worker';
+import { createActivities } from '../../src/activities';
+import { defaultServiceConfig } from '../../src/config/service-config';
+import { DEMO_API_KEY } from '../../src/simulator';
 
 /**
  * Test environments on the project's pinned binaries (see scripts/setup.mjs). When a binary is missing the
@@ -52,3 +56,26 @@ export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
 
 const noop = () => undefined;
 const quietBundlerLogger = { trace: noop, debug: noop, info: noop, warn: noop, error: console.error, log: noop };
+
+/**
+ * A worker with the real activities against a simulator at `baseUrl` (the demo key, a 200 ms poll interval), on a
+ * task queue of its own named after `prefix`, writing below `outputRoot`.
+ */
+export async function simulatorWorker(
+  env: () => TestWorkflowEnvironment,
+  options: { baseUrl: string; outputRoot: string; prefix: string },
+): Promise<{ worker: Worker; taskQueue: string }> {
+  const taskQueue = `${options.prefix}-${randomUUID()}`;
+  const worker = await Worker.create({
+    connection: env().nativeConnection,
+    taskQueue,
+    workflowBundle: await workflowBundle(),
+    activities: createActivities({
+      config: defaultServiceConfig({ baseUrl: options.baseUrl, minPollIntervalMs: 200 }),
+      apiKey: () => DEMO_API_KEY,
+      outputRoot: options.outputRoot,
+      temporalClient: env().client,
+    }),
+  });
+  return { worker, taskQueue };
+}

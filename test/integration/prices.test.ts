@@ -2,24 +2,16 @@ import { randomUUID } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Worker } from '@temporalio/worker';
 import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createActivities } from '../../src/activities';
 import { startOrAttachBatch } from '../../src/cli/batches';
 import { results } from '../../src/cli/commands/results';
+import { estimateLine, modelLines, validate } from '../../src/cli/commands/validate';
 import { PriceUnknownError } from '../../src/cli/prices';
-import { defaultServiceConfig } from '../../src/config/service-config';
-import {
-  DEMO_API_KEY,
-  FaultKind,
-  startSimulator,
-  type Simulator,
-  type SimulatorConfigInput,
-} from '../../src/simulator';
+import { FaultKind, startSimulator, type Simulator, type SimulatorConfigInput } from '../../src/simulator';
 import type { BatchProgress } from '../../src/workflows';
 import { parseIdempotencyKey } from '../../src/workflows/keys';
-import { createLocalEnv, useTestEnv, workflowBundle } from '../helpers/temporal';
+import { createLocalEnv, simulatorWorker, useTestEnv } from '../helpers/temporal';
 
 /**
  * Spend when the service shows prices under other names, shows none, or shows a creation's cost only when polled: a
@@ -75,18 +67,11 @@ async function runBatch(sim: Simulator, extra: { prices?: Record<string, number>
   const folder = await mkdtemp(path.join(dir, 'run-'));
   const file = path.join(folder, 'prompts.csv');
   await writeFile(file, `${ROWS.join('\n')}\n`);
-  const taskQueue = `prices-${randomUUID()}`;
   const batchId = `p${randomUUID().slice(0, 8)}`;
-  const worker = await Worker.create({
-    connection: env().nativeConnection,
-    taskQueue,
-    workflowBundle: await workflowBundle(),
-    activities: createActivities({
-      config: defaultServiceConfig({ baseUrl: sim.baseUrl, minPollIntervalMs: 200 }),
-      apiKey: () => DEMO_API_KEY,
-      outputRoot: folder,
-      temporalClient: env().client,
-    }),
+  const { worker, taskQueue } = await simulatorWorker(env, {
+    baseUrl: sim.baseUrl,
+    outputRoot: folder,
+    prefix: 'prices',
   });
   return worker.runUntil(async (): Promise<Run> => {
     const { handle } = await startOrAttachBatch({
@@ -201,6 +186,49 @@ describe('prices the service shows, or not (dev server, simulator)', () => {
     expectFiguresRight(run, sim);
     const keys = run.jsonl.flatMap((l) => l.keys as Record<string, unknown>[]);
     expect(new Set(keys.map((k) => k.price_source))).toEqual(new Set(['user']));
+  }, 120_000);
+
+  it('validate --catalog: each model with its price and where it comes from, or that it is unknown', async () => {
+    const sim = await startSim({ fields: 'renamed' });
+    const folder = await mkdtemp(path.join(dir, 'validate-'));
+    const file = path.join(folder, 'prompts.csv');
+    await writeFile(file, `${[...ROWS, 'f,"a tiger in tall grass, ink drawing",flux-dev'].join('\n')}\n`);
+    const { worker, taskQueue } = await simulatorWorker(env, {
+      baseUrl: sim.baseUrl,
+      outputRoot: folder,
+      prefix: 'validate',
+    });
+    const shown = await worker.runUntil(() =>
+      validate({ file, catalog: { client: env().client, taskQueue }, prices: { 'flux-dev': 0.5 } }),
+    );
+    // The catalog's price comes first, even where the user gave one.
+    expect(modelLines(shown)).toEqual([
+      'flux-dev: 1 rows, 1 images, $0.04 per image (catalog)',
+      'sdxl: 5 rows, 5 images, $0.02 per image (catalog)',
+    ]);
+    expect(estimateLine(shown)).toBe('estimated cost: $0.14');
+    expect(shown.ok).toBe(true);
+  }, 120_000);
+
+  it('validate --catalog on a service that shows no price: unknown, or the price the user gave', async () => {
+    const sim = await startSim({ fields: 'hidden' });
+    const folder = await mkdtemp(path.join(dir, 'validate-'));
+    const file = path.join(folder, 'prompts.csv');
+    await writeFile(file, `${[...ROWS, 'f,"a tiger in tall grass, ink drawing",flux-dev'].join('\n')}\n`);
+    const { worker, taskQueue } = await simulatorWorker(env, {
+      baseUrl: sim.baseUrl,
+      outputRoot: folder,
+      prefix: 'validate',
+    });
+    const res = await worker.runUntil(() =>
+      validate({ file, catalog: { client: env().client, taskQueue }, prices: { sdxl: 0.02 } }),
+    );
+    expect(modelLines(res)).toEqual([
+      'flux-dev: 1 rows, 1 images, price unknown (the catalog shows none; give one with --price)',
+      'sdxl: 5 rows, 5 images, $0.02 per image (your --price)',
+    ]);
+    expect(estimateLine(res)).toBe('estimated cost: at least $0.10, plus the rows of flux-dev (price unknown)');
+    expect(res.ok).toBe(true);
   }, 120_000);
 
   it('a spend cap with no price known for a model is refused before anything starts, naming the model', async () => {

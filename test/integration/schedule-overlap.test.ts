@@ -3,20 +3,17 @@ import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createActivities } from '../../src/activities';
 import {
   controlSchedule,
   createSchedule,
   describeSchedule,
   type OverlapPolicyName,
 } from '../../src/cli/commands/schedule';
-import { defaultServiceConfig } from '../../src/config/service-config';
-import { CreationOutcome, DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
+import { CreationOutcome, startSimulator, type Simulator } from '../../src/simulator';
 import type { ScheduledBatchResult } from '../../src/workflows';
 import { parseIdempotencyKey } from '../../src/workflows/keys';
-import { createLocalEnv, useTestEnv, workflowBundle } from '../helpers/temporal';
+import { createLocalEnv, simulatorWorker, useTestEnv } from '../helpers/temporal';
 import { waitUntil, within, writeBatchCsv } from './helpers';
 
 /**
@@ -116,17 +113,10 @@ async function scenario(policy: OverlapPolicyName): Promise<void> {
   const file = path.join(folder, 'prompts.csv');
   const rowIds = await writeBatchCsv(file, 12);
   const outDir = path.join(folder, 'out');
-  const taskQueue = `overlap-${randomUUID()}`;
-  const worker = await Worker.create({
-    connection: env().nativeConnection,
-    taskQueue,
-    workflowBundle: await workflowBundle(),
-    activities: createActivities({
-      config: defaultServiceConfig({ baseUrl: sim.baseUrl, minPollIntervalMs: 200 }),
-      apiKey: () => DEMO_API_KEY,
-      outputRoot: folder,
-      temporalClient: env().client,
-    }),
+  const { worker, taskQueue } = await simulatorWorker(env, {
+    baseUrl: sim.baseUrl,
+    outputRoot: folder,
+    prefix: 'overlap',
   });
   const scheduleId = `ov-${policy.replace('_', '-')}-${randomUUID().slice(0, 8)}`;
   const batches: string[] = [];

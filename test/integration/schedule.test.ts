@@ -2,15 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { appendFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createActivities } from '../../src/activities';
 import { controlSchedule, createSchedule, describeSchedule } from '../../src/cli/commands/schedule';
-import { defaultServiceConfig } from '../../src/config/service-config';
-import { DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
+import { startSimulator, type Simulator } from '../../src/simulator';
 import { paidRowIds } from '../../src/schedules/prepare';
 import type { ScheduledBatchResult } from '../../src/workflows';
-import { createLocalEnv, useTestEnv, workflowBundle } from '../helpers/temporal';
+import { createLocalEnv, simulatorWorker, useTestEnv } from '../helpers/temporal';
 
 /**
  * Scheduled pipelines on the dev server (the time-skipping server has no schedules): a schedule triggered twice
@@ -54,17 +51,10 @@ describe('schedules (dev server)', () => {
       file,
       'id,prompt\na,a red kite over a beach\nb,a green tram in the fog\nc,a blue door in a white wall\n',
     );
-    const taskQueue = `sched-${randomUUID()}`;
-    const worker = await Worker.create({
-      connection: env().nativeConnection,
-      taskQueue,
-      workflowBundle: await workflowBundle(),
-      activities: createActivities({
-        config: defaultServiceConfig({ baseUrl: sim.baseUrl, minPollIntervalMs: 200 }),
-        apiKey: () => DEMO_API_KEY,
-        outputRoot: dir,
-        temporalClient: env().client,
-      }),
+    const { worker, taskQueue } = await simulatorWorker(env, {
+      baseUrl: sim.baseUrl,
+      outputRoot: dir,
+      prefix: 'sched',
     });
     const scheduleId = `s${randomUUID().slice(0, 8)}`;
     await worker.runUntil(async () => {

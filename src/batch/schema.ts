@@ -20,10 +20,11 @@ export const FieldLimit = {
 } as const;
 
 /**
- * Row ids become part of a Temporal workflow id (`${batchId}/${rowId}`) and of idempotency keys, so they are
- * restricted to characters that are safe in both and never contain the `/` separator.
+ * Row ids become part of a Temporal workflow id (`${batchId}/${rowId}`), of idempotency keys and of image file names,
+ * so they are restricted to characters that are safe in all three, never contain the `/` separator and are never
+ * only dots (`.` and `..` are not file names).
  */
-export const ROW_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+export const ROW_ID_PATTERN = /^(?!\.+$)[A-Za-z0-9._:-]{1,128}$/;
 
 /** One validated data row, ready to become a submit request. */
 export interface BatchRow {
@@ -129,7 +130,7 @@ export function validateRow(input: RowInput): RowResult {
         code: ProblemCode.IdInvalid,
         line,
         field: Column.Id,
-        message: `id ${preview(idCell)} must be 1 to 128 characters of A-Z a-z 0-9 . _ : -`,
+        message: `id ${preview(idCell)} must be 1 to 128 characters of A-Z a-z 0-9 . _ : -, not only dots`,
       });
     }
   }

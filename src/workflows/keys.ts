@@ -4,8 +4,10 @@
  * and re-runs of the same file, so a retry can never be charged as a new request.
  */
 
-/** Characters allowed in batch and row ids; they become parts of workflow ids and idempotency keys. */
-export const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+/**
+ * Batch and schedule ids: they become parts of workflow ids, idempotency keys and folder names, so never only dots.
+ */
+export const ID_PATTERN = /^(?!\.+$)[A-Za-z0-9._:-]{1,128}$/;
 
 /** Workflow id of a batch. */
 export function batchWorkflowId(batchId: string): string {

@@ -223,6 +223,17 @@ describe('validateBatchFile: ids', () => {
     ]);
     expect(report.problems[0]).toMatchObject({ rowId: 'row-2', firstLine: 2 });
   });
+
+  it('refuses ids that are only dots (they would be charged, then fail as file names), with their lines', async () => {
+    const report = await validateBatchFile(tmp.file('dots.csv', 'id,prompt,model\n.,a,m\n..,b,m\n...,c,m\n.a.,d,m\n'));
+    expect(report.problems.map(brief)).toEqual([
+      ['row.id_invalid', 2, 'id'],
+      ['row.id_invalid', 3, 'id'],
+      ['row.id_invalid', 4, 'id'],
+    ]);
+    expect(report.problems[0]!.message).toMatch(/not only dots/);
+    expect(report.validRows).toBe(1);
+  });
 });
 
 describe('validateBatchFile: bounds', () => {

@@ -45,7 +45,7 @@ export interface CreateScheduleOptions {
 export async function createSchedule(options: CreateScheduleOptions): Promise<{ scheduleId: string }> {
   if (!ID_PATTERN.test(options.scheduleId)) {
     throw new Error(
-      `schedule id ${JSON.stringify(options.scheduleId)} must be 1 to 128 characters of A-Z a-z 0-9 . _ : -`,
+      `schedule id ${JSON.stringify(options.scheduleId)} must be 1 to 128 characters of A-Z a-z 0-9 . _ : -, not only dots`,
     );
   }
   if (!options.cron === !options.every) throw new Error('give exactly one of --cron and --every');

@@ -1,10 +1,11 @@
 import type { Dispatcher } from 'undici';
 import type { CreationRequest, SubmitCreationInput } from '../activities/types';
 import { AuthHeaderStyle, type ServiceConfig } from '../config/service-config';
-import { assertApiKeyFormat, keyFingerprint, redact, type ApiKeyProvider } from './api-key';
+import { assertApiKeyFormat, keyFingerprint, type ApiKeyProvider } from './api-key';
 import { classifyResponse, RequestKind, type Outcome } from './classify';
 import { HoldRegistry, Pacer } from './holds';
 import { createServiceDispatcher, send } from './http';
+import { redactJsonValue, redactRawText } from './redact';
 
 /** What the client logs to; the messages and fields never contain the key. */
 export interface Logger {
@@ -176,17 +177,21 @@ export class ImageApiClient {
     if (req.signal?.aborted) throw req.signal.reason ?? new Error('cancelled');
 
     const now = this.now();
-    const outcome = classifyResponse({
+    // The key and its token are redacted from the raw text in every spelling JSON allows (escapes that JSON.parse
+    // would turn back into the key), then from every string of what the classifier made of it, which is what
+    // reaches workflow history, results and logs.
+    const classified = classifyResponse({
       kind,
       ...(res.status === undefined ? {} : { status: res.status, headers: res.headers ?? {} }),
-      ...(res.body === undefined ? {} : { body: redact(res.body, key) }),
-      ...(res.error === undefined ? {} : { error: redact(res.error, key) }),
+      ...(res.body === undefined ? {} : { body: redactRawText(res.body, key) }),
+      ...(res.error === undefined ? {} : { error: redactRawText(res.error, key) }),
       nowMs: now,
       successStatuses: this.config.successStatuses,
       costFields: this.config.costFields,
       priceFields: this.config.priceFields,
       defaultRetryAfterMs: this.config.defaultRetryAfterMs,
     });
+    const outcome = redactJsonValue(classified, key);
     this.afterResponse(kind, outcome, keyId, now, req.creationId, previousPoll, sentAt);
     this.logger[outcome.kind === 'accepted' || outcome.kind === 'ended' ? 'info' : 'debug']('image api: response', {
       kind,

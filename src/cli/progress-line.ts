@@ -1,4 +1,5 @@
 import type { BatchProgress, WaitReason } from '../workflows';
+import { terminalText } from './terminal-text';
 
 /** One line of progress for a person: bar, counts, spend, rate, ETA and why it waits. */
 export function progressLine(p: BatchProgress, totalRows: number, width = 24): string {
@@ -43,17 +44,20 @@ export function spendText(
   );
 }
 
+/** Why a batch waits, for a person; the texts that come from elsewhere (the service's, a pause reason) made inert. */
 export function waitText(w: WaitReason | undefined): string | undefined {
   if (!w) return undefined;
   switch (w.kind) {
     case 'paused':
-      return `paused (${w.reason})`;
-    case 'batch_stop':
-      return `stopped by the service: ${w.details.reason}${w.details.topUpUrl ? ` (top up: ${w.details.topUpUrl})` : ''}`;
+      return `paused (${terminalText(w.reason)})`;
+    case 'batch_stop': {
+      const url = w.details.topUpUrl ? terminalText(w.details.topUpUrl) : '';
+      return `stopped by the service: ${terminalText(w.details.reason)}${url ? ` (top up: ${url})` : ''}`;
+    }
     case 'spend_cap':
       return `spend cap ${w.capUsd} USD reached`;
     case 'price_unknown':
-      return `spend cap ${w.capUsd} USD: no price known for ${w.models.join(', ')} (resume with --price <model>=<usd>)`;
+      return `spend cap ${w.capUsd} USD: no price known for ${w.models.map(terminalText).join(', ')} (resume with --price <model>=<usd>)`;
     case 'window_full':
       return undefined;
     case 'reading':

@@ -1,3 +1,7 @@
+import { BATCH_FILE_FAILURE } from '../activities/batch-file';
+import { ErrorCode } from '../api/contract';
+import { FailureType } from '../api/failure-types';
+
 /**
  * The names and label values of imagebatch's own metrics, as Prometheus shows them next to the Temporal
  * runtime's `temporal_*` metrics (the README lists both). Counters have no `_total` suffix, like the runtime's.
@@ -49,4 +53,55 @@ export function responseClassOf(status: number): ResponseClass {
   if (status >= 400 && status < 500) return ResponseClass.ClientError;
   if (status >= 500 && status < 600) return ResponseClass.ServerError;
   return ResponseClass.Other;
+}
+
+/** The label value of anything outside a label's fixed set. */
+export const OTHER_LABEL = 'other';
+
+/**
+ * The values of label `reason` of {@link MetricName.TooManyRequests}: the documented `details.reason`s
+ * (service-interface.md, gaps.md), the two 429 codes (the label when a 429 gives no reason) and `unknown` (neither).
+ * Anything else the service says is {@link OTHER_LABEL}: a label value never comes from the service as it is, or a
+ * hostile service could make one series per answer.
+ */
+export const TOO_MANY_REQUESTS_REASONS: readonly string[] = [
+  'rate_limit',
+  'min_poll_interval',
+  'concurrency_limit',
+  'capacity',
+  'monthly_budget_exceeded',
+  ErrorCode.RateLimit,
+  ErrorCode.QuotaExceeded,
+  'unknown',
+];
+
+/** The `reason` label of a 429: one of {@link TOO_MANY_REQUESTS_REASONS}, else `other`. */
+export function tooManyRequestsLabel(reason: string): string {
+  return TOO_MANY_REQUESTS_REASONS.includes(reason) ? reason : OTHER_LABEL;
+}
+
+/** Names of errors a retried attempt may end with besides the failure types: JavaScript's own. */
+const ERROR_NAMES: readonly string[] = [
+  'Error',
+  'TypeError',
+  'RangeError',
+  'SyntaxError',
+  'ReferenceError',
+  'EvalError',
+  'URIError',
+  'AggregateError',
+  'AbortError',
+  'TimeoutError',
+];
+
+/**
+ * The `reason` label of {@link MetricName.ActivityRetries}: a failure type of the image API, the batch file's, or
+ * a JavaScript error name; anything else (an error named by a dependency, or by text from elsewhere) is `other`.
+ */
+export function retryReasonLabel(reason: string): string {
+  return (Object.values(FailureType) as string[]).includes(reason) ||
+    reason === BATCH_FILE_FAILURE ||
+    ERROR_NAMES.includes(reason)
+    ? reason
+    : OTHER_LABEL;
 }

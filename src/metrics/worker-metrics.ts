@@ -1,6 +1,6 @@
 import type { MetricCounter, MetricMeter } from '@temporalio/common';
 import type { AttemptObservation } from './attempt';
-import { MetricName } from './names';
+import { MetricName, retryReasonLabel, tooManyRequestsLabel } from './names';
 
 /**
  * imagebatch's own counters, created on a Temporal {@link MetricMeter}: given the runtime's meter, they are served
@@ -31,17 +31,20 @@ export class WorkerMetrics {
     );
   }
 
-  /** Counts what one activity attempt observed. */
+  /**
+   * Counts what one activity attempt observed. Every label value comes from a fixed set: the service's texts (a
+   * 429's reason or code) and error names outside it are counted as `other`.
+   */
   record(activity: string, o: AttemptObservation): void {
     if (o.request) this.requests.add(1, { kind: o.request.kind, class: o.request.class });
     if (o.request && o.tooManyRequests !== undefined) {
-      this.tooMany.add(1, { kind: o.request.kind, reason: o.tooManyRequests });
+      this.tooMany.add(1, { kind: o.request.kind, reason: tooManyRequestsLabel(o.tooManyRequests) });
     }
     if (o.charge) {
       this.charges.add(1);
       this.chargedMicroUsd.add(Math.round(o.charge.usd * 1_000_000));
     }
     if (o.refund) this.refunds.add(1, { reason: o.refund });
-    if (o.retry !== undefined) this.retries.add(1, { activity, reason: o.retry });
+    if (o.retry !== undefined) this.retries.add(1, { activity, reason: retryReasonLabel(o.retry) });
   }
 }

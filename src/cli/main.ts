@@ -27,9 +27,17 @@ import {
   type PriceCliOptions,
 } from './prices';
 import { progressLine, spendText } from './progress-line';
+import { terminalText } from './terminal-text';
 import { registerScheduleCommands } from './schedule-program';
 import { secretArgumentProblem } from './secret-args';
-import { payloadCodecFromEnv, startCodecServer } from '../codec';
+import {
+  CODEC_TOKEN_ENV,
+  CODEC_TOKEN_MIN_LENGTH,
+  codecTokenFromEnv,
+  parseAllowedOrigin,
+  payloadCodecFromEnv,
+  startCodecServer,
+} from '../codec';
 import { PAYLOAD_KEY_ENV, PAYLOAD_KEY_FILE_ENV } from '../config/codec-config';
 import { demo, resultFilesSummary } from './commands/demo';
 import { simulator } from './commands/simulator';
@@ -148,16 +156,35 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
       `Serve /encode and /decode for the Temporal Web UI with the payload keys of ${PAYLOAD_KEY_ENV} (on 127.0.0.1)`,
     )
     .option('--port <n>', 'port on 127.0.0.1 (0: any free port)', parsePort, 8888)
-    .option('--allow-origin <url...>', 'Web UI origins allowed by CORS (default: the dev server UI on port 8233)')
+    .option(
+      '--allow-origin <url...>',
+      'Web UI origins allowed by CORS, http(s)://host[:port] (default: the dev server UI on port 8233)',
+      parseOrigins,
+    )
+    .addHelpText(
+      'after',
+      `\nRequests must name the server's own Host (localhost, 127.0.0.1 or [::1] with its port) and\n` +
+        `carry its token: give the Web UI the endpoint printed at start (http://127.0.0.1:<port>/<token>),\n` +
+        `or send Authorization: Bearer <token>. The token is new at each start, or the value of\n` +
+        `${CODEC_TOKEN_ENV} (at least ${CODEC_TOKEN_MIN_LENGTH} characters).`,
+    )
     .action(async (opts: { port: number; allowOrigin?: string[] }) => {
       const codec = payloadCodecFromEnv(process.env);
       if (!codec) throw new Error(`set ${PAYLOAD_KEY_ENV} or ${PAYLOAD_KEY_FILE_ENV}: the codec server needs the key`);
+      const { token, generated } = codecTokenFromEnv(process.env);
       const started = await startCodecServer({
         codec,
         port: opts.port,
+        token,
         ...(opts.allowOrigin ? { allowOrigins: opts.allowOrigin } : {}),
       });
       process.stdout.write(`codec server: ${started.url} (key id ${codec.keyId}; Ctrl-C stops it)\n`);
+      // The token once, on stderr (not in a log of stdout), as the one line a person copies into the Web UI.
+      stderr(
+        generated
+          ? `codec endpoint for the Web UI's codec server setting (holds a new token; shown once): ${started.endpoint}`
+          : `codec endpoint for the Web UI's codec server setting: ${started.url}/<the token in ${CODEC_TOKEN_ENV}>`,
+      );
       await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
       await started.close();
     });
@@ -229,7 +256,7 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
         if (report.problemsDropped > 0) stderr(`${file}: ... and ${report.problemsDropped} more problems`);
         if (res.catalogProblem) stderr(`imagebatch: the catalog could not be read: ${res.catalogProblem}`);
         const models = res.models
-          ? modelLines(res)
+          ? modelLines(res).map(terminalText)
           : Object.entries(report.models).map(([m, u]) => `${m}: ${u.rows} rows, ${u.images} images`);
         const line = estimateLine(res);
         const estimate = line === undefined ? '' : `\n${line}`;
@@ -300,7 +327,8 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
               if (tty) process.stderr.write(`\r\x1b[2K${progressLine(p, report.validRows)}`);
             },
             {
-              onNoAnswer: (err) => stderr(`${tty ? '\n' : ''}imagebatch: ${err.message} (still waiting; Ctrl-C stops)`),
+              onNoAnswer: (err) =>
+                stderr(`${tty ? '\n' : ''}imagebatch: ${terminalText(err.message)} (still waiting; Ctrl-C stops)`),
             },
           ),
         );
@@ -404,7 +432,9 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
             ...(opts.maxPollWait === undefined ? {} : { maxPollWaitMs: opts.maxPollWait }),
           }),
         );
-        process.stdout.write(opts.json ? `${JSON.stringify(outcome)}\n` : `${reconcileLines(outcome).join('\n')}\n`);
+        process.stdout.write(
+          opts.json ? `${JSON.stringify(outcome)}\n` : `${reconcileLines(outcome).map(terminalText).join('\n')}\n`,
+        );
         if (outcome.summary.reported > 0 || outcome.summary.stoppedBy) result.code = ExitCode.Failure;
       } finally {
         await close();
@@ -443,6 +473,15 @@ function parsePositiveInt(value: string): number {
   return n;
 }
 
+/** One `--allow-origin` value, checked as an http(s) origin, added to those before it. */
+function parseOrigins(value: string, previous: string[] | undefined): string[] {
+  try {
+    return [...(previous ?? []), parseAllowedOrigin(value)];
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
+}
+
 function parsePort(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0 || n > 65535)
@@ -478,7 +517,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       stderr('imagebatch: interrupted; everything started was stopped');
       return ExitCode.Interrupted;
     }
-    stderr(`imagebatch: ${err instanceof Error ? err.message : String(err)}`);
+    stderr(`imagebatch: ${terminalText(err instanceof Error ? err.message : String(err))}`);
     if (err instanceof BatchValidationError) {
       for (const p of err.report.problems) stderr(`  line ${p.line}${p.field ? ` (${p.field})` : ''}: ${p.message}`);
       if (err.report.problemsDropped > 0) stderr(`  ... and ${err.report.problemsDropped} more`);

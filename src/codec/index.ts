@@ -2,4 +2,14 @@
 export { AesGcmPayloadCodec, ENCRYPTED_ENCODING, KEY_ID_METADATA, payloadKeyId } from './aes-gcm-codec';
 export { PayloadCodecError, PayloadCodecErrorCode } from './errors';
 export { clientDataConverter, failureConverterPath, payloadCodecFromEnv, workerDataConverter } from './data-converter';
-export { startCodecServer, type CodecServer, type CodecServerOptions } from './codec-server';
+export {
+  CODEC_TOKEN_ENV,
+  CODEC_TOKEN_MIN_LENGTH,
+  codecTokenFromEnv,
+  codecTokenProblem,
+  newCodecToken,
+  parseAllowedOrigin,
+  startCodecServer,
+  type CodecServer,
+  type CodecServerOptions,
+} from './codec-server';

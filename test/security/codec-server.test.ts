@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   AesGcmPayloadCodec,
+  CODEC_TOKEN_ENV,
   ENCRYPTED_ENCODING,
   KEY_ID_METADATA,
   PayloadCodecErrorCode,
@@ -21,10 +22,11 @@ import { ensureDistIsFresh } from '../helpers/dist';
 const UI = 'http://localhost:8233';
 const key = randomBytes(32);
 const codec = new AesGcmPayloadCodec([key]);
+const token = randomBytes(32).toString('base64url');
 let server: CodecServer;
 
 beforeAll(async () => {
-  server = await startCodecServer({ codec, port: 0, allowOrigins: [UI] });
+  server = await startCodecServer({ codec, port: 0, allowOrigins: [UI], token });
 });
 afterAll(async () => {
   await server?.close();
@@ -45,7 +47,12 @@ interface Answer {
 async function post(route: string, body: unknown, origin = UI): Promise<Answer> {
   const res = await fetch(`${server.url}${route}`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', origin, 'x-namespace': 'default' },
+    headers: {
+      'content-type': 'application/json',
+      origin,
+      'x-namespace': 'default',
+      authorization: `Bearer ${token}`,
+    },
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
   return { status: res.status, headers: res.headers, body: (await res.json()) as Answer['body'] };
@@ -123,15 +130,17 @@ describe('imagebatch codec-server', { timeout: 120_000 }, () => {
     expect(r.stderr).toContain(PAYLOAD_KEY_ENV);
   });
 
-  it('serves with the key from the environment and stops on SIGTERM', async () => {
+  it(`serves with the key and the ${CODEC_TOKEN_ENV} token from the environment and stops on SIGTERM`, async () => {
     const child = spawn(process.execPath, [BIN, 'codec-server', '--port', '0'], {
-      env: baseEnv({ [PAYLOAD_KEY_ENV]: key.toString('base64') }),
+      env: baseEnv({ [PAYLOAD_KEY_ENV]: key.toString('base64'), [CODEC_TOKEN_ENV]: token }),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
+    let err = '';
+    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    let out = '';
     try {
       const url = await new Promise<string>((resolve, reject) => {
-        let out = '';
         const timer = setTimeout(() => reject(new Error(`no address printed: ${out}`)), 60_000);
         child.stdout.on('data', (c: Buffer) => {
           out += c.toString();
@@ -144,7 +153,7 @@ describe('imagebatch codec-server', { timeout: 120_000 }, () => {
         });
       });
       const [enc] = await codec.encode([{ metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from('1') }]);
-      const res = await fetch(`${url}/decode`, {
+      const res = await fetch(`${url}/${token}/decode`, {
         method: 'POST',
         body: JSON.stringify({
           payloads: [
@@ -160,6 +169,9 @@ describe('imagebatch codec-server', { timeout: 120_000 }, () => {
       expect(await res.json()).toEqual({ payloads: [{ metadata: { encoding: b64('json/plain') }, data: b64('1') }] });
       child.kill('SIGTERM');
       expect(await exited).toBe(0);
+      // A token the person set is theirs: the server names the variable, never shows the value.
+      expect(err).toContain(`/<the token in ${CODEC_TOKEN_ENV}>`);
+      expect(err + out).not.toContain(token);
     } finally {
       child.kill('SIGKILL');
     }

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
+import { unreadableFile } from '../config/redact';
 
 /**
  * The API key: read from the worker's environment only, checked before the first request, and never printed.
@@ -72,7 +73,8 @@ export function loadApiKey(
       text = readFile(file.trim());
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code ?? 'error';
-      throw new ApiKeyError(`${API_KEY_FILE_ENV} names a file that cannot be read (${code}): ${file.trim()}`);
+      // The file's name is not shown: it may be the key itself, put in the wrong variable.
+      throw new ApiKeyError(`${API_KEY_FILE_ENV}: ${unreadableFile(file.trim(), code, API_KEY_ENV)}`);
     }
     return assertApiKeyFormat(stripNewline(text), `the file named by ${API_KEY_FILE_ENV}`);
   }

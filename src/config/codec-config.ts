@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { unreadableFile } from './redact';
 import { ConfigError } from './service-config';
 
 /**
@@ -42,7 +43,8 @@ export function loadPayloadKeys(
     text = readFile(file);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? 'error';
-    throw new ConfigError(PAYLOAD_KEY_FILE_ENV, `names a file that cannot be read (${code}): ${file}`);
+    // The file's name is not shown: it may be the key itself, put in the wrong variable.
+    throw new ConfigError(PAYLOAD_KEY_FILE_ENV, unreadableFile(file, code, PAYLOAD_KEY_ENV));
   }
   const source = `the file named by ${PAYLOAD_KEY_FILE_ENV}`;
   return { keys: parseKeys(text, PAYLOAD_KEY_FILE_ENV, source), source };

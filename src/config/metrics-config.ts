@@ -1,3 +1,4 @@
+import { gotValue } from './redact';
 import { ConfigError } from './service-config';
 
 /** The environment variable that turns the worker's Prometheus endpoint on. */
@@ -24,11 +25,14 @@ export function loadMetricsConfig(env: Readonly<Record<string, string | undefine
   if (raw === undefined || raw === '') return undefined;
   const port = HOST_PORT.exec(raw)?.[1];
   if (port === undefined) {
-    throw new ConfigError(METRICS_ADDRESS_ENV, `must be host:port, such as 0.0.0.0:9464 (got ${JSON.stringify(raw)})`);
+    throw new ConfigError(
+      METRICS_ADDRESS_ENV,
+      `must be host:port, such as 0.0.0.0:9464${gotValue(METRICS_ADDRESS_ENV, raw)}`,
+    );
   }
   const n = Number(port);
   if (n < 1 || n > 65535) {
-    throw new ConfigError(METRICS_ADDRESS_ENV, `the port must be from 1 to 65535 (got ${JSON.stringify(raw)})`);
+    throw new ConfigError(METRICS_ADDRESS_ENV, `the port must be from 1 to 65535${gotValue(METRICS_ADDRESS_ENV, raw)}`);
   }
   return { bindAddress: raw };
 }

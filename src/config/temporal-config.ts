@@ -1,6 +1,7 @@
 import { accessSync, constants, readFileSync } from 'node:fs';
 import type { ConfigDataSource } from '@temporalio/envconfig';
 import { z } from 'zod';
+import { gotValue, unreadableFile, withoutValue } from './redact';
 import { ConfigError } from './service-config';
 import { loadTemporalProfile, type LoadedProfile } from './temporal-profile';
 
@@ -65,13 +66,16 @@ const bool = z
   .pipe(z.enum(['true', 'false', '1', '0', 'yes', 'no']))
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
 
-/** Validates one value; the message names where it came from and quotes it unless it may be a secret. */
-function check<T>(schema: z.ZodType<T>, value: unknown, source: string): T {
+/**
+ * Validates one value; the message names where it came from (`source`) and quotes the value unless it may be a
+ * secret: `name` (the variable, or the profile field such as `api_key`) decides with the value's look
+ * (src/config/redact.ts).
+ */
+function check<T>(schema: z.ZodType<T>, value: unknown, source: string, name = source): T {
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
-    const secret = /KEY|api_key|DATA|_data|grpc_meta|GRPC_META/.test(source);
-    const detail = secret ? '' : ` (got ${JSON.stringify(value)})`;
-    throw new ConfigError(source, `${parsed.error.issues.map((i) => i.message).join('; ')}${detail}`);
+    const problem = withoutValue(parsed.error.issues.map((i) => i.message).join('; '), value);
+    throw new ConfigError(source, `${problem}${gotValue(name, value)}`);
   }
   return parsed.data;
 }
@@ -99,9 +103,9 @@ const hostPort = z
 export function loadTemporalConfig(env: Env = process.env): TemporalConfig {
   const profile = loadTemporalProfile(env);
   const p = profile?.settings ?? {};
-  const at = (key: string) => (profile ? `${profile.file} profile.${profile.name}.${key}` : key);
+  const at = (key: string) => (profile ? `${profile.label} profile.${profile.name}.${key}` : key);
   const fromProfile = <T>(key: string, value: unknown, schema: z.ZodType<T>) =>
-    value === undefined ? undefined : check(schema, value, at(key));
+    value === undefined ? undefined : check(schema, value, at(key), key);
 
   const apiKey = read(env, 'TEMPORAL_API_KEY', nonEmpty) ?? fromProfile('api_key', p.apiKey, nonEmpty);
   const tls = loadTls(env, profile, at, apiKey !== undefined);
@@ -137,14 +141,14 @@ function loadTls(
   }
   const p = profile?.settings.tls;
   const pem = (name: string, key: string, fromProfile: ConfigDataSource | undefined) =>
-    pemFromEnv(env, `TEMPORAL_TLS_${name}`) ?? checkPem(fromProfile, at(`tls.${key}`));
+    pemFromEnv(env, `TEMPORAL_TLS_${name}`) ?? checkPem(fromProfile, at(`tls.${key}`), `tls.${key}`);
   const tls: TemporalTlsConfig = {};
   const clientCert = pem('CLIENT_CERT', 'client_cert', p?.clientCert);
   const clientKey = pem('CLIENT_KEY', 'client_key', p?.clientKey);
   const serverCaCert = pem('SERVER_CA_CERT', 'server_ca_cert', p?.serverCACert);
   const serverName =
     read(env, 'TEMPORAL_TLS_SERVER_NAME', nonEmpty) ??
-    (p?.serverName === undefined ? undefined : check(nonEmpty, p.serverName, at('tls.server_name')));
+    (p?.serverName === undefined ? undefined : check(nonEmpty, p.serverName, at('tls.server_name'), 'tls.server_name'));
   if (clientCert) tls.clientCert = clientCert;
   if (clientKey) tls.clientKey = clientKey;
   if (serverCaCert) tls.serverCaCert = serverCaCert;
@@ -156,7 +160,8 @@ function loadTls(
     );
   }
   const flag = read(env, 'TEMPORAL_TLS', bool);
-  const profileFlag = p?.disabled === undefined ? undefined : !check(z.boolean(), p.disabled, at('tls.disabled'));
+  const profileFlag =
+    p?.disabled === undefined ? undefined : !check(z.boolean(), p.disabled, at('tls.disabled'), 'tls.disabled');
   const on = flag ?? profileFlag ?? (hasApiKey || p !== undefined || Object.keys(tls).length > 0);
   return on ? tls : undefined;
 }
@@ -169,19 +174,22 @@ function pemFromEnv(env: Env, prefix: string): ConfigDataSource | undefined {
     throw new ConfigError(`${prefix}_PATH`, `set only one of ${prefix}_PATH and ${prefix}_DATA`);
   }
   if (data !== undefined) return { data };
-  return file === undefined ? undefined : checkReadable(file, `${prefix}_PATH`);
+  return file === undefined ? undefined : checkReadable(file, `${prefix}_PATH`, `${prefix}_DATA`);
 }
 
-function checkPem(source: ConfigDataSource | undefined, where: string): ConfigDataSource | undefined {
+/** A PEM of the profile; `where` names it in messages, `key` is its field (`tls.client_key`). */
+function checkPem(source: ConfigDataSource | undefined, where: string, key: string): ConfigDataSource | undefined {
   if (source === undefined) return undefined;
-  return 'path' in source ? checkReadable(check(nonEmpty, source.path, `${where}_path`), `${where}_path`) : source;
+  if (!('path' in source)) return source;
+  return checkReadable(check(nonEmpty, source.path, `${where}_path`, `${key}_path`), `${where}_path`, `${key}_data`);
 }
 
-function checkReadable(file: string, source: string): ConfigDataSource {
+/** The file must be readable; its name is never printed (it may be the PEM itself, put where a path belongs). */
+function checkReadable(file: string, source: string, instead: string): ConfigDataSource {
   try {
     accessSync(file, constants.R_OK);
   } catch (err) {
-    throw new ConfigError(source, `cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    throw new ConfigError(source, unreadableFile(file, (err as NodeJS.ErrnoException).code ?? 'error', instead));
   }
   return { path: file };
 }
@@ -193,7 +201,7 @@ function loadGrpcMetadata(
 ): Record<string, string> | undefined {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(fromProfile ?? {})) {
-    headers[name] = check(z.string(), value, at(`grpc_meta.${name}`));
+    headers[name] = check(z.string(), value, at(`grpc_meta.${name}`), `grpc_meta.${name}`);
   }
   const prefix = 'TEMPORAL_GRPC_META_';
   for (const [variable, value] of Object.entries(env)) {

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { loadClientConfig, type ClientConfigProfile } from '@temporalio/envconfig';
+import { describeValue, looksLikeSecret, unreadableFile } from './redact';
 import { ConfigError } from './service-config';
 
 /**
@@ -22,6 +23,11 @@ export interface LoadedProfile {
   name: string;
   /** The file it was read from. */
   file: string;
+  /**
+   * How messages name the file: `TEMPORAL_CONFIG_FILE` when that variable named it (a path from a variable is never
+   * printed: it may be a secret put in the wrong variable), its path when it is the one at the standard location.
+   */
+  label: string;
   /** Its settings, as `@temporalio/envconfig` parses them (not yet validated). */
   settings: ClientConfigProfile;
 }
@@ -59,24 +65,27 @@ export function loadTemporalProfile(env: Env): LoadedProfile | undefined {
     if (wanted) {
       throw new ConfigError(
         TEMPORAL_PROFILE_ENV,
-        `names profile "${wanted}", but there is no config file to read it from ` +
+        `names profile ${describeValue(TEMPORAL_PROFILE_ENV, wanted)}, but there is no config file to read it from ` +
           `(set ${TEMPORAL_CONFIG_FILE_ENV}${file ? `, or create ${file}` : ''})`,
       );
     }
     return undefined;
   }
-  const profiles = parseProfiles(text, file);
+  const label = namedFile !== undefined ? TEMPORAL_CONFIG_FILE_ENV : file;
+  const profiles = parseProfiles(text, label);
   const name = wanted ?? DEFAULT_PROFILE;
   const settings = profiles[name];
   if (settings === undefined) {
     if (!wanted) return undefined;
     const names = Object.keys(profiles);
+    const where = namedFile !== undefined ? `the file named by ${TEMPORAL_CONFIG_FILE_ENV}` : file;
     throw new ConfigError(
       TEMPORAL_PROFILE_ENV,
-      `there is no profile "${wanted}" in ${file} (${names.length > 0 ? `profiles: ${names.join(', ')}` : 'it has no profiles'})`,
+      `there is no profile ${describeValue(TEMPORAL_PROFILE_ENV, wanted)} in ${where} ` +
+        `(${names.length > 0 ? `profiles: ${names.join(', ')}` : 'it has no profiles'})`,
     );
   }
-  return { name, file, settings };
+  return { name, file, label, settings };
 }
 
 /** The file's text; undefined when a file at the standard location does not exist (it need not). */
@@ -88,12 +97,13 @@ function readConfigFile(file: string, named: boolean): string | undefined {
     if (!named && code === 'ENOENT') return undefined;
     throw new ConfigError(
       TEMPORAL_CONFIG_FILE_ENV,
-      named ? `cannot read ${file} (${code})` : `not set, and the config file ${file} cannot be read (${code})`,
+      named ? unreadableFile(file, code) : `not set, and the config file ${file} cannot be read (${code})`,
     );
   }
 }
 
-function parseProfiles(text: string, file: string): Record<string, ClientConfigProfile> {
+/** `label` names the file in messages (see {@link LoadedProfile.label}). */
+function parseProfiles(text: string, label: string): Record<string, ClientConfigProfile> {
   if (text.trim() === '') return {};
   let profiles: unknown;
   try {
@@ -101,11 +111,11 @@ function parseProfiles(text: string, file: string): Record<string, ClientConfigP
   } catch (err) {
     // envconfig fails this way on valid TOML without a `profile` table: a file with no profiles.
     if (err instanceof TypeError) return {};
-    throw new ConfigError(file, `not a valid Temporal config file: ${describeParseError(err)}`);
+    throw new ConfigError(label, `not a valid Temporal config file: ${describeParseError(err)}`);
   }
   for (const [name, profile] of Object.entries(profiles as Record<string, unknown>)) {
     if (typeof profile !== 'object' || profile === null || Array.isArray(profile)) {
-      throw new ConfigError(file, `profile.${name} must be a table ([profile.${name}])`);
+      throw new ConfigError(label, `profile.${name} must be a table ([profile.${name}])`);
     }
   }
   return profiles as Record<string, ClientConfigProfile>;
@@ -116,7 +126,8 @@ function parseProfiles(text: string, file: string): Record<string, ClientConfigP
  */
 function describeParseError(err: unknown): string {
   const { message, line, column } = err as { message?: unknown; line?: unknown; column?: unknown };
-  const reason = (typeof message === 'string' ? message.split('\n')[0] : undefined) || 'unreadable';
+  const first = typeof message === 'string' ? message.split('\n')[0] : undefined;
+  const reason = (first && !looksLikeSecret(first) ? first : undefined) || 'unreadable';
   return typeof line === 'number' && typeof column === 'number' ? `${reason} (line ${line}, column ${column})` : reason;
 }
 

@@ -185,7 +185,7 @@ describe('loadTemporalConfig errors name the variable or the file, never a key',
     [
       { TEMPORAL_CONFIG_FILE: '/no/such/temporal.toml' },
       'TEMPORAL_CONFIG_FILE',
-      'cannot read /no/such/temporal.toml (ENOENT)',
+      'cannot read the file it names (ENOENT)',
     ],
     [{ TEMPORAL_PROFILE: 'cloud', HOME: '/no/such/home' }, 'TEMPORAL_PROFILE', 'no config file'],
     [
@@ -197,7 +197,11 @@ describe('loadTemporalConfig errors name the variable or the file, never a key',
     [{ TEMPORAL_TLS: 'maybe' }, 'TEMPORAL_TLS', 'maybe'],
     [{ TEMPORAL_TLS_CLIENT_CERT_PATH: PROFILES }, 'TEMPORAL_TLS_CLIENT_KEY_PATH', 'needs both'],
     [{ TEMPORAL_TLS_CLIENT_KEY_DATA: 'K' }, 'TEMPORAL_TLS_CLIENT_CERT_PATH', 'needs both'],
-    [{ TEMPORAL_TLS_SERVER_CA_CERT_PATH: '/no/ca.pem' }, 'TEMPORAL_TLS_SERVER_CA_CERT_PATH', 'cannot read /no/ca.pem'],
+    [
+      { TEMPORAL_TLS_SERVER_CA_CERT_PATH: '/no/ca.pem' },
+      'TEMPORAL_TLS_SERVER_CA_CERT_PATH',
+      'cannot read the file it names (ENOENT)',
+    ],
     [
       { TEMPORAL_TLS_SERVER_CA_CERT_PATH: PROFILES, TEMPORAL_TLS_SERVER_CA_CERT_DATA: 'X' },
       'TEMPORAL_TLS_SERVER_CA_CERT_PATH',
@@ -210,29 +214,35 @@ describe('loadTemporalConfig errors name the variable or the file, never a key',
     expect(err.variable).toBe(variable);
     expect(err.code).toBe('CONFIG_INVALID');
     expect(err.message).toContain(problem);
+    // A path from a variable is named, never printed (it may be a secret put in the wrong variable).
+    for (const [name, value] of Object.entries(env)) {
+      if (/_(PATH|FILE)$/.test(name)) expect(err.message).not.toContain(value);
+    }
   });
 
   it("a wrong value in a profile names the file, the profile and the key; an API key's value is never shown", () => {
     const bad = file('[profile.p]\naddress = "no-port"\n');
     const err = errorOf({ TEMPORAL_CONFIG_FILE: bad, TEMPORAL_PROFILE: 'p' });
-    expect(err.variable).toBe(`${bad} profile.p.address`);
+    expect(err.variable).toBe('TEMPORAL_CONFIG_FILE profile.p.address');
     expect(err.message).toContain('must be host:port');
 
     const numericKey = file('[profile.p]\napi_key = 1234567890\n');
     const keyErr = errorOf({ TEMPORAL_CONFIG_FILE: numericKey, TEMPORAL_PROFILE: 'p' });
-    expect(keyErr.variable).toBe(`${numericKey} profile.p.api_key`);
+    expect(keyErr.variable).toBe('TEMPORAL_CONFIG_FILE profile.p.api_key');
     expect(keyErr.message).not.toContain('1234567890');
 
     const missingCert = file('[profile.p]\n[profile.p.tls]\nclient_cert_path = "/no/cert.pem"\n');
     const certErr = errorOf({ TEMPORAL_CONFIG_FILE: missingCert, TEMPORAL_PROFILE: 'p' });
-    expect(certErr.variable).toBe(`${missingCert} profile.p.tls.client_cert_path`);
-    expect(certErr.message).toContain('cannot read /no/cert.pem (ENOENT)');
+    expect(certErr.variable).toBe('TEMPORAL_CONFIG_FILE profile.p.tls.client_cert_path');
+    expect(certErr.message).toContain('cannot read the file it names (ENOENT)');
+    expect(certErr.message).not.toContain('/no/cert.pem');
   });
 
   it('a file that is not TOML: the reason and the line, without quoting the line (it may hold a key)', () => {
     const broken = file(`[profile.default]\napi_key = "${CLOUD_KEY}\n`);
     const err = errorOf({ TEMPORAL_CONFIG_FILE: broken });
-    expect(err.variable).toBe(broken);
+    expect(err.variable).toBe('TEMPORAL_CONFIG_FILE');
+    expect(err.message).not.toContain(broken);
     expect(err.message).toMatch(/not a valid Temporal config file: .+ \(line 2, column \d+\)/);
     expect(err.message).not.toContain('cloud-key-secret');
   });

@@ -76,7 +76,9 @@ export interface StartedBatch {
 export async function startOrAttachBatch(options: StartBatchOptions): Promise<StartedBatch> {
   const { client, taskQueue, ...rest } = options;
   if (!ID_PATTERN.test(rest.batchId)) {
-    throw new Error(`batch id ${JSON.stringify(rest.batchId)} must be 1 to 128 characters of A-Z a-z 0-9 . _ : -, not only dots`);
+    throw new Error(
+      `batch id ${JSON.stringify(rest.batchId)} must be 1 to 128 characters of A-Z a-z 0-9 . _ : -, not only dots`,
+    );
   }
   const input: BatchWorkflowInput = { ...rest, file: path.resolve(rest.file), outDir: path.resolve(rest.outDir) };
   const report = await validateBatchFile(input.file, input.defaultModel ? { defaultModel: input.defaultModel } : {});

@@ -6,7 +6,9 @@ import { ApplicationFailure } from '@temporalio/common';
 import { request, type Dispatcher } from 'undici';
 import { retryAfterOr } from '../api/retry-after';
 import { FailureType, type DownloadFailedDetails } from '../api/failure-types';
+import { refusalOf } from '../api/download-guard';
 import { abandon, declaredLength, describeError, requestTimeoutOf, startDeadline, type Deadline } from '../api/http';
+import { MAX_IMAGE_URL_LENGTH } from '../api/schemas';
 import type { DownloadedImage, DownloadImagesInput, ImageRef } from './types';
 
 /**
@@ -15,6 +17,12 @@ import type { DownloadedImage, DownloadImagesInput, ImageRef } from './types';
  * not downloaded again. Requests carry no API key and no credentials of any kind; redirects are followed by
  * hand, a bounded number of times, with the same bare headers. Each image has a size limit (declared or actual)
  * and a total deadline covering its redirects and its body.
+ *
+ * What a hostile service cannot make it do: reach a loopback, private or link-local address (the download
+ * dispatcher checks each connection, see `src/api/download-guard.ts`; a refusal is final), save anything but an
+ * image (the file's type, and its extension, come from its first bytes: PNG, JPEG, GIF, WebP or AVIF; never from
+ * the Content-Type or the URL), follow a URL longer than {@link MAX_IMAGE_URL_LENGTH}, or write more than
+ * `maxTotalBytes` for one creation.
  */
 
 export interface DownloadOptions {
@@ -23,6 +31,12 @@ export interface DownloadOptions {
   outputRoot: string;
   /** Largest image; a larger one (declared or streamed) fails the download, non-retryably. */
   maxBytes: number;
+  /**
+   * Largest total of one call's images (a creation's byte budget), images already saved included; going past it
+   * fails the download, non-retryably.
+   * @default no limit besides `maxBytes` per image
+   */
+  maxTotalBytes?: number;
   maxRedirects: number;
   headersTimeoutMs: number;
   /** Longest silence between two chunks of a body. */
@@ -47,16 +61,10 @@ interface Sidecar {
   bytes: number;
 }
 
-const EXT_OF: Readonly<Record<string, string>> = {
-  'image/png': 'png',
-  'image/jpeg': 'jpg',
-  'image/jpg': 'jpg',
-  'image/webp': 'webp',
-  'image/gif': 'gif',
-  'image/avif': 'avif',
-  'image/bmp': 'bmp',
-  'image/tiff': 'tiff',
-};
+/** The extensions a saved image may have: one per type recognised by {@link sniffImageType}. */
+const IMAGE_EXTENSIONS: ReadonlySet<string> = new Set(['png', 'jpg', 'gif', 'webp', 'avif']);
+/** Bytes looked at to recognise a type (an AVIF file's `ftyp` box lists its brands in its first bytes). */
+const SNIFF_BYTES = 64;
 const PROGRESS_EVERY = 256 * 1024;
 
 /** Downloads every image of a creation; see the module comment. */
@@ -66,14 +74,18 @@ export async function downloadImages(input: DownloadImagesInput, options: Downlo
   const rowDir = path.join(batchDir, rowSegment);
   await mkdir(rowDir, { recursive: true });
   const out: DownloadedImage[] = [];
+  let total = 0;
   for (const [index, image] of input.images.entries()) {
     const base = `${safeSegment(input.creationId, 'creationId')}-${index}`;
     const done = await completed(rowDir, base);
     if (done) {
+      total += done.bytes;
       out.push({ url: image.url, path: `${rowSegment}/${done.file}`, sha256: done.sha256, bytes: done.bytes });
       continue;
     }
-    const got = await downloadOne(image, index, rowDir, base, options);
+    const budget = options.maxTotalBytes === undefined ? undefined : Math.max(0, options.maxTotalBytes - total);
+    const got = await downloadOne(image, index, rowDir, base, options, budget);
+    total += got.bytes;
     out.push({ url: image.url, path: `${rowSegment}/${got.file}`, sha256: got.sha256, bytes: got.bytes });
   }
   return out;
@@ -91,6 +103,8 @@ async function completed(rowDir: string, base: string): Promise<Sidecar | undefi
   if (typeof sidecar.file !== 'string' || path.basename(sidecar.file) !== sidecar.file) {
     return undefined;
   }
+  // A file saved before types came from the bytes (named after a Content-Type) is downloaded and judged again.
+  if (!IMAGE_EXTENSIONS.has(path.extname(sidecar.file).slice(1))) return undefined;
   const file = path.join(rowDir, sidecar.file);
   try {
     if ((await stat(file)).size !== sidecar.bytes) return undefined;
@@ -106,10 +120,11 @@ async function downloadOne(
   rowDir: string,
   base: string,
   options: DownloadOptions,
+  budget: number | undefined,
 ): Promise<Sidecar> {
   const deadline = startDeadline(options.requestTimeoutMs ?? requestTimeoutOf(options.dispatcher), options.signal);
   try {
-    return await fetchTo(image, index, rowDir, base, options, deadline);
+    return await fetchTo(image, index, rowDir, base, options, deadline, budget);
   } finally {
     deadline.clear();
   }
@@ -122,6 +137,7 @@ async function fetchTo(
   base: string,
   options: DownloadOptions,
   deadline: Deadline,
+  budget: number | undefined,
 ): Promise<Sidecar> {
   const fail = (reason: string, retryable: boolean, extra: { httpStatus?: number; retryAfterMs?: number } = {}) => {
     const details: DownloadFailedDetails = {
@@ -142,6 +158,9 @@ async function fetchTo(
   let url = image.url;
   let res: Dispatcher.ResponseData | undefined;
   for (let hop = 0; ; hop += 1) {
+    if (url.length > MAX_IMAGE_URL_LENGTH) {
+      throw fail(`URL${hop > 0 ? ' (after a redirect)' : ''} longer than ${MAX_IMAGE_URL_LENGTH} characters`, false);
+    }
     if (!/^https?:\/\//i.test(url) || !URL.canParse(url)) throw fail(`not an http(s) URL`, false);
     try {
       res = await request(url, {
@@ -155,12 +174,17 @@ async function fetchTo(
       });
     } catch (err) {
       if (options.signal?.aborted) throw err;
+      const refused = refusalOf(err);
+      if (refused) throw fail(hop > 0 ? `redirected to ${url}: ${refused.message}` : refused.message, false);
       throw fail(describeError(deadline.expired ? deadline.error : err), true);
     }
     const location = header(res.headers, 'location');
     if (res.statusCode >= 300 && res.statusCode < 400 && location !== undefined) {
       await discard(res);
       if (hop >= options.maxRedirects) throw fail(`more than ${options.maxRedirects} redirects`, false);
+      if (location.length > MAX_IMAGE_URL_LENGTH || !URL.canParse(location, url)) {
+        throw fail(`redirected to a location that is not a URL of at most ${MAX_IMAGE_URL_LENGTH} characters`, false);
+      }
       url = new URL(location, url).toString();
       continue;
     }
@@ -180,24 +204,33 @@ async function fetchTo(
       ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
     });
   }
-  const contentType = (header(res.headers, 'content-type') ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
-  if (!contentType.startsWith('image/')) {
-    await discard(res);
-    throw fail(`content type ${JSON.stringify(contentType || '(none)')} is not an image`, false, {
-      httpStatus: status,
-    });
-  }
+  // The Content-Type is not looked at: the bytes say what the file is (see sniffImageType).
   const declared = declaredLength(res.headers);
-  if (declared !== undefined && declared > options.maxBytes) {
+  const overLimit = (size: number | undefined, prefix: string) => {
+    if (size === undefined) return undefined;
+    if (size > options.maxBytes) return `${prefix} exceeds the limit of ${options.maxBytes} bytes`;
+    if (budget !== undefined && size > budget) {
+      return `${prefix} exceeds what is left (${budget} bytes) of the creation's budget of ${options.maxTotalBytes} bytes (num_images × IMAGEGEN_MAX_DOWNLOAD_BYTES)`;
+    }
+    return undefined;
+  };
+  const tooBig = overLimit(declared, `image of ${declared} bytes`);
+  if (tooBig) {
     abandon(res.body);
-    throw fail(`image of ${declared} bytes exceeds the limit of ${options.maxBytes} bytes`, false, {
-      httpStatus: status,
-    });
+    throw fail(tooBig, false, { httpStatus: status });
   }
 
-  const ext = EXT_OF[contentType] ?? /^image\/([a-z0-9]{1,8})$/.exec(contentType)?.[1] ?? 'img';
-  const file = `${base}.${ext}`;
-  const finalPath = path.join(rowDir, file);
+  let ext: string | undefined;
+  const head: Buffer[] = [];
+  let headBytes = 0;
+  const notAnImage = () =>
+    fail(
+      `not an image: its first bytes are none of PNG, JPEG, GIF, WebP or AVIF (${JSON.stringify(
+        Buffer.concat(head).subarray(0, 16).toString('latin1'),
+      )}; content type ${JSON.stringify(header(res.headers, 'content-type') ?? '(none)')} ignored)`,
+      false,
+      { httpStatus: status },
+    );
   const tempPath = path.join(rowDir, `.${base}.${randomUUID()}.part`);
   const hash = createHash('sha256');
   let bytes = 0;
@@ -208,9 +241,22 @@ async function fetchTo(
       for await (const chunk of res.body) {
         const buf = chunk as Buffer;
         bytes += buf.length;
-        if (bytes > options.maxBytes) {
+        const over = overLimit(bytes, 'image');
+        if (over) {
           abandon(res.body);
-          throw fail(`image exceeds the limit of ${options.maxBytes} bytes`, false, { httpStatus: status });
+          throw fail(over, false, { httpStatus: status });
+        }
+        if (ext === undefined) {
+          if (headBytes < SNIFF_BYTES) {
+            head.push(buf.subarray(0, SNIFF_BYTES - headBytes));
+            headBytes += Math.min(buf.length, SNIFF_BYTES - headBytes);
+          }
+          const sniffed = sniffImageType(Buffer.concat(head), false);
+          if (sniffed === null || (sniffed === undefined && headBytes >= SNIFF_BYTES)) {
+            abandon(res.body);
+            throw notAnImage();
+          }
+          ext = sniffed;
         }
         hash.update(buf);
         await fh.write(buf);
@@ -226,6 +272,10 @@ async function fetchTo(
     } finally {
       await fh.close();
     }
+    ext ??= sniffImageType(Buffer.concat(head), true) ?? undefined;
+    if (ext === undefined) throw notAnImage();
+    const file = `${base}.${ext}`;
+    const finalPath = path.join(rowDir, file);
     const sidecar: Sidecar = { url: image.url, file, sha256: hash.digest('hex'), bytes };
     await rename(tempPath, finalPath);
     const sidecarTemp = path.join(rowDir, `.${base}.${randomUUID()}.json.part`);
@@ -240,6 +290,57 @@ async function fetchTo(
   } finally {
     await rm(tempPath, { force: true });
   }
+}
+
+/**
+ * The type of an image from its first bytes, as a file extension: `png`, `jpg`, `gif`, `webp` or `avif`. `null`
+ * when the bytes are none of them; `undefined` when more bytes could still make them one (and `complete` is false:
+ * there are none to come).
+ */
+export function sniffImageType(head: Buffer, complete: boolean): string | null | undefined {
+  const starts = (sig: readonly number[], at = 0) => {
+    const have = head.subarray(at, at + sig.length);
+    return sig.every((b, i) => i >= have.length || have[i] === b)
+      ? have.length >= sig.length
+        ? true
+        : undefined
+      : false;
+  };
+  const ascii = (s: string) => [...s].map((c) => c.charCodeAt(0));
+  const checks: (() => string | false | undefined)[] = [
+    () => starts([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]) && 'png',
+    () => starts([0xff, 0xd8, 0xff]) && 'jpg',
+    () => {
+      const a = starts(ascii('GIF87a'));
+      const b = starts(ascii('GIF89a'));
+      return a === true || b === true ? 'gif' : a === undefined || b === undefined ? undefined : false;
+    },
+    () => {
+      const riff = starts(ascii('RIFF'));
+      if (riff !== true) return riff;
+      return starts(ascii('WEBP'), 8) && 'webp';
+    },
+    () => {
+      // An ISO-BMFF `ftyp` box whose major or compatible brands include avif (still) or avis (sequence).
+      const ftyp = starts(ascii('ftyp'), 4);
+      if (ftyp !== true) return ftyp;
+      const size = head.readUInt32BE(0);
+      const end = Math.min(size >= 16 ? size : 16, head.length);
+      for (let at = 8; at + 4 <= end; at += 4) {
+        if (at === 12) continue; // the minor version
+        const brand = head.subarray(at, at + 4).toString('latin1');
+        if (brand === 'avif' || brand === 'avis') return 'avif';
+      }
+      return head.length >= Math.min(size, SNIFF_BYTES) ? false : undefined;
+    },
+  ];
+  let pending = false;
+  for (const check of checks) {
+    const r = check();
+    if (typeof r === 'string') return r;
+    if (r === undefined) pending = true;
+  }
+  return pending && !complete ? undefined : null;
 }
 
 /** A name usable as one path segment: letters, digits, `.`, `_`, `-` kept; anything else becomes `_`. */

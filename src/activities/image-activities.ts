@@ -8,13 +8,14 @@ import { BatchStopReason, FailureType } from '../api/failure-types';
 import { ImageApiClient, type ClientOutcome, type Logger } from '../api/client';
 import type { HoldRegistry } from '../api/holds';
 import type { ApiKeyProvider } from '../api/api-key';
-import { createDownloadDispatcher } from '../api/http';
+import { AddressPolicy, createGuardedDownloadDispatcher, parseAllowList } from '../api/download-guard';
 import type { ServiceConfig } from '../config/service-config';
 import { claimRow, scheduleDirOf } from '../ledger/claims';
 import { appendLedger, keyMayBeStoredSince, ledgerFileOf, readLedger, requestFingerprint } from '../ledger/ledger';
 import { KeyOutcome } from '../workflows/model';
 import { formatWait } from '../workflows/timeouts';
 import { downloadImages } from './download';
+import { checkImageCount, creationByteBudget } from './image-limits';
 import { currentDetails, heartbeat, whileHeartbeating } from './heartbeat';
 import type {
   CreateImageInput,
@@ -120,13 +121,16 @@ export function createImageActivities(deps: ImageActivityDeps) {
     }
   }
 
-  async function download(input: DownloadImagesInput): Promise<DownloadedImage[]> {
+  /** Downloads `input`'s images; `maxTotalBytes` is a creation's byte budget (see image-limits.ts). */
+  async function download(input: DownloadImagesInput, maxTotalBytes?: number): Promise<DownloadedImage[]> {
     const ctx = Context.current();
-    downloadDispatcher ??= createDownloadDispatcher(deps.config);
+    downloadDispatcher ??= guardedDispatcher(deps.config);
     const work = downloadImages(input, {
       dispatcher: downloadDispatcher,
       outputRoot: deps.outputRoot,
       maxBytes: deps.config.maxDownloadBytes,
+      ...(maxTotalBytes === undefined ? {} : { maxTotalBytes }),
+      requestTimeoutMs: deps.config.requestTimeoutMs,
       maxRedirects: deps.config.downloadMaxRedirects,
       headersTimeoutMs: deps.config.headersTimeoutMs,
       bodyTimeoutMs: deps.config.bodyTimeoutMs,
@@ -496,13 +500,11 @@ export function createImageActivities(deps: ImageActivityDeps) {
         return { outcome: 'failed', creationId, ...cost, error: poll.error, retryable: poll.retryable };
       }
       note(ctx, { generated: true });
-      const images = await download({
-        batchId: input.batchId,
-        rowId: input.rowId,
-        creationId,
-        images: poll.images,
-        outDir: input.outDir,
-      });
+      checkImageCount(creationId, poll.images, input.request.num_images);
+      const images = await download(
+        { batchId: input.batchId, rowId: input.rowId, creationId, images: poll.images, outDir: input.outDir },
+        creationByteBudget(input.request.num_images, deps.config.maxDownloadBytes),
+      );
       return { outcome: 'succeeded', creationId, ...cost, images };
     } catch (err) {
       // Past the maximum wait, an answer that would be tried again ends the key instead: a creation still in flight
@@ -612,6 +614,19 @@ function keyIds(input: CreateImageInput): { batchId: string; rowId: string; idem
 }
 
 /** The key outcome a non-retryable failure of createImage stands for, if it ends the key. */
+/** The download dispatcher: every connection checked by the address policy (see src/api/download-guard.ts). */
+function guardedDispatcher(config: ServiceConfig): Dispatcher {
+  const allow = parseAllowList((config.downloadAllowHosts ?? []).join(','));
+  if (typeof allow === 'string') throw new Error(`IMAGEGEN_DOWNLOAD_ALLOW_HOSTS: ${allow}`);
+  return createGuardedDownloadDispatcher({
+    policy: new AddressPolicy({ allow, baseUrl: config.baseUrl }),
+    connections: config.httpConnections,
+    connectTimeoutMs: config.connectTimeoutMs,
+    headersTimeoutMs: config.headersTimeoutMs,
+    bodyTimeoutMs: config.bodyTimeoutMs,
+  });
+}
+
 function keyOutcomeOfFailure(err: ApplicationFailure, known: KeyProgress): KeyOutcome | undefined {
   switch (err.type) {
     case FailureType.Refunded:

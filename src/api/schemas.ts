@@ -58,13 +58,32 @@ export function parseCreation(body: unknown): CreationRecord | undefined {
   return undefined;
 }
 
-/** The images of a creation; entries without a URL are left out. */
+/**
+ * The most image entries kept from one creation record. The contract allows 4 images per creation; a record that
+ * lists more than this says at least this many, and the activity refuses it (see `src/activities/image-limits.ts`),
+ * so a record listing thousands of URLs never becomes thousands of downloads or an activity result near Temporal's
+ * payload limit.
+ */
+export const MAX_LISTED_IMAGES = 16;
+
+/**
+ * The longest image URL downloaded. A longer one is kept cut to one character more than this (so that it is both
+ * small and recognisably too long) and its download is refused.
+ */
+export const MAX_IMAGE_URL_LENGTH = 2048;
+
+/**
+ * The images of a creation; entries without a URL are left out. At most {@link MAX_LISTED_IMAGES} are kept, and
+ * each URL is cut to {@link MAX_IMAGE_URL_LENGTH} + 1 characters at most.
+ */
 export function imagesOf(record: CreationRecord): ImageRef[] {
   const out: ImageRef[] = [];
   for (const item of record.images ?? []) {
+    if (out.length >= MAX_LISTED_IMAGES) break;
     const parsed = ImageRefSchema.safeParse(item);
     if (!parsed.success) continue;
-    const { url, width, height } = parsed.data;
+    const { width, height } = parsed.data;
+    const url = parsed.data.url.slice(0, MAX_IMAGE_URL_LENGTH + 1);
     out.push({ url, ...(width === undefined ? {} : { width }), ...(height === undefined ? {} : { height }) });
   }
   return out;

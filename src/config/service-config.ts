@@ -1,6 +1,9 @@
 import { z } from 'zod';
 import { DEFAULT_IDEMPOTENCY_HEADER, DEFAULT_SUCCESS_STATUSES, FAILED_STATUS } from '../api/contract';
 import { DEFAULT_COST_FIELDS, DEFAULT_PRICE_FIELDS, FIELD_PATH } from '../api/money';
+import { ALLOW_INSECURE_HTTP_ENV, plainHttpProblem } from './insecure-http';
+import { gotValue, withoutValue } from './redact';
+import { parseAllowList } from '../api/download-guard';
 
 /**
  * Configuration of the image-service client. Every choice that gaps.md calls a default can be overridden from
@@ -157,6 +160,13 @@ export interface ServiceConfig {
    * @default 16
    */
   httpConnections: number;
+  /**
+   * Hosts, addresses and CIDR blocks that image downloads may reach besides public addresses (and the base URL's
+   * own host): loopback, private and link-local addresses are refused otherwise, after DNS resolution and on every
+   * redirect (see `src/api/download-guard.ts`). `IMAGEGEN_DOWNLOAD_ALLOW_HOSTS`, comma-separated.
+   * @default none
+   */
+  downloadAllowHosts: readonly string[];
 }
 
 /** A configuration value that cannot be used; `variable` names the environment variable. */
@@ -262,6 +272,22 @@ const SETTINGS = {
   clientRatePerSec: ['IMAGEGEN_CLIENT_RATE_PER_SEC', int(0, 100_000), '0'],
   clientRateBurst: ['IMAGEGEN_CLIENT_RATE_BURST', int(1, 100_000), '10'],
   httpConnections: ['IMAGEGEN_HTTP_CONNECTIONS', int(1, 1024), '16'],
+  downloadAllowHosts: [
+    'IMAGEGEN_DOWNLOAD_ALLOW_HOSTS',
+    z
+      .string()
+      .superRefine((s, ctx) => {
+        const parsed = parseAllowList(s);
+        if (typeof parsed === 'string') ctx.addIssue({ code: 'custom', message: parsed });
+      })
+      .transform((s) =>
+        s
+          .split(',')
+          .map((x) => x.trim().toLowerCase())
+          .filter((x) => x !== ''),
+      ),
+    '',
+  ],
 } as const satisfies { [K in keyof ServiceConfig]: readonly [string, z.ZodType<ServiceConfig[K], string>, string] };
 
 /** The environment variable of each setting (for documentation and error messages). */
@@ -281,11 +307,14 @@ export function loadServiceConfig(env: Readonly<Record<string, string | undefine
     const parsed = (schema as z.ZodType<unknown, string>).safeParse(value);
     if (!parsed.success) {
       const problem = parsed.error.issues.map((i) => i.message).join('; ');
-      throw new ConfigError(variable, `${problem} (got ${JSON.stringify(value)})`);
+      // Never the value itself when it may be a secret put in the wrong variable (src/config/redact.ts).
+      throw new ConfigError(variable, `${withoutValue(problem, value)}${gotValue(variable, value)}`);
     }
     out[field] = parsed.data;
   }
   const config = out as unknown as ServiceConfig;
+  const plainHttp = plainHttpProblem(config.baseUrl, env[ALLOW_INSECURE_HTTP_ENV]);
+  if (plainHttp) throw new ConfigError(plainHttp.variable, plainHttp.problem);
   if (config.backoffMaxMs < config.backoffBaseMs) {
     throw new ConfigError(
       SETTINGS.backoffMaxMs[0],

@@ -94,7 +94,7 @@ describe('downloadImages', () => {
         : {
             status: 200,
             headers: { 'content-type': 'image/png', 'transfer-encoding': 'chunked' },
-            stream: { bytes: 500_000 },
+            body: Buffer.concat([PNG, Buffer.alloc(500_000)]),
           },
     );
     const { activities } = activitiesFor(
@@ -122,7 +122,7 @@ describe('downloadImages', () => {
     const { activities } = activitiesFor('http://127.0.0.1:9/x', {}, { outputRoot: out.dir });
     const html = await runActivity(() => activities.downloadImages(downloadInput([`${server.origin}/html`])));
     expect([html.failure?.type, html.failure?.nonRetryable]).toEqual([FailureType.DownloadFailed, true]);
-    expect(html.failure?.message).toMatch(/content type "text\/html" is not an image/);
+    expect(html.failure?.message).toMatch(/not an image: its first bytes are none of PNG, JPEG, GIF, WebP or AVIF/);
     const gone = await runActivity(() => activities.downloadImages(downloadInput([`${server.origin}/gone`])));
     expect([gone.failure?.nonRetryable, gone.failure?.details?.[0]]).toEqual([
       true,
@@ -151,14 +151,15 @@ describe('downloadImages', () => {
   });
 
   it('heartbeats while streaming a large image', async () => {
+    const webp = Buffer.from('RIFF\x00\x00\x00\x00WEBPVP8 ', 'latin1');
     const server = await files(() => ({
       status: 200,
       headers: { 'content-type': 'image/webp' },
-      stream: { bytes: 1_000_000 },
+      body: Buffer.concat([webp, Buffer.alloc(3_000_000 - webp.length)]),
     }));
     const { activities } = activitiesFor('http://127.0.0.1:9/x', {}, { outputRoot: out.dir });
     const r = await runActivity(() => activities.downloadImages(downloadInput([`${server.origin}/big`])));
-    expect(r.value?.[0]).toMatchObject({ path: 'row-7/cr_1-0.webp', bytes: 1_000_000 });
+    expect(r.value?.[0]).toMatchObject({ path: 'row-7/cr_1-0.webp', bytes: 3_000_000 });
     expect(r.heartbeats.length).toBeGreaterThanOrEqual(3);
   });
 

@@ -70,7 +70,11 @@ async function service(options: { silent?: boolean; first429?: boolean; first401
       return { status: 202, body: { id: 'cr_1', status: 'queued', cost_usd: 0.04 } };
     }
     if (req.url.includes('/img/')) {
-      return { status: 200, headers: { 'content-type': 'image/png' }, body: Buffer.from('png-bytes') };
+      return {
+        status: 200,
+        headers: { 'content-type': 'image/png' },
+        body: Buffer.from('89504e470d0a1a0a706e672d6279746573', 'hex'),
+      };
     }
     return {
       status: 200,

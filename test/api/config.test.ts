@@ -34,6 +34,7 @@ describe('loadServiceConfig', () => {
       maxResponseBytes: 1024 * 1024,
       maxDownloadBytes: 50 * 1024 * 1024,
       downloadMaxRedirects: 3,
+      downloadAllowHosts: [],
       maxAmbiguousTries: 6,
       backoffBaseMs: 1000,
       backoffMaxMs: 60_000,

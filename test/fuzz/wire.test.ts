@@ -318,7 +318,7 @@ describe('image downloads from a lying peer', () => {
   it.each([
     {
       name: 'a body dripping one byte every 100 ms',
-      steps: [{ write: head('200 OK', { ...PNG, 'content-length': 50_000 }) }, { drip: 'png', everyMs: 100 }],
+      steps: [{ write: head('200 OK', { ...PNG, 'content-length': 50_000 }) }, { drip: 'GIF89a', everyMs: 100 }],
       retryable: true,
       reason: /REQUEST_TIMEOUT/,
     },
@@ -383,10 +383,11 @@ describe('image downloads from a lying peer', () => {
   );
 
   it('a Content-Length smaller than the body saves exactly the declared bytes', async () => {
-    const s = await server(() => [{ write: head('200 OK', { ...PNG, 'content-length': 4 }) + 'PNG-and-more' }]);
+    // The saved type comes from the bytes (a GIF's signature is plain ASCII), not from the Content-Type.
+    const s = await server(() => [{ write: head('200 OK', { ...PNG, 'content-length': 6 }) + 'GIF89a-and-more' }]);
     const { failure, files, rowDir } = await download(s);
     expect(failure).toBeUndefined();
-    expect(files.sort()).toEqual(['cr_1-0.json', 'cr_1-0.png']);
-    expect((await stat(path.join(rowDir, 'cr_1-0.png'))).size).toBe(4);
+    expect(files.sort()).toEqual(['cr_1-0.gif', 'cr_1-0.json']);
+    expect((await stat(path.join(rowDir, 'cr_1-0.gif'))).size).toBe(6);
   });
 });

@@ -123,6 +123,70 @@ describe('API keys on the command line', { timeout: 120_000 }, () => {
   });
 });
 
+describe('a key in the wrong variable is named, never echoed', { timeout: 120_000 }, () => {
+  beforeAll(async () => {
+    await ensureDistIsFresh();
+  });
+
+  // Another key of the right format: the worker reads its key before the payload keys.
+  const otherKey = `sk_live_${randomAlnum(40)}`;
+  const payloadKey = Buffer.from(SECRET.slice(0, 32)).toString('base64');
+  const pem = `-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC${TOKEN}\n-----END PRIVATE KEY-----\n`;
+  const cases: { args: string[]; env: Record<string, string>; variable: string }[] = [
+    { args: ['worker'], env: { IMAGEGEN_API_KEY_FILE: SECRET }, variable: 'IMAGEGEN_API_KEY_FILE' },
+    {
+      args: ['worker'],
+      env: { IMAGEGEN_API_KEY: otherKey, IMAGEBATCH_PAYLOAD_KEY_FILE: payloadKey },
+      variable: 'IMAGEBATCH_PAYLOAD_KEY_FILE',
+    },
+    {
+      args: ['status', 'b'],
+      env: { IMAGEBATCH_PAYLOAD_KEY_FILE: payloadKey },
+      variable: 'IMAGEBATCH_PAYLOAD_KEY_FILE',
+    },
+    {
+      args: ['worker'],
+      env: { IMAGEGEN_API_KEY: otherKey, IMAGEGEN_BASE_URL: `https://user:${SECRET}@api.example.com/api/public/v1` },
+      variable: 'IMAGEGEN_BASE_URL',
+    },
+    {
+      args: ['worker'],
+      env: { IMAGEGEN_API_KEY: otherKey, IMAGEGEN_BASE_URL: `https://api.example.com/api/public/v1?api_key=${SECRET}` },
+      variable: 'IMAGEGEN_BASE_URL',
+    },
+    {
+      args: ['worker'],
+      env: { IMAGEGEN_API_KEY: otherKey, IMAGEGEN_AUTH_HEADER: SECRET },
+      variable: 'IMAGEGEN_AUTH_HEADER',
+    },
+    {
+      args: ['worker'],
+      env: { TEMPORAL_TLS_CLIENT_CERT_DATA: 'CERT', TEMPORAL_TLS_CLIENT_KEY_PATH: pem },
+      variable: 'TEMPORAL_TLS_CLIENT_KEY_PATH',
+    },
+    { args: ['worker'], env: { TEMPORAL_CONFIG_FILE: SECRET }, variable: 'TEMPORAL_CONFIG_FILE' },
+    { args: ['ls'], env: { TEMPORAL_CONFIG_FILE: SECRET }, variable: 'TEMPORAL_CONFIG_FILE' },
+    { args: ['ls'], env: { TEMPORAL_ADDRESS: SECRET }, variable: 'TEMPORAL_ADDRESS' },
+  ];
+
+  it.each(cases)('imagebatch $args.0 with the key in $variable stops, names it, never prints it', async (c) => {
+    const r = await cli(c.args, { env: baseEnv({ TEMPORAL_ADDRESS: '127.0.0.1:1', ...c.env }), timeoutMs: 30_000 });
+    expect(r.code, describeRun(c.args, r)).not.toBe(0);
+    expect(r.stderr).toContain(c.variable);
+    const out = r.stdout + r.stderr;
+    expect(findForms(out, FORMS)).toEqual([]);
+    expect(out.includes(payloadKey)).toBe(false);
+    expect(out.includes(TOKEN)).toBe(false);
+  });
+
+  it('control: the same scan finds the key when a message does print it', () => {
+    expect(findForms(`TEMPORAL_CONFIG_FILE: cannot read ${SECRET} (ENOENT)`, FORMS)).toEqual(
+      expect.arrayContaining(['raw', 'middle']),
+    );
+    expect(findForms(`cannot read -----BEGIN PRIVATE KEY-----\nMIIE${TOKEN}`, FORMS)).toContain('middle');
+  });
+});
+
 describe('a batch with a recognisable key leaves it nowhere', { timeout: 300_000 }, () => {
   let dir: string;
   let logs: string;

@@ -1,4 +1,6 @@
 import { mkdir, mkdtemp, readFile, rm, writeFile, appendFile } from 'node:fs/promises';
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -53,8 +55,57 @@ const ROWS = [
   's6,[busy] a desert caravan at sunrise,',
   's7,[lost] a paper boat on a puddle after rain,',
   "s8,[oops] a clockmaker's workbench with brass gears,",
+  's9,[echo] a glass greenhouse full of ferns,',
 ];
 const ROW_IDS = ROWS.slice(1).map((line) => line.split(',')[0]!);
+
+/**
+ * A hostile service: a loopback proxy in front of the simulator that answers a submission whose prompt holds `[echo]`
+ * with a 400 whose message and field error echo the request's Authorization header, every character JSON-escaped
+ * (`\u0073\u006b...`), which no redaction of the raw text finds and `JSON.parse` turns back into the key. Everything
+ * else goes to the simulator as it is.
+ */
+async function startEchoProxy(
+  target: string,
+): Promise<{ baseUrl: string; echoes: () => number; close(): Promise<void> }> {
+  const upstream = new URL(target);
+  let echoes = 0;
+  const escaped = (text: string) =>
+    [...text].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join('');
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      if (req.method === 'POST' && body.toString('utf8').includes('[echo]')) {
+        echoes += 1;
+        const echo = escaped(String(req.headers.authorization ?? ''));
+        res.writeHead(400, { 'content-type': 'application/json' });
+        res.end(
+          `{"error":{"code":"ERR_INVALID_REQUEST","message":"not accepted for ${echo}",` +
+            `"details":{"errors":[{"field":"prompt","message":"${echo}"}]}}}`,
+        );
+        return;
+      }
+      const forward = request(
+        { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
+        (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+        },
+      );
+      forward.on('error', () => res.destroy());
+      forward.end(body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    baseUrl: `http://127.0.0.1:${port}${upstream.pathname}`,
+    echoes: () => echoes,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
 
 describe('the scanner', () => {
   it('finds the key inside any longer base64, base64url or hex text, at every offset (property)', () => {
@@ -191,6 +242,7 @@ describe('a batch with a recognisable key leaves it nowhere', { timeout: 300_000
   let dir: string;
   let logs: string;
   let sim: Simulator | undefined;
+  let echo: Awaited<ReturnType<typeof startEchoProxy>> | undefined;
   let server: LoggedProcess | undefined;
   let worker: LoggedProcess | undefined;
   let address: string;
@@ -223,12 +275,13 @@ describe('a batch with a recognisable key leaves it nowhere', { timeout: 300_000
         { match: '[oops]', faults: [FaultKind.InternalAfterCharge] },
       ],
     });
+    echo = await startEchoProxy(sim.baseUrl);
     worker = LoggedProcess.spawn(process.execPath, [BIN, 'worker', '--output-root', dir], {
       logFile: path.join(logs, 'worker.log'),
       env: baseEnv({
         TEMPORAL_ADDRESS: address,
         TEMPORAL_TASK_QUEUE: 'secret-scan',
-        IMAGEGEN_BASE_URL: sim.baseUrl,
+        IMAGEGEN_BASE_URL: echo.baseUrl,
         IMAGEGEN_API_KEY: SECRET,
         IMAGEGEN_MIN_POLL_INTERVAL_MS: '250',
         // The SDK's debug lines too: more for the scan to search.
@@ -242,6 +295,7 @@ describe('a batch with a recognisable key leaves it nowhere', { timeout: 300_000
   afterAll(async () => {
     await connection?.close();
     await worker?.stop();
+    await echo?.close();
     await sim?.close();
     await server?.stop();
     if (dir) await rm(dir, { recursive: true, force: true });
@@ -310,19 +364,24 @@ describe('a batch with a recognisable key leaves it nowhere', { timeout: 300_000
     }
 
     // The batch went through its outcomes.
-    expect(final).toMatchObject({ batchId: BATCH, status: 'completed', done: true, rowsRead: 8, inFlight: 0 });
-    expect(final.counts.failed).toBe(2); // s4 safety filter, s5 a model the account lacks
+    expect(final).toMatchObject({ batchId: BATCH, status: 'completed', done: true, rowsRead: 9, inFlight: 0 });
+    // s4 safety filter, s5 a model the account lacks, s9 the hostile 400 that echoed the key escaped.
+    expect(final.counts.failed).toBe(3);
+    expect(echo!.echoes()).toBeGreaterThanOrEqual(1);
     expect(final.counts.succeeded + final.counts.unknown).toBe(6);
     expect(final.counts.succeeded).toBeGreaterThanOrEqual(5);
     const written = await cliJson<WrittenResults>(['results', BATCH, '--json'], { env: cliEnv() });
     await appendFile(path.join(logs, 'cli.log'), JSON.stringify(written));
-    expect(written.rows).toBe(8);
+    expect(written.rows).toBe(9);
     const jsonl = (await readFile(written.resultsJsonl, 'utf8')).trim().split('\n');
-    expect(jsonl).toHaveLength(8);
+    expect(jsonl).toHaveLength(9);
+    // The echo's text is kept, the key in it is not.
+    expect(jsonl.find((l) => l.includes('"row_id":"s9"'))).toMatch(/not accepted for Bearer \[REDACTED\]/);
     expect(await readFile(written.resultsCsv, 'utf8')).toMatch(/safety/i);
     const errorsCsv = await readFile(written.errorsCsv, 'utf8');
     expect(errorsCsv).toMatch(/^s4,/m);
     expect(errorsCsv).toMatch(/^s5,/m);
+    expect(errorsCsv).toMatch(/^s9,/m);
     const listed = await run(['ls', '--json']);
     expect(listed.code).toBe(0);
 

@@ -92,12 +92,6 @@ export function keyFingerprint(key: string): string {
   return createHash('sha256').update(key).digest('hex').slice(0, 12);
 }
 
-/** Replaces every occurrence of `secret` in `text` (for error strings that might echo a request). */
-export function redact(text: string, secret: string | undefined): string {
-  if (!secret) return text;
-  return text.split(secret).join('[REDACTED]');
-}
-
 function stripNewline(s: string): string {
   return s.replace(/\r?\n$/, '');
 }

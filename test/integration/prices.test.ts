@@ -129,6 +129,19 @@ function expectFiguresRight(run: Run, sim: Simulator): void {
   expect(run.csv.map((r) => r.price_known)).toEqual(run.csv.map(() => 'true'));
 }
 
+/** `validate --catalog` of the rows and a flux-dev row, through a worker against `sim`, with `prices` given. */
+async function validateOn(sim: Simulator, prices: Record<string, number>) {
+  const folder = await mkdtemp(path.join(dir, 'validate-'));
+  const file = path.join(folder, 'prompts.csv');
+  await writeFile(file, `${[...ROWS, 'f,"a tiger in tall grass, ink drawing",flux-dev'].join('\n')}\n`);
+  const { worker, taskQueue } = await simulatorWorker(env, {
+    baseUrl: sim.baseUrl,
+    outputRoot: folder,
+    prefix: 'validate',
+  });
+  return worker.runUntil(() => validate({ file, catalog: { client: env().client, taskQueue }, prices }));
+}
+
 describe('prices the service shows, or not (dev server, simulator)', () => {
   it('prices under other names (a nested amount object, pricing.usd_per_image) are read: figures right', async () => {
     const sim = await startSim({ fields: 'renamed' });
@@ -190,17 +203,7 @@ describe('prices the service shows, or not (dev server, simulator)', () => {
 
   it('validate --catalog: each model with its price and where it comes from, or that it is unknown', async () => {
     const sim = await startSim({ fields: 'renamed' });
-    const folder = await mkdtemp(path.join(dir, 'validate-'));
-    const file = path.join(folder, 'prompts.csv');
-    await writeFile(file, `${[...ROWS, 'f,"a tiger in tall grass, ink drawing",flux-dev'].join('\n')}\n`);
-    const { worker, taskQueue } = await simulatorWorker(env, {
-      baseUrl: sim.baseUrl,
-      outputRoot: folder,
-      prefix: 'validate',
-    });
-    const shown = await worker.runUntil(() =>
-      validate({ file, catalog: { client: env().client, taskQueue }, prices: { 'flux-dev': 0.5 } }),
-    );
+    const shown = await validateOn(sim, { 'flux-dev': 0.5 });
     // The catalog's price comes first, even where the user gave one.
     expect(modelLines(shown)).toEqual([
       'flux-dev: 1 rows, 1 images, $0.04 per image (catalog)',
@@ -212,17 +215,7 @@ describe('prices the service shows, or not (dev server, simulator)', () => {
 
   it('validate --catalog on a service that shows no price: unknown, or the price the user gave', async () => {
     const sim = await startSim({ fields: 'hidden' });
-    const folder = await mkdtemp(path.join(dir, 'validate-'));
-    const file = path.join(folder, 'prompts.csv');
-    await writeFile(file, `${[...ROWS, 'f,"a tiger in tall grass, ink drawing",flux-dev'].join('\n')}\n`);
-    const { worker, taskQueue } = await simulatorWorker(env, {
-      baseUrl: sim.baseUrl,
-      outputRoot: folder,
-      prefix: 'validate',
-    });
-    const res = await worker.runUntil(() =>
-      validate({ file, catalog: { client: env().client, taskQueue }, prices: { sdxl: 0.02 } }),
-    );
+    const res = await validateOn(sim, { sdxl: 0.02 });
     expect(modelLines(res)).toEqual([
       'flux-dev: 1 rows, 1 images, price unknown (the catalog shows none; give one with --price)',
       'sdxl: 5 rows, 5 images, $0.02 per image (your --price)',

@@ -16,10 +16,11 @@ import {
   pauseSignal,
   progressQuery,
   resumeSignal,
+  rowWaitingSignal,
   type BatchProgress,
   type batchWorkflow,
 } from '../../src/workflows';
-import { parseIdempotencyKey } from '../../src/workflows/keys';
+import { batchWorkflowId, parseIdempotencyKey } from '../../src/workflows/keys';
 import { runs } from '../fuzz/runs';
 import { createLocalEnv, useTestEnv, workflowBundle } from '../helpers/temporal';
 import { WorkerProcess, ensureDistIsFresh, within } from './helpers';
@@ -198,6 +199,8 @@ class Watch {
   netSamples = 0;
   maxNet = 0;
   readonly violations: string[] = [];
+  /** No progress query is sent while set (see `awaitTakeover`). */
+  queriesHeld = false;
   private readonly t0 = Date.now();
 
   constructor(
@@ -229,6 +232,10 @@ class Watch {
   /** One sample of the batch's progress, against the cap; none while no worker answers (killed). */
   async sampleProgress(handle: BatchHandle): Promise<void> {
     const cap = this.cap;
+    if (this.queriesHeld) {
+      this.lastAnswerAt = Date.now();
+      return;
+    }
     let p: BatchProgress;
     try {
       p = await within('a progress query', 5_000, handle.query(progressQuery));
@@ -302,6 +309,31 @@ class Watch {
   }
 }
 
+/**
+ * After the kill, no progress query until the new worker (`pid`) has completed a workflow task of the batch: a signal
+ * the batch ignores makes one. A query that reaches the dead worker's sticky queue is handed to the new worker as a
+ * legacy query, and with SDK 1.24 that query's replay ran the workflow code on a signal recorded after the last
+ * completed task (the batch's cancel), which the next task then completed with commands a replay does not give
+ * (a nondeterminism error; README, "Known issues"). That is the SDK's to fix, not this test's subject (the cap
+ * through a kill), so this test waits it out; `imagebatch status` meets it only in the same window.
+ */
+async function awaitTakeover(handle: BatchHandle, pid: number, deadline: number): Promise<string> {
+  const t = Date.now();
+  // A batch that has already ended takes no signal; it is seen ended below.
+  await handle.signal(rowWaitingSignal, 'spend-cap-test-takeover').catch(() => undefined);
+  for (;;) {
+    const history = await handle.fetchHistory();
+    const byNew = (history.events ?? []).some(
+      (e) =>
+        e.workflowTaskCompletedEventAttributes?.identity?.startsWith(`${pid}@`) === true ||
+        e.workflowExecutionCompletedEventAttributes != null,
+    );
+    if (byNew) return `the new worker took the batch over after ${Date.now() - t} ms`;
+    if (Date.now() > deadline) throw new Error('the new worker did not take the batch over within the case');
+    await sleep(250);
+  }
+}
+
 /** Held by the cap: waiting `spend_cap`, or paused by the cap (the pause it leaves behind once woken). */
 const heldByCap = (p: BatchProgress) =>
   p.waiting?.kind === 'spend_cap' || (p.waiting?.kind === 'paused' && p.waiting.reason.startsWith('spend cap of'));
@@ -321,7 +353,7 @@ async function driveBatch(o: {
   mode: Mode;
   cap: number | undefined;
   budgetMs: number;
-  killWorker?: () => Promise<string>;
+  killWorker?: () => Promise<{ note: string; pid: number }>;
 }): Promise<CaseReport> {
   const { handle, sim, batchId, c } = o;
   const t0 = Date.now();
@@ -366,7 +398,10 @@ async function driveBatch(o: {
       await sleep(c.killAfterMs);
       const p = await within('a progress query', 5_000, handle.query(progressQuery)).catch(() => undefined);
       const at = p ? `${ended(p)} rows ended, ${p.inFlight} in flight` : 'no progress answer';
-      notes.push(`${await o.killWorker!()} (at ${at})`);
+      w.queriesHeld = true;
+      const killed = await o.killWorker!();
+      notes.push(`${killed.note} (at ${at}); ${await awaitTakeover(handle, killed.pid, deadline)}`);
+      w.queriesHeld = false;
     }
     const stopAt = await w.until('the cap holding the batch, or every row ending', deadline, (p) => {
       return (w.cap !== undefined && heldByCap(p)) || allEnded(p);
@@ -378,6 +413,7 @@ async function driveBatch(o: {
   } finally {
     await sampler.stop();
   }
+  await replayBatch(handle, notes);
 
   // Creations still at the service (rows cancelled in flight) end, so that the ledger is final.
   for (let i = 0; i < 40 && sim.stats().inFlight > 0; i++) await sleep(250);
@@ -418,6 +454,38 @@ async function driveBatch(o: {
     seconds: (Date.now() - t0) / 1000,
     notes,
   };
+}
+
+/**
+ * The batch's history, replayed with today's workflow code: a run that took a path a replay would not (a worker's
+ * cache evicted later would fail the workflow task) fails the case here, whether or not a worker happened to replay.
+ */
+async function replayBatch(handle: BatchHandle, notes: string[]): Promise<void> {
+  const history = await handle.fetchHistory();
+  try {
+    await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, handle.workflowId);
+  } catch (err) {
+    const file = await saveHistory(handle);
+    throw new Error(
+      `the batch's history does not replay (${err instanceof Error ? err.message : String(err)}); history: ${file}; ` +
+        notes.join('; '),
+    );
+  }
+}
+
+/**
+ * Saves the batch's history (the replay test's JSON form) for a look after a failure; answers the file's path and
+ * the events in one line each (`id type`), so that a CI log shows the history too.
+ */
+async function saveHistory(handle: WorkflowHandle): Promise<string> {
+  const history = await handle.fetchHistory();
+  const file = path.join(
+    os.tmpdir(),
+    `imagebatch-history-${handle.workflowId.replace(/[^A-Za-z0-9_-]/g, '_')}-${Date.now()}.json`,
+  );
+  await writeFile(file, JSON.stringify(history));
+  const events = (history.events ?? []).map((e) => `${String(e.eventId)} ${String(e.eventType)}`);
+  return `${file}\n${events.join('\n')}`;
 }
 
 function logCase(mode: Mode, n: number, c: CapCase, r: CaseReport): void {
@@ -502,12 +570,14 @@ async function killCase(c: CapCase, budgetMs: number): Promise<CaseReport> {
       const t = Date.now();
       await workers.at(-1)!.kill();
       workers.push(await startWorker());
-      return `worker SIGKILLed and another started in ${Date.now() - t} ms`;
+      const pid = workers.at(-1)!.pid!;
+      return { note: `worker SIGKILLed and another started in ${Date.now() - t} ms`, pid };
     };
     return await driveBatch({ handle, sim, batchId, c, mode: 'kill', cap, budgetMs, killWorker });
   } catch (err) {
     const logs = workers.map((w, i) => `worker ${i + 1}:\n${w.output().slice(-4_000)}`).join('\n');
-    throw new Error(`${err instanceof Error ? err.message : String(err)}\n${logs}`);
+    const saved = await saveHistory(env().client.workflow.getHandle(batchWorkflowId(batchId))).catch(String);
+    throw new Error(`${err instanceof Error ? err.message : String(err)}\nbatch history: ${saved}\n${logs}`);
   } finally {
     await Promise.all(workers.map((w) => w.kill()));
     await sim.close();

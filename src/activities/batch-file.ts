@@ -20,11 +20,13 @@ export function createBatchFileActivities(deps: { outputRoot: string }) {
           readBatchPage(file, input.cursor, {
             maxRows: input.maxRows,
             ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
+            ...(input.userColumns ? { userColumns: input.userColumns } : {}),
           }),
         );
         // Problems stay out of the workflow's history (they can be many and long); `imagebatch validate` lists
-        // them. The count is kept.
-        return { rows: page.rows, invalidRows: page.invalidRows, nextCursor: page.nextCursor, done: page.done };
+        // them. The count is kept. So do carried cells: results read them back from the file.
+        const rows = page.rows.map(({ rowId, line, request }) => ({ rowId, line, request }));
+        return { rows, invalidRows: page.invalidRows, nextCursor: page.nextCursor, done: page.done };
       } catch (err) {
         if (err instanceof BatchFileError) {
           throw ApplicationFailure.create({

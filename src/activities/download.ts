@@ -8,6 +8,7 @@ import { retryAfterOr } from '../api/retry-after';
 import { FailureType, type DownloadFailedDetails } from '../api/failure-types';
 import { refusalOf } from '../api/download-guard';
 import { abandon, declaredLength, describeError, requestTimeoutOf, startDeadline, type Deadline } from '../api/http';
+import { SNIFF_BYTES, sniffImageType } from '../api/image-type';
 import { MAX_IMAGE_URL_LENGTH } from '../api/schemas';
 import type { DownloadedImage, DownloadImagesInput, ImageRef } from './types';
 
@@ -23,6 +24,12 @@ import type { DownloadedImage, DownloadImagesInput, ImageRef } from './types';
  * image (the file's type, and its extension, come from its first bytes: PNG, JPEG, GIF, WebP or AVIF; never from
  * the Content-Type or the URL), follow a URL longer than {@link MAX_IMAGE_URL_LENGTH}, or write more than
  * `maxTotalBytes` for one creation.
+ *
+ * An inline image (a `data:<type>;base64,...` URI found in the poll's record) is saved the same way with no request:
+ * decoded here, its type judged by its first bytes, the same limits, file name, sidecar and checksum. Its data never
+ * leaves the activity: its result and any failure describe it (`data:image/png;base64 (12345 bytes) at
+ * data[0].b64_json`, see {@link describeImageUrl}). A malformed data URI fails non-retryably, like a body that is not
+ * an image: the poll would give the same bytes again.
  */
 
 export interface DownloadOptions {
@@ -63,8 +70,6 @@ interface Sidecar {
 
 /** The extensions a saved image may have: one per type recognised by {@link sniffImageType}. */
 const IMAGE_EXTENSIONS: ReadonlySet<string> = new Set(['png', 'jpg', 'gif', 'webp', 'avif']);
-/** Bytes looked at to recognise a type (an AVIF file's `ftyp` box lists its brands in its first bytes). */
-const SNIFF_BYTES = 64;
 const PROGRESS_EVERY = 256 * 1024;
 
 /** Downloads every image of a creation; see the module comment. */
@@ -77,18 +82,159 @@ export async function downloadImages(input: DownloadImagesInput, options: Downlo
   let total = 0;
   for (const [index, image] of input.images.entries()) {
     const base = `${safeSegment(input.creationId, 'creationId')}-${index}`;
+    const source = image.source === undefined ? {} : { source: clipSource(image.source) };
     const done = await completed(rowDir, base);
     if (done) {
       total += done.bytes;
-      out.push({ url: image.url, path: `${rowSegment}/${done.file}`, sha256: done.sha256, bytes: done.bytes });
+      const url = describeImageUrl(image.url, image.source, done.bytes);
+      out.push({ url, ...source, path: `${rowSegment}/${done.file}`, sha256: done.sha256, bytes: done.bytes });
       continue;
     }
     const budget = options.maxTotalBytes === undefined ? undefined : Math.max(0, options.maxTotalBytes - total);
-    const got = await downloadOne(image, index, rowDir, base, options, budget);
+    const got = isDataUri(image.url)
+      ? await saveInline(image, index, rowDir, base, options, budget)
+      : await downloadOne(image, index, rowDir, base, options, budget);
     total += got.bytes;
-    out.push({ url: image.url, path: `${rowSegment}/${got.file}`, sha256: got.sha256, bytes: got.bytes });
+    out.push({ url: got.url, ...source, path: `${rowSegment}/${got.file}`, sha256: got.sha256, bytes: got.bytes });
   }
   return out;
+}
+
+/** The longest `source` (a path in the record) kept in a result. */
+const MAX_SOURCE_LENGTH = 200;
+/** The longest media type (with its parameters) of a data: URI kept in a description. */
+const MAX_MEDIA_TYPE_LENGTH = 100;
+
+/** Whether an image's URL is an inline image (`data:...`), saved from the poll's own bytes rather than fetched. */
+export function isDataUri(url: string): boolean {
+  return /^data:/i.test(url);
+}
+
+/**
+ * What may stand for an image's URL in anything that leaves the activity (results and failures go into Temporal
+ * history, the ledger and the results files): an http(s) URL as it is, a data: URI as its declared type, its size
+ * and where it was found, never its data: `data:image/png;base64 (12345 bytes) at data[0].b64_json`. The size is
+ * `bytes` when known, else the length of its data in characters.
+ */
+export function describeImageUrl(url: string, source?: string, bytes?: number): string {
+  if (!isDataUri(url)) return url;
+  const comma = url.indexOf(',');
+  const header = comma < 0 ? 'data:(no comma)' : clipText(url.slice(0, comma), MAX_MEDIA_TYPE_LENGTH + 5);
+  const size = bytes !== undefined ? `${bytes} bytes` : `${comma < 0 ? url.length : url.length - comma - 1} characters`;
+  return `${header} (${size})${source === undefined ? '' : ` at ${clipText(source, MAX_SOURCE_LENGTH)}`}`;
+}
+
+/** Where a record held an image, bounded for results (a hostile record's field names may be long). */
+export function clipSource(source: string): string {
+  return clipText(source, MAX_SOURCE_LENGTH);
+}
+
+/** `s` without control characters, cut to `max` characters (then ending with `…`). */
+function clipText(s: string, max: number): string {
+  // eslint-disable-next-line no-control-regex -- control characters are what is removed
+  const clean = s.slice(0, max + 1).replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
+  return clean.length > max ? `${clean.slice(0, max - 1)}…` : clean;
+}
+
+/**
+ * Decodes a data: URI: `data:[<type>][;<param>]*;base64,<data>`. Base64 only (standard or URL-safe alphabet,
+ * whitespace ignored, padding optional); anything else is refused with a reason. The declared type is returned for
+ * messages only: the bytes decide what the file is.
+ */
+export function decodeDataUri(
+  url: string,
+  limit: (bytes: number) => string | undefined,
+): { bytes: Buffer; mediaType: string } | { refused: string } {
+  const comma = url.indexOf(',');
+  if (comma < 0) return { refused: "malformed data URI: no ',' before its data" };
+  const params = url.slice(5, comma).split(';');
+  const mediaType = clipText(params[0]?.trim() || '(no type)', MAX_MEDIA_TYPE_LENGTH);
+  if (!params.slice(1).some((p) => p.trim().toLowerCase() === 'base64')) {
+    return { refused: 'malformed data URI: not base64 (only `;base64,` data URIs are read)' };
+  }
+  const data = url.slice(comma + 1).replace(/\s+/g, '');
+  const body = data.replace(/={1,2}$/, '');
+  if (body === '') return { refused: 'malformed data URI: no data' };
+  // The size is known before decoding: what is over a limit is never decoded.
+  const over = limit(Math.floor((body.length * 3) / 4));
+  if (over) return { refused: over };
+  if (!/^[A-Za-z0-9+/_-]*$/.test(body) || body.length % 4 === 1 || (body !== data && data.length % 4 !== 0)) {
+    return { refused: 'malformed data URI: its data is not valid base64' };
+  }
+  return { bytes: Buffer.from(body, 'base64'), mediaType };
+}
+
+/** Saves an inline image (a data: URI): decoded here, no request; the same checks, names and sidecar as a download. */
+async function saveInline(
+  image: ImageRef,
+  index: number,
+  rowDir: string,
+  base: string,
+  options: DownloadOptions,
+  budget: number | undefined,
+): Promise<Sidecar> {
+  const label = describeImageUrl(image.url, image.source);
+  const fail = (reason: string) => {
+    const details: DownloadFailedDetails = { url: label, index, reason };
+    return ApplicationFailure.create({
+      type: FailureType.DownloadFailed,
+      message: `image ${index} (${label}): ${reason}`,
+      nonRetryable: true,
+      details: [details],
+    });
+  };
+  const decoded = decodeDataUri(image.url, (size) => overLimit(size, `image of ${size} bytes`, options, budget));
+  if ('refused' in decoded) throw fail(decoded.refused);
+  const { bytes, mediaType } = decoded;
+  const ext = sniffImageType(bytes.subarray(0, SNIFF_BYTES), true);
+  if (!ext) {
+    throw fail(
+      `not an image: its first bytes are none of PNG, JPEG, GIF, WebP or AVIF (${JSON.stringify(
+        bytes.subarray(0, 16).toString('latin1'),
+      )}; declared type ${JSON.stringify(mediaType)} ignored)`,
+    );
+  }
+  const sidecar: Sidecar = {
+    url: describeImageUrl(image.url, image.source, bytes.length),
+    file: `${base}.${ext}`,
+    sha256: createHash('sha256').update(bytes).digest('hex'),
+    bytes: bytes.length,
+  };
+  const tempPath = path.join(rowDir, `.${base}.${randomUUID()}.part`);
+  try {
+    const fh = await open(tempPath, 'w');
+    try {
+      await fh.writeFile(bytes);
+    } finally {
+      await fh.close();
+    }
+    await rename(tempPath, path.join(rowDir, sidecar.file));
+    await writeSidecar(rowDir, base, sidecar);
+    return sidecar;
+  } finally {
+    await rm(tempPath, { force: true });
+  }
+}
+
+/** Why `size` bytes of an image are too many (over the image limit, or the creation's budget left), if they are. */
+function overLimit(size: number, prefix: string, options: DownloadOptions, budget: number | undefined) {
+  if (size > options.maxBytes) return `${prefix} exceeds the limit of ${options.maxBytes} bytes`;
+  if (budget !== undefined && size > budget) {
+    return `${prefix} exceeds what is left (${budget} bytes) of the creation's budget of ${options.maxTotalBytes} bytes (num_images × IMAGEGEN_MAX_DOWNLOAD_BYTES)`;
+  }
+  return undefined;
+}
+
+/** Writes `<base>.json`, the sidecar of a saved image, atomically (a temporary file renamed into place). */
+async function writeSidecar(rowDir: string, base: string, sidecar: Sidecar): Promise<void> {
+  const sidecarTemp = path.join(rowDir, `.${base}.${randomUUID()}.json.part`);
+  const sfh = await open(sidecarTemp, 'w');
+  try {
+    await sfh.writeFile(`${JSON.stringify(sidecar)}\n`);
+  } finally {
+    await sfh.close();
+  }
+  await rename(sidecarTemp, path.join(rowDir, `${base}.json`));
 }
 
 /** The sidecar of a finished download, if it and the file it names agree (size and SHA-256). */
@@ -206,15 +352,8 @@ async function fetchTo(
   }
   // The Content-Type is not looked at: the bytes say what the file is (see sniffImageType).
   const declared = declaredLength(res.headers);
-  const overLimit = (size: number | undefined, prefix: string) => {
-    if (size === undefined) return undefined;
-    if (size > options.maxBytes) return `${prefix} exceeds the limit of ${options.maxBytes} bytes`;
-    if (budget !== undefined && size > budget) {
-      return `${prefix} exceeds what is left (${budget} bytes) of the creation's budget of ${options.maxTotalBytes} bytes (num_images × IMAGEGEN_MAX_DOWNLOAD_BYTES)`;
-    }
-    return undefined;
-  };
-  const tooBig = overLimit(declared, `image of ${declared} bytes`);
+  const tooBig =
+    declared === undefined ? undefined : overLimit(declared, `image of ${declared} bytes`, options, budget);
   if (tooBig) {
     abandon(res.body);
     throw fail(tooBig, false, { httpStatus: status });
@@ -241,7 +380,7 @@ async function fetchTo(
       for await (const chunk of res.body) {
         const buf = chunk as Buffer;
         bytes += buf.length;
-        const over = overLimit(bytes, 'image');
+        const over = overLimit(bytes, 'image', options, budget);
         if (over) {
           abandon(res.body);
           throw fail(over, false, { httpStatus: status });
@@ -278,70 +417,14 @@ async function fetchTo(
     const finalPath = path.join(rowDir, file);
     const sidecar: Sidecar = { url: image.url, file, sha256: hash.digest('hex'), bytes };
     await rename(tempPath, finalPath);
-    const sidecarTemp = path.join(rowDir, `.${base}.${randomUUID()}.json.part`);
-    const sfh = await open(sidecarTemp, 'w');
-    try {
-      await sfh.writeFile(`${JSON.stringify(sidecar)}\n`);
-    } finally {
-      await sfh.close();
-    }
-    await rename(sidecarTemp, path.join(rowDir, `${base}.json`));
+    await writeSidecar(rowDir, base, sidecar);
     return sidecar;
   } finally {
     await rm(tempPath, { force: true });
   }
 }
 
-/**
- * The type of an image from its first bytes, as a file extension: `png`, `jpg`, `gif`, `webp` or `avif`. `null`
- * when the bytes are none of them; `undefined` when more bytes could still make them one (and `complete` is false:
- * there are none to come).
- */
-export function sniffImageType(head: Buffer, complete: boolean): string | null | undefined {
-  const starts = (sig: readonly number[], at = 0) => {
-    const have = head.subarray(at, at + sig.length);
-    return sig.every((b, i) => i >= have.length || have[i] === b)
-      ? have.length >= sig.length
-        ? true
-        : undefined
-      : false;
-  };
-  const ascii = (s: string) => [...s].map((c) => c.charCodeAt(0));
-  const checks: (() => string | false | undefined)[] = [
-    () => starts([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]) && 'png',
-    () => starts([0xff, 0xd8, 0xff]) && 'jpg',
-    () => {
-      const a = starts(ascii('GIF87a'));
-      const b = starts(ascii('GIF89a'));
-      return a === true || b === true ? 'gif' : a === undefined || b === undefined ? undefined : false;
-    },
-    () => {
-      const riff = starts(ascii('RIFF'));
-      if (riff !== true) return riff;
-      return starts(ascii('WEBP'), 8) && 'webp';
-    },
-    () => {
-      // An ISO-BMFF `ftyp` box whose major or compatible brands include avif (still) or avis (sequence).
-      const ftyp = starts(ascii('ftyp'), 4);
-      if (ftyp !== true) return ftyp;
-      const size = head.readUInt32BE(0);
-      const end = Math.min(size >= 16 ? size : 16, head.length);
-      for (let at = 8; at + 4 <= end; at += 4) {
-        if (at === 12) continue; // the minor version
-        const brand = head.subarray(at, at + 4).toString('latin1');
-        if (brand === 'avif' || brand === 'avis') return 'avif';
-      }
-      return head.length >= Math.min(size, SNIFF_BYTES) ? false : undefined;
-    },
-  ];
-  let pending = false;
-  for (const check of checks) {
-    const r = check();
-    if (typeof r === 'string') return r;
-    if (r === undefined) pending = true;
-  }
-  return pending && !complete ? undefined : null;
-}
+export { sniffImageType };
 
 /** A name usable as one path segment: letters, digits, `.`, `_`, `-` kept; anything else becomes `_`. */
 export function safeSegment(value: string, what: string): string {

@@ -14,8 +14,8 @@ import { claimRow, scheduleDirOf } from '../ledger/claims';
 import { appendLedger, keyMayBeStoredSince, ledgerFileOf, readLedger, requestFingerprint } from '../ledger/ledger';
 import { KeyOutcome } from '../workflows/model';
 import { formatWait } from '../workflows/timeouts';
-import { downloadImages } from './download';
-import { checkImageCount, creationByteBudget } from './image-limits';
+import { clipSource, describeImageUrl, downloadImages } from './download';
+import { checkImageCount, creationByteBudget, noImageFailure } from './image-limits';
 import { currentDetails, heartbeat, whileHeartbeating } from './heartbeat';
 import type {
   CreateImageInput,
@@ -500,6 +500,16 @@ export function createImageActivities(deps: ImageActivityDeps) {
         return { outcome: 'failed', creationId, ...cost, error: poll.error, retryable: poll.retryable };
       }
       note(ctx, { generated: true });
+      // A success with no image is not a success: paid, nothing to save, the row ends images_unsaved.
+      if (poll.images.length === 0) {
+        throw noImageFailure({
+          batchId: input.batchId,
+          creationId,
+          status: poll.status,
+          recordKeys: poll.recordKeys,
+          imageFields: deps.config.imageFields,
+        });
+      }
       checkImageCount(creationId, poll.images, input.request.num_images);
       const images = await download(
         { batchId: input.batchId, rowId: input.rowId, creationId, images: poll.images, outDir: input.outDir },
@@ -561,10 +571,12 @@ export function createImageActivities(deps: ImageActivityDeps) {
     /**
      * GET a creation once. Returns it when it has ended; throws Pending (retryable after the poll interval)
      * while it is in flight, RateLimited, Ambiguous/Malformed (retryable, backoff), CreationNotFound, BatchStop,
-     * Config.
+     * Config. An inline image's data does not go into history: its `url` is a description of it
+     * (`data:image/png;base64 (N characters) at data[0].b64_json`), so only {@link createImage}, which polls and saves
+     * in one attempt, saves inline images.
      */
     async pollCreation(input: PollCreationInput): Promise<PollCreationResult> {
-      return pollOnce(input);
+      return withoutInlineData(await pollOnce(input));
     },
 
     /** Downloads a creation's images into `<outDir>/<rowId>/`; throws DownloadFailed. */
@@ -605,6 +617,19 @@ export function createImageActivities(deps: ImageActivityDeps) {
           return fail({ kind: 'malformed', lastError: `unexpected ${outcome.kind} answer to GET models` });
       }
     },
+  };
+}
+
+/** `poll` with each inline image's data replaced by a short description (activity results go into history). */
+export function withoutInlineData(poll: PollCreationResult): PollCreationResult {
+  if (poll.outcome !== 'succeeded') return poll;
+  return {
+    ...poll,
+    images: poll.images.map((image) => ({
+      ...image,
+      url: describeImageUrl(image.url, image.source),
+      ...(image.source === undefined ? {} : { source: clipSource(image.source) }),
+    })),
   };
 }
 

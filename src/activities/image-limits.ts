@@ -40,3 +40,43 @@ export function checkImageCount(creationId: string, images: readonly ImageRef[],
 export function creationByteBudget(numImages: unknown, maxDownloadBytes: number): number {
   return imagesAskedFor(numImages) * maxDownloadBytes;
 }
+
+/** Entries of `IMAGEGEN_IMAGE_FIELDS` named in a message at most. */
+const FIELDS_NAMED = 12;
+
+/**
+ * The failure of a creation whose status says success but whose record shows no image: a non-retryable DownloadFailed
+ * (the row ends `images_unsaved`, paid and not saved; never `succeeded` with nothing on disk). The message names the
+ * record's top-level field names, never their values, and the setting to change; `imagebatch reconcile` then fetches
+ * the same creation again, submitting nothing.
+ */
+export function noImageFailure(input: {
+  batchId: string;
+  creationId: string;
+  status: string;
+  /** The record's top-level field names (`PollCreationResult.recordKeys`); undefined when the poll did not say. */
+  recordKeys: readonly string[] | undefined;
+  /** `IMAGEGEN_IMAGE_FIELDS` as configured. */
+  imageFields: readonly string[];
+}): ApplicationFailure {
+  const { creationId, recordKeys, imageFields } = input;
+  const shown = imageFields.slice(0, FIELDS_NAMED).join(', ');
+  const more = imageFields.length > FIELDS_NAMED ? `, and ${imageFields.length - FIELDS_NAMED} more` : '';
+  const keys =
+    recordKeys === undefined
+      ? 'its top-level fields were not reported'
+      : recordKeys.length === 0
+        ? 'it has no top-level field'
+        : `its top-level fields are ${recordKeys.join(', ')}`;
+  return ApplicationFailure.create({
+    type: FailureType.DownloadFailed,
+    message:
+      `the record of creation ${creationId} (status ${JSON.stringify(input.status)}) shows no image, neither at ` +
+      `IMAGEGEN_IMAGE_FIELDS (${shown}${more}) nor anywhere else it was searched; ${keys}. It was paid: set ` +
+      'IMAGEGEN_IMAGE_FIELDS to where this service puts its images (a path such as result.files[].href), restart ' +
+      `the worker, then run \`imagebatch reconcile ${input.batchId}\`: it fetches this creation again and submits ` +
+      'nothing',
+    nonRetryable: true,
+    details: [{ reason: 'no image', recordKeys: recordKeys ?? null, imageFields: imageFields.slice(0, FIELDS_NAMED) }],
+  });
+}

@@ -6,6 +6,7 @@ import { silentLogger, type Logger } from '../api/client';
 import type { HoldRegistry } from '../api/holds';
 import { loadServiceConfig, type ServiceConfig } from '../config/service-config';
 import { createBatchFileActivities } from './batch-file';
+import { createDoctorActivities } from './doctor';
 import { createScheduleActivities } from './schedule-activities';
 import { createImageActivities } from './image-activities';
 import { createLedgerActivities } from './ledger-activities';
@@ -101,6 +102,14 @@ export function createActivities(deps: ActivityDeps = {}) {
       ...(deps.temporalClient ? { temporalClient: deps.temporalClient } : {}),
     }),
     ...createLedgerActivities({ outputRoot, now }),
+    ...createDoctorActivities({
+      config,
+      apiKey: deps.apiKey ?? lazyApiKeyProvider(() => loadApiKey(process.env)),
+      ...(deps.dispatcher ? { dispatcher: deps.dispatcher } : {}),
+      ...(deps.downloadDispatcher ? { downloadDispatcher: deps.downloadDispatcher } : {}),
+      outputRoot,
+      now,
+    }),
   };
 }
 

@@ -1,3 +1,4 @@
+import type { UserColumns } from '../batch/header';
 import type { BatchCursor } from '../batch/page-reader';
 
 /**
@@ -17,6 +18,13 @@ export interface CreationRequest {
   height?: number;
   seed?: number;
   num_images?: number;
+  /**
+   * The row's own columns sent by `--column <column>=<field>`: body field (a name or dotted path) to the cell's value
+   * (trimmed; an empty cell is left out). Placed after the request fields and the template, in sorted order, so the
+   * body stays the same bytes (see `src/api/request-shape.ts`). Each value is at most `MAX_EXTRA_VALUE_CHARS`.
+   * @default none
+   */
+  extra?: Record<string, string>;
 }
 
 export interface SubmitCreationInput {
@@ -39,14 +47,27 @@ export interface PollCreationInput {
 }
 
 export interface ImageRef {
+  /** An http(s) URL to download, or an inline image as a `data:<type>;base64,...` URI (saved without a request). */
   url: string;
   width?: number;
   height?: number;
+  /** Where in the creation record the image was found (e.g. `images[0].url`, `data[0].b64_json`). */
+  source?: string;
 }
 
 /** A creation that has ended. In-flight creations never come back: the activity retries until they end. */
 export type PollCreationResult =
-  | { outcome: 'succeeded'; status: string; costUsd?: number; images: ImageRef[] }
+  | {
+      outcome: 'succeeded';
+      status: string;
+      costUsd?: number;
+      images: ImageRef[];
+      /**
+       * The record's top-level field names (never their values), bounded by `recordKeysOf` (src/api/record-keys.ts):
+       * what a message about a success without an image can name.
+       */
+      recordKeys?: string[];
+    }
   | { outcome: 'failed'; status: string; costUsd?: number; error: string; retryable: boolean };
 
 export interface DownloadImagesInput {
@@ -59,7 +80,13 @@ export interface DownloadImagesInput {
 }
 
 export interface DownloadedImage {
+  /**
+   * The URL it was downloaded from; for an inline image, a short description instead of its data (e.g.
+   * `data:image/png;base64 (12345 bytes) at data[0].b64_json`): results go into Temporal history.
+   */
   url: string;
+  /** Where in the creation record the image was found (as the poll said), when known. */
+  source?: string;
   /** Path of the file, relative to the batch's output folder. */
   path: string;
   sha256: string;
@@ -145,6 +172,8 @@ export interface ReadBatchPageInput {
   maxRows: number;
   /** Model for rows without a `model` column value. */
   defaultModel?: string;
+  /** Columns the user owns (`--carry`, `--column`). @default none */
+  userColumns?: UserColumns;
 }
 
 export interface BatchRowInput {

@@ -11,7 +11,20 @@ import {
 } from './failure-types';
 import { retryAfterOr } from './retry-after';
 import { readUsd } from './money';
-import { AuthFailureBody, ErrorEnvelope, imagesOf, parseCreation, parseJson, parseModels } from './schemas';
+import {
+  AuthFailureBody,
+  DEFAULT_ERROR_FIELDS,
+  DEFAULT_ID_FIELDS,
+  DEFAULT_MODEL_ID_FIELDS,
+  DEFAULT_STATUS_FIELDS,
+  ErrorEnvelope,
+  imagesOf,
+  parseCreation,
+  parseJson,
+  parseModels,
+  type CreationFields,
+} from './schemas';
+import { recordKeysOf } from './record-keys';
 
 /**
  * The one place where a response (or the lack of one) of the image service gets its meaning. Pure: no I/O, no
@@ -48,6 +61,18 @@ export interface ClassifyInput {
   costFields: readonly string[];
   /** Where a model record says its price per image (dotted paths, in order). */
   priceFields: readonly string[];
+  /** Where a creation record carries its id (paths, in order). @default DEFAULT_ID_FIELDS */
+  idFields?: readonly string[];
+  /** Where a creation record carries its status. @default DEFAULT_STATUS_FIELDS */
+  statusFields?: readonly string[];
+  /** Where a failed creation's record carries its error text. @default DEFAULT_ERROR_FIELDS */
+  errorFields?: readonly string[];
+  /** Where a succeeded creation's record carries its images (then discovery, see `imagesOf`). @default DEFAULT_IMAGE_FIELDS */
+  imageFields?: readonly string[];
+  /** Where a model record carries its id. @default DEFAULT_MODEL_ID_FIELDS */
+  modelIdFields?: readonly string[];
+  /** `IMAGEGEN_MAX_DOWNLOAD_BYTES`: what bounds an inline (base64) image. @default DEFAULT_MAX_INLINE_IMAGE_BYTES */
+  maxDownloadBytes?: number;
   /** Wait used when a 429 or 503 gives no usable Retry-After. */
   defaultRetryAfterMs: number;
 }
@@ -159,7 +184,7 @@ export function classifyResponse(input: ClassifyInput): Outcome {
     case RequestKind.Poll:
       return classifyPoll(input, status, json, err, code, message, retryAfterMs);
     case RequestKind.Models:
-      return classifyModels(input.priceFields, status, json, code, message, retryAfterMs);
+      return classifyModels(input, status, json, code, message, retryAfterMs);
   }
 }
 
@@ -175,13 +200,13 @@ function classifySubmit(
   retryAfterMs: () => number,
 ): Outcome {
   if (status >= 200 && status < 300) {
-    const record = parseCreation(json);
+    const record = parseCreation(json, creationFieldsOf(input));
     if (record?.id === undefined) {
       // Possibly accepted and charged: only the same key may find out.
       return {
         kind: 'ambiguous',
         httpStatus: status,
-        lastError: `HTTP ${status} without a creation id: ${describeBody(status, input.body)}`,
+        lastError: `HTTP ${status} without a creation id${shapeOf(json, status, input.body)}`,
       };
     }
     const replayed = replayHeader(input.headers);
@@ -189,7 +214,7 @@ function classifySubmit(
       kind: 'accepted',
       creationId: record.id,
       status: clip(record.status ?? 'accepted'),
-      ...costOf(record, input.costFields),
+      ...costOf(record.fields, input.costFields),
       ...(replayed === undefined ? {} : { replayed }),
     };
   }
@@ -234,17 +259,17 @@ function classifyPoll(
   retryAfterMs: () => number,
 ): Outcome {
   if (status >= 200 && status < 300) {
-    const record = parseCreation(json);
+    const record = parseCreation(json, creationFieldsOf(input));
     if (record?.status === undefined) {
       return {
         kind: 'malformed',
         httpStatus: status,
-        lastError: `HTTP ${status} without a creation status: ${describeBody(status, input.body)}`,
+        lastError: `HTTP ${status} without a creation status${shapeOf(json, status, input.body)}`,
       };
     }
     const statusName = clip(record.status);
     const normal = statusName.trim().toLowerCase();
-    const cost = costOf(record, input.costFields);
+    const cost = costOf(record.fields, input.costFields);
     if (normal === FAILED_STATUS) {
       // The contract's error is a string; another type is kept as its JSON text rather than hiding the status.
       const error = record.error === undefined || record.error === null ? '' : text(record.error);
@@ -260,7 +285,13 @@ function classifyPoll(
       };
     }
     if (input.successStatuses.some((s) => s.toLowerCase() === normal)) {
-      return { kind: 'ended', result: { outcome: 'succeeded', status: statusName, ...cost, images: imagesOf(record) } };
+      const images = imagesOf(record, {
+        ...(input.imageFields ? { imageFields: input.imageFields } : {}),
+        ...(input.maxDownloadBytes === undefined ? {} : { maxInlineBytes: input.maxDownloadBytes }),
+      });
+      // A success showing no image names the record's fields (never values) in its error (src/api/record-keys.ts).
+      const keys = images.length === 0 ? { recordKeys: recordKeysOf(record.fields) } : {};
+      return { kind: 'ended', result: { outcome: 'succeeded', status: statusName, ...cost, images, ...keys } };
     }
     return { kind: 'inFlight', status: statusName };
   }
@@ -281,7 +312,7 @@ function classifyPoll(
 }
 
 function classifyModels(
-  priceFields: readonly string[],
+  input: ClassifyInput,
   status: number,
   json: unknown,
   code: string,
@@ -289,7 +320,7 @@ function classifyModels(
   retryAfterMs: () => number,
 ): Outcome {
   if (status >= 200 && status < 300) {
-    const models = parseModels(json, priceFields);
+    const models = parseModels(json, input.priceFields, input.modelIdFields ?? DEFAULT_MODEL_ID_FIELDS);
     return models
       ? { kind: 'models', models }
       : { kind: 'malformed', httpStatus: status, lastError: `HTTP ${status}: no model list in the body` };
@@ -395,6 +426,28 @@ function replayHeader(headers: ClassifyInput['headers']): boolean | undefined {
     if (v !== undefined) return v.trim().toLowerCase() === 'true' || v.trim() === '1';
   }
   return undefined;
+}
+
+/** Where the fields of a creation record are read, as `input` says (the defaults for what it leaves out). */
+function creationFieldsOf(input: ClassifyInput): CreationFields {
+  return {
+    idFields: input.idFields ?? DEFAULT_ID_FIELDS,
+    statusFields: input.statusFields ?? DEFAULT_STATUS_FIELDS,
+    errorFields: input.errorFields ?? DEFAULT_ERROR_FIELDS,
+  };
+}
+
+/**
+ * What a body that shows no creation record looks like, for a message: a JSON object by its top-level field names
+ * only (never a value: it may be a signed URL, a prompt or megabytes of base64), any other JSON by its type, a body
+ * that is not JSON by its start ({@link describeBody}).
+ */
+function shapeOf(json: unknown, status: number, body: string | undefined): string {
+  if (json === undefined) return `: ${describeBody(status, body)}`;
+  if (Array.isArray(json)) return ` (the body is a JSON array of ${json.length} elements)`;
+  if (json === null || typeof json !== 'object') return ` (the body is a JSON ${json === null ? 'null' : typeof json})`;
+  const keys = recordKeysOf(json);
+  return ` at the configured fields (the body's top-level fields: ${keys.length > 0 ? clip(keys.join(', ')) : 'none'})`;
 }
 
 /** A short description of an unexpected body: its start, or that it was empty or not JSON. */

@@ -6,6 +6,7 @@ import { classifyResponse, RequestKind, type Outcome } from './classify';
 import { HoldRegistry, Pacer } from './holds';
 import { createServiceDispatcher, send } from './http';
 import { redactJsonValue, redactRawText } from './redact';
+import { buildRequestBody, DEFAULT_REQUEST_SHAPE, RequestShapeError, type RequestShape } from './request-shape';
 
 /** What the client logs to; the messages and fields never contain the key. */
 export interface Logger {
@@ -83,9 +84,16 @@ export class ImageApiClient {
   async submit(input: SubmitCreationInput, signal?: AbortSignal): Promise<ClientOutcome> {
     const keyProblem = idempotencyKeyProblem(input.idempotencyKey);
     if (keyProblem) return { kind: 'config', message: `invalid idempotency key: ${keyProblem}` };
+    let body: string;
+    try {
+      body = JSON.stringify(requestBody(input.request, this.config));
+    } catch (err) {
+      if (err instanceof RequestShapeError) return { kind: 'config', message: err.message };
+      throw err;
+    }
     return this.call(RequestKind.Submit, this.url(this.config.submitPath), {
       method: 'POST',
-      body: JSON.stringify(requestBody(input.request)),
+      body,
       extraHeaders: { [this.config.idempotencyHeader]: input.idempotencyKey, 'content-type': 'application/json' },
       signal,
       log: { idempotencyKey: input.idempotencyKey },
@@ -189,6 +197,12 @@ export class ImageApiClient {
       successStatuses: this.config.successStatuses,
       costFields: this.config.costFields,
       priceFields: this.config.priceFields,
+      idFields: this.config.idFields,
+      statusFields: this.config.statusFields,
+      errorFields: this.config.errorFields,
+      imageFields: this.config.imageFields,
+      modelIdFields: this.config.modelIdFields,
+      maxDownloadBytes: this.config.maxDownloadBytes,
       defaultRetryAfterMs: this.config.defaultRetryAfterMs,
     });
     const outcome = redactJsonValue(classified, key);
@@ -263,15 +277,14 @@ function localHold(waitMs: number): ClientOutcome {
   };
 }
 
-/** The documented body fields, in a fixed order, so that the same request always sends the same bytes. */
-export function requestBody(r: CreationRequest): CreationRequest {
-  const out: CreationRequest = { prompt: r.prompt, model: r.model };
-  if (r.negative_prompt !== undefined) out.negative_prompt = r.negative_prompt;
-  if (r.width !== undefined) out.width = r.width;
-  if (r.height !== undefined) out.height = r.height;
-  if (r.seed !== undefined) out.seed = r.seed;
-  if (r.num_images !== undefined) out.num_images = r.num_images;
-  return out;
+/**
+ * The submit body: the request fields where `IMAGEGEN_REQUEST_FIELDS` puts them, the `IMAGEGEN_REQUEST_TEMPLATE`
+ * fields, then the row's `--column` fields, each step in a fixed order, so that the same request and settings always
+ * send the same bytes (the service answers a key re-sent with another body with a 400). Without `shape`: the
+ * documented body. Throws `RequestShapeError` when a row's field is where a request field goes.
+ */
+export function requestBody(r: CreationRequest, shape: RequestShape = DEFAULT_REQUEST_SHAPE): Record<string, unknown> {
+  return buildRequestBody(r, shape);
 }
 
 /** gaps.md: 1..255 printable ASCII characters. */

@@ -1,7 +1,10 @@
+import { valuesAt } from './record-path';
+
 /**
  * Reading a price the service may or may not show. The interface shows no price field anywhere (the creation's other
- * fields and the model record are "not shown"), so where one is read is a setting: a list of dotted paths, tried in
- * order, the first that holds an amount in USD winning. Nothing found is `undefined` (unknown), never 0.
+ * fields and the model record are "not shown"), so where one is read is a setting: a list of paths (see
+ * `record-path.ts`), tried in order, the first that holds an amount in USD winning. Nothing found is `undefined`
+ * (unknown), never 0.
  */
 
 /**
@@ -40,33 +43,22 @@ export const DEFAULT_PRICE_FIELDS: readonly string[] = [
   'pricing.image',
 ];
 
-/** A dotted path of field names: `cost_usd`, `billing.amount`. */
-export const FIELD_PATH = /^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$/;
-
 /** Fields of an amount object (`{ "amount": "0.04", "currency": "USD" }`), tried in order. */
 const AMOUNT_FIELDS = ['usd', 'amount_usd', 'amount', 'value'] as const;
 
 /**
- * The first amount in USD found at one of `paths` of `record`: a number, a decimal string, or an object holding one
+ * The first amount in USD found at one of `paths` (see `record-path.ts`) of `record`: a number, a decimal string, or an object holding one
  * (`usd`, `amount_usd`, `amount`, `value`) whose `currency`, when it says one, is USD. A negative, non-finite or
  * non-USD amount is not taken. Undefined when none is found.
  */
 export function readUsd(record: unknown, paths: readonly string[]): number | undefined {
   for (const p of paths) {
-    const found = usdIn(valueAt(record, p));
-    if (found !== undefined) return found;
+    for (const { value } of valuesAt(record, p)) {
+      const found = usdIn(value);
+      if (found !== undefined) return found;
+    }
   }
   return undefined;
-}
-
-function valueAt(record: unknown, dotted: string): unknown {
-  let at: unknown = record;
-  for (const name of dotted.split('.')) {
-    if (at === null || typeof at !== 'object' || Array.isArray(at)) return undefined;
-    if (!Object.prototype.hasOwnProperty.call(at, name)) return undefined;
-    at = (at as Record<string, unknown>)[name];
-  }
-  return at;
 }
 
 function usdIn(value: unknown): number | undefined {

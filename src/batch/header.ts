@@ -44,10 +44,63 @@ const KNOWN: ReadonlySet<string> = new Set<string>([...Object.values(Column), ..
 /** Where each known column sits in a record; absent columns are missing from the map. */
 export type ColumnIndex = ReadonlyMap<KnownColumn, number>;
 
+/**
+ * Columns the user owns (`--carry`, `--column`): a batch file may have them besides the request and record columns.
+ * Plain JSON: it travels in the batch workflow's input to the page-reading activity.
+ */
+export interface UserColumns {
+  /** Columns carried through untouched: never sent, read back from the batch file into the results. */
+  carry?: readonly string[];
+  /** Column to body field (a name or dotted path): the cell, trimmed, goes into the request's `extra`. */
+  send?: Readonly<Record<string, string>>;
+  /**
+   * Every column that is not ours is read back as the user's (results time: the batch was checked with its options
+   * when it started, so nothing more is checked here).
+   * @default false
+   */
+  readAll?: boolean;
+}
+
+/** One column the user owns, where it sits, and the body field it is sent under (absent: carried). */
+export interface UserColumn {
+  name: string;
+  index: number;
+  field?: string;
+}
+
+/** Most `--carry` and `--column` options of a batch, each. */
+export const MAX_USER_COLUMNS = 32;
+/** Longest value of a `--column` cell (code points): it is sent, so it travels in the row's workflow input. */
+export const MAX_EXTRA_VALUE_CHARS = 4000;
+
+/** Whether a header name is one of ours (request or record column). */
+export function isKnownColumn(name: string): boolean {
+  return KNOWN.has(name);
+}
+
+/** The columns of `header` that the user owns under `user`, in header order (unknown, unowned ones left out). */
+export function userColumnsOf(header: readonly string[], user: UserColumns | undefined): UserColumn[] {
+  if (!user) return [];
+  const carry = new Set(user.carry ?? []);
+  const send = new Map(Object.entries(user.send ?? {}));
+  const out: UserColumn[] = [];
+  const seen = new Set<string>();
+  header.forEach((name, index) => {
+    if (name === '' || KNOWN.has(name) || seen.has(name)) return;
+    seen.add(name);
+    const field = send.get(name);
+    if (field !== undefined) out.push({ name, index, field });
+    else if (carry.has(name) || user.readAll) out.push({ name, index });
+  });
+  return out;
+}
+
 export interface ParsedHeader {
   /** The header cells as written (trimmed), kept in the page cursor so later pages need not re-read line 1. */
   columns: string[];
   index: ColumnIndex;
+  /** The columns the user owns (`--carry`, `--column`), in header order. */
+  own: UserColumn[];
   problems: BatchProblem[];
 }
 
@@ -56,11 +109,12 @@ export interface ParsedHeader {
  * and a misspelt optional column (`Width`, `neg_prompt`) silently dropped would spend money on images made
  * without the settings the user asked for. The fix is one edit of line 1, so refusing is cheap.
  */
-export function parseHeader(cells: readonly string[], line: number): ParsedHeader {
+export function parseHeader(cells: readonly string[], line: number, user?: UserColumns): ParsedHeader {
   const columns = cells.map((c) => c.trim());
   const index = new Map<KnownColumn, number>();
   const problems: BatchProblem[] = [];
   const seen = new Map<string, number>();
+  const owned = new Set([...(user?.carry ?? []), ...Object.keys(user?.send ?? {})]);
   columns.forEach((name, i) => {
     const position = `column ${i + 1}`;
     if (name === '') {
@@ -86,8 +140,24 @@ export function parseHeader(cells: readonly string[], line: number): ParsedHeade
       index.set(name as KnownColumn, i);
       return;
     }
-    problems.push({ code: ProblemCode.HeaderUnknownColumn, line, field: name, message: unknownColumnMessage(name) });
+    if (owned.has(name) || user?.readAll) return;
+    problems.push({
+      code: ProblemCode.HeaderUnknownColumn,
+      line,
+      field: name,
+      message: unknownColumnMessage(name, i + 1),
+    });
   });
+  for (const name of owned) {
+    if (seen.has(name)) continue;
+    const option = user?.send?.[name] === undefined ? `--carry ${name}` : `--column ${name}=${user.send[name]}`;
+    problems.push({
+      code: ProblemCode.HeaderOptionColumnMissing,
+      line,
+      field: name,
+      message: `${option} names the column ${preview(name)}, which the header does not have`,
+    });
+  }
   if (!index.has(Column.Prompt)) {
     problems.push({
       code: ProblemCode.HeaderMissingPrompt,
@@ -96,10 +166,10 @@ export function parseHeader(cells: readonly string[], line: number): ParsedHeade
       message: `the header has no "prompt" column (found: ${columns.map((c) => preview(c)).join(', ') || 'nothing'})`,
     });
   }
-  return { columns, index, problems };
+  return { columns, index, own: userColumnsOf(columns, user), problems };
 }
 
-function unknownColumnMessage(name: string): string {
+function unknownColumnMessage(name: string, position: number): string {
   const known = [...REQUEST_KNOWN].join(', ');
   const record = Object.values(RecordColumn).join(', ');
   if (name.includes('\u0000')) {
@@ -108,8 +178,10 @@ function unknownColumnMessage(name: string): string {
   const normalized = name.toLowerCase().replace(/[\s-]+/g, '_');
   const hint = KNOWN.has(normalized) ? ` (did you mean "${normalized}"?)` : '';
   return (
-    `unknown column ${preview(name)}${hint}: the service rejects unknown fields; allowed columns are ${known} ` +
-    `(and errors.csv's ${record}, which are never sent)`
+    `unknown column ${preview(name)} (header column ${position})${hint}: the service rejects unknown fields; ` +
+    `allowed columns are ${known} (and errors.csv's ${record}, which are never sent); to keep a column of your own ` +
+    `give --carry ${preview(name)} (carried into the results, never sent) or ` +
+    `--column ${preview(name)}=<field> (sent in the request under <field>)`
   );
 }
 

@@ -2,7 +2,7 @@
 export { validateBatchFile, type BatchReport, type ModelUsage, type ValidateOptions } from './validate';
 export { readBatchPage, type BatchCursor, type BatchPage, type ReadPageOptions } from './page-reader';
 export { type BatchRow, FieldLimit, ROW_ID_PATTERN } from './schema';
-export { Column } from './header';
+export { Column, MAX_EXTRA_VALUE_CHARS, MAX_USER_COLUMNS, isKnownColumn, type UserColumns } from './header';
 export { type BatchProblem, BatchFileError, ProblemCode } from './problems';
 export { type ScanLimits, DEFAULT_MAX_FIELDS, DEFAULT_MAX_RECORD_BYTES } from './scan';
 export { type FileFingerprint } from './source';

@@ -1,4 +1,11 @@
-import { type ColumnIndex, indexColumns, parseHeader } from './header';
+import {
+  type ColumnIndex,
+  indexColumns,
+  parseHeader,
+  type UserColumn,
+  type UserColumns,
+  userColumnsOf,
+} from './header';
 import { IdTable } from './id-table';
 import { type BatchProblem, BatchFileError, ProblemCode, ProblemCollector } from './problems';
 import { type ScanLimits, type ScannedRecord, scanRecords } from './scan';
@@ -29,6 +36,11 @@ export interface ReadPageOptions extends ScanLimits {
    * @default undefined
    */
   defaultModel?: string;
+  /**
+   * Columns the user owns (`--carry`, `--column`); any other column that is not ours is an error.
+   * @default none
+   */
+  userColumns?: UserColumns;
   /**
    * Data rows (valid or not) per page at most.
    * @default 200
@@ -104,6 +116,7 @@ export async function readBatchPage(
   }
   let state: BatchCursor;
   let index: ColumnIndex | undefined;
+  let own: UserColumn[] = [];
   if (cursor === undefined) {
     state = { byteOffset: source.dataStart, line: 1, rowsBefore: 0, header: [], file: source.fingerprint };
     if (source.encodingProblem) {
@@ -113,6 +126,7 @@ export async function readBatchPage(
   } else {
     state = { ...cursor, header: [...cursor.header] };
     index = indexColumns(cursor.header);
+    own = userColumnsOf(cursor.header, options.userColumns);
   }
   const start = state.byteOffset;
   let rowsInPage = 0;
@@ -120,9 +134,10 @@ export async function readBatchPage(
   const onRecord = (record: ScannedRecord): boolean => {
     if (headerFailed) return true;
     if (index === undefined) {
-      const parsed = parseHeader(record.cells, record.line);
+      const parsed = parseHeader(record.cells, record.line, options.userColumns);
       state.header = parsed.columns;
       index = parsed.index;
+      own = parsed.own;
       parsed.problems.forEach((p) => collector.add(p));
       if (record.badUtf8Line !== undefined) collector.add(badUtf8Problem(record, undefined, []));
       headerFailed = parsed.problems.length > 0 || record.badUtf8Line !== undefined;
@@ -137,6 +152,7 @@ export async function readBatchPage(
         index,
         columns: state.header,
         defaultModel: options.defaultModel,
+        own,
       },
       ids,
       collector,

@@ -17,6 +17,8 @@ export const ProblemCode = {
   HeaderUnknownColumn: 'header.unknown_column',
   HeaderDuplicateColumn: 'header.duplicate_column',
   HeaderEmptyColumn: 'header.empty_column',
+  /** `--carry` or `--column` names a column the header does not have. */
+  HeaderOptionColumnMissing: 'header.option_column_missing',
   /** A quoted field that is never closed; the rest of the file was read as that field. */
   UnclosedQuote: 'csv.unclosed_quote',
   /** A quote where CSV does not allow one (inside an unquoted field, or text after a closing quote). */

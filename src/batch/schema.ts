@@ -2,7 +2,14 @@ import { z } from 'zod';
 import type { CreationRequest } from '../activities/types';
 import { NO_MONEY_HELD } from '../ledger/ledger';
 import { KeyOutcome, RowState } from '../workflows/model';
-import { Column, type ColumnIndex, type KnownColumn, RecordColumn } from './header';
+import {
+  Column,
+  type ColumnIndex,
+  type KnownColumn,
+  MAX_EXTRA_VALUE_CHARS,
+  RecordColumn,
+  type UserColumn,
+} from './header';
 import { type BatchProblem, ProblemCode, preview } from './problems';
 
 /** Submit-body limits (gaps.md, "Submit request body"). Lengths count Unicode code points, not UTF-16 units. */
@@ -33,6 +40,12 @@ export interface BatchRow {
   /** Physical line where the row starts (1-based; the header is line 1). */
   line: number;
   request: CreationRequest;
+  /**
+   * The cells of the user's carried columns (`--carry`; at results time every column of theirs), exactly as written
+   * (not trimmed), by column name. Read back from the file when results are written; the page-reading activity
+   * leaves them out of what it returns, so they never reach workflow history. Absent when there are none.
+   */
+  columns?: Record<string, string>;
 }
 
 function codePoints(s: string, max: number): boolean {
@@ -101,6 +114,8 @@ export interface RowInput {
   width: number;
   index: ColumnIndex;
   defaultModel: string | undefined;
+  /** The user's own columns (`--carry`, `--column`). @default none */
+  own?: readonly UserColumn[];
 }
 
 export type RowResult =
@@ -186,10 +201,39 @@ export function validateRow(input: RowInput): RowResult {
   }
   const refusal = mayBePaidProblem(cell(RecordColumn.State), cell(RecordColumn.KeyOutcomes), line);
   if (refusal) problems.push(withId(refusal));
+  const carried: [string, string][] = [];
+  const extra: [string, string][] = [];
+  for (const own of input.own ?? []) {
+    const raw = cells[own.index] ?? '';
+    if (own.field === undefined) {
+      carried.push([own.name, raw]);
+      continue;
+    }
+    const value = raw.trim();
+    if (value === '') continue;
+    if (!codePoints(value, MAX_EXTRA_VALUE_CHARS)) {
+      problems.push(
+        withId({
+          code: ProblemCode.FieldInvalid,
+          line,
+          field: own.name,
+          message: `${own.name} (sent as ${own.field} by --column) is longer than ${MAX_EXTRA_VALUE_CHARS} characters`,
+        }),
+      );
+      continue;
+    }
+    extra.push([own.field, value]);
+  }
   if (problems.length > 0 || !parsed.success || rowId === undefined || promptColumnMissing) {
     return { ok: false, rowId, problems };
   }
-  return { ok: true, row: { rowId, line, request: parsed.data } };
+  // Object.fromEntries defines own properties: a column named __proto__ stays a plain key.
+  const request: CreationRequest =
+    extra.length > 0 ? { ...parsed.data, extra: Object.fromEntries(extra) } : parsed.data;
+  return {
+    ok: true,
+    row: { rowId, line, request, ...(carried.length > 0 ? { columns: Object.fromEntries(carried) } : {}) },
+  };
 }
 
 /**

@@ -1,4 +1,4 @@
-import { type ColumnIndex, parseHeader } from './header';
+import { type ColumnIndex, parseHeader, type UserColumn, type UserColumns } from './header';
 import { IdTable } from './id-table';
 import { type BatchProblem, ProblemCode, ProblemCollector } from './problems';
 import { type ScanLimits, type ScannedRecord, scanRecords } from './scan';
@@ -11,6 +11,11 @@ export interface ValidateOptions extends ScanLimits {
    * @default undefined
    */
   defaultModel?: string;
+  /**
+   * Columns the user owns (`--carry`, `--column`); any other column that is not ours is an error.
+   * @default none
+   */
+  userColumns?: UserColumns;
   /**
    * Problems kept in the report; later ones are only counted (`problemsDropped`), so a hostile file cannot
    * blow memory.
@@ -76,7 +81,7 @@ export async function validateBatchFile(path: string, options: ValidateOptions =
   };
   const models = new Map<string, ModelUsage>();
   const ids = new IdTable();
-  let header: { index: ColumnIndex; width: number } | undefined;
+  let header: { index: ColumnIndex; width: number; own: UserColumn[] } | undefined;
   /** The first record was malformed CSV: there are no columns to check rows against, only CSV to scan. */
   let headerBroken = false;
 
@@ -92,9 +97,9 @@ export async function validateBatchFile(path: string, options: ValidateOptions =
         return false;
       }
       if (header === undefined) {
-        const parsed = parseHeader(record.cells, record.line);
+        const parsed = parseHeader(record.cells, record.line, options.userColumns);
         report.columns = parsed.columns;
-        header = { index: parsed.index, width: parsed.columns.length };
+        header = { index: parsed.index, width: parsed.columns.length, own: parsed.own };
         if (record.badUtf8Line !== undefined) {
           collector.add({
             code: ProblemCode.InvalidUtf8,
@@ -114,6 +119,7 @@ export async function validateBatchFile(path: string, options: ValidateOptions =
           index: header.index,
           columns: report.columns ?? [],
           defaultModel: options.defaultModel,
+          own: header.own,
         },
         ids,
         collector,
@@ -193,6 +199,8 @@ export interface RecordContext {
   /** Header columns, for messages. */
   columns: readonly string[];
   defaultModel: string | undefined;
+  /** The user's own columns. @default none */
+  own?: readonly UserColumn[];
 }
 
 /**
@@ -213,6 +221,7 @@ export function checkRecord(
     width: context.width,
     index: context.index,
     defaultModel: context.defaultModel,
+    ...(context.own ? { own: context.own } : {}),
   });
   const rowId = result.ok ? result.row.rowId : result.rowId;
   let valid = result.ok;

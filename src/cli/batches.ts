@@ -81,7 +81,10 @@ export async function startOrAttachBatch(options: StartBatchOptions): Promise<St
     );
   }
   const input: BatchWorkflowInput = { ...rest, file: path.resolve(rest.file), outDir: path.resolve(rest.outDir) };
-  const report = await validateBatchFile(input.file, input.defaultModel ? { defaultModel: input.defaultModel } : {});
+  const report = await validateBatchFile(input.file, {
+    ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
+    ...(input.userColumns ? { userColumns: input.userColumns } : {}),
+  });
   if (!report.ok) throw new BatchValidationError(report);
   const fingerprint = await fileFingerprint(input.file);
   const workflowId = batchWorkflowId(input.batchId);

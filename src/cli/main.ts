@@ -26,6 +26,7 @@ import {
   userPrices,
   type PriceCliOptions,
 } from './prices';
+import { CARRY_OPTION, COLUMN_OPTION, ColumnOptionError, userColumnsInput, type ColumnCliOptions } from './columns';
 import { progressLine, spendText } from './progress-line';
 import { terminalText } from './terminal-text';
 import { registerScheduleCommands } from './schedule-program';
@@ -43,6 +44,7 @@ import { demo, resultFilesSummary } from './commands/demo';
 import { simulator } from './commands/simulator';
 import { runWorker } from './commands/worker';
 import { workerHealth } from './commands/healthcheck';
+import { doctor } from './commands/doctor';
 
 /** Exit codes of the `imagebatch` command. */
 export const ExitCode = {
@@ -229,13 +231,17 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
     )
     .option(...PRICE_OPTION)
     .option(...PRICES_OPTION)
+    .option(...CARRY_OPTION)
+    .option(...COLUMN_OPTION)
     .option('--json', 'print the report as JSON')
-    .action(async (file: string, opts: { model?: string; catalog?: boolean; json?: boolean } & PriceCliOptions) => {
+    .action(async (file: string, opts: ValidateCliOptions) => {
       const prices = await userPrices(opts);
+      const columns = userColumnsInput(opts);
       const run = async (catalog?: { client: Client; taskQueue: string }) =>
         validate({
           file,
           prices,
+          ...columns,
           ...(opts.model ? { defaultModel: opts.model } : {}),
           ...(catalog ? { catalog } : {}),
         });
@@ -283,6 +289,8 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
     )
     .option(...PRICE_OPTION)
     .option(...PRICES_OPTION)
+    .option(...CARRY_OPTION)
+    .option(...COLUMN_OPTION)
     .option('--deadline <iso>', 'rows not started by then end as not_run')
     .option(
       '--max-poll-wait <duration>',
@@ -292,6 +300,7 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
     .option('--follow', 'show progress until the batch ends')
     .option('--json', 'print the final progress as JSON')
     .action(async (file: string, opts: RunCliOptions) => {
+      const columns = userColumnsInput(opts);
       const { client, config, close } = await connectClient(process.env);
       try {
         const batchId =
@@ -311,6 +320,7 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
           ...(opts.model ? { defaultModel: opts.model } : {}),
           ...(opts.spendCap === undefined ? {} : { spendCapUsd: opts.spendCap }),
           ...(await pricesInput(opts)),
+          ...columns,
           ...(opts.deadline ? { deadline: new Date(opts.deadline).toISOString() } : {}),
           ...(opts.maxPollWait === undefined ? {} : { maxPollWaitMs: opts.maxPollWait }),
         });
@@ -441,11 +451,45 @@ function buildProgram(signal: AbortSignal): { program: Command; result: { code: 
       }
     });
 
+  program
+    .command('doctor')
+    .description(
+      "Check the image service with a worker's settings and key, without spending (--spend-one: one paid test)",
+    )
+    .option('--local', "run the checks in this process, with its own IMAGEGEN_* settings and key (not a worker's)")
+    .option('--spend-one', 'submit ONE paid creation, show its record and mapping, save its image(s)')
+    .option('--model <id>', '--spend-one: the model to test')
+    .option('--test-id <name>', '--spend-one: names the test; its key is imagebatch-doctor/<name>/<model>')
+    .option('--out <dir>', '--spend-one: folder of the record and the images (default doctor-out)')
+    .option(
+      '--max-wait <duration>',
+      '--spend-one: longest wait for the creation (default 5m, at most 15m)',
+      parseDuration,
+    )
+    .option('--json', 'print the report as JSON')
+    .action(async ({ maxWait, ...opts }: DoctorCliOptions) => {
+      const { exitCode } = await doctor({ ...opts, maxWaitMs: maxWait, env: process.env, signal });
+      result.code = exitCode;
+    });
+
   registerScheduleCommands(program);
   return { program, result };
 }
 
-interface RunCliOptions extends PriceCliOptions {
+interface DoctorCliOptions {
+  local?: boolean;
+  spendOne?: boolean;
+  model?: string;
+  testId?: string;
+  out?: string;
+  /** Milliseconds. */
+  maxWait?: number;
+  json?: boolean;
+}
+
+type ValidateCliOptions = { model?: string; catalog?: boolean; json?: boolean } & PriceCliOptions & ColumnCliOptions;
+
+interface RunCliOptions extends PriceCliOptions, ColumnCliOptions {
   batchId?: string;
   model?: string;
   out: string;
@@ -524,7 +568,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       return ExitCode.InvalidInput;
     }
     if (err instanceof BatchFileChangedError || err instanceof PriceUnknownError) return ExitCode.InvalidInput;
-    if (err instanceof PriceOptionError) return ExitCode.Usage;
+    if (err instanceof PriceOptionError || err instanceof ColumnOptionError) return ExitCode.Usage;
     return ExitCode.Failure;
   } finally {
     process.off('SIGINT', onSigint);

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { type Command, InvalidArgumentError } from 'commander';
 import { connectClient, withClient } from './client';
+import { CARRY_OPTION, COLUMN_OPTION, userColumnsInput } from './columns';
 import { PRICES_OPTION, PRICE_OPTION, pricesInput } from './prices';
 import {
   ScheduleAction,
@@ -27,6 +28,8 @@ interface CreateCliOptions {
   prices?: string;
   paused?: boolean;
   json?: boolean;
+  carry?: string[];
+  column?: Record<string, string>;
 }
 
 const print = (json: boolean | undefined, data: unknown, text: string) =>
@@ -55,9 +58,12 @@ export function registerScheduleCommands(program: Command): void {
     .option('--spend-cap <usd>', 'spend cap of each run (each row reserves its price before it starts)', Number)
     .option(...PRICE_OPTION)
     .option(...PRICES_OPTION)
+    .option(...CARRY_OPTION)
+    .option(...COLUMN_OPTION)
     .option('--paused', 'create it paused')
     .option('--json', 'print as JSON')
     .action(async (id: string, o: CreateCliOptions) => {
+      const columns = userColumnsInput(o);
       const { client, config, close } = await connectClient(process.env);
       try {
         const source = /^https?:\/\//i.test(o.file) ? o.file : path.resolve(o.file);
@@ -76,6 +82,7 @@ export function registerScheduleCommands(program: Command): void {
           ...(o.maxAttempts ? { maxAttempts: o.maxAttempts } : {}),
           ...(o.spendCap === undefined ? {} : { spendCapUsd: o.spendCap }),
           ...(await pricesInput(o)),
+          ...columns,
           ...(o.paused ? { paused: true } : {}),
         });
         print(o.json, res, `schedule ${id} created`);

@@ -1,9 +1,18 @@
 import { z } from 'zod';
 import { DEFAULT_IDEMPOTENCY_HEADER, DEFAULT_SUCCESS_STATUSES, FAILED_STATUS } from '../api/contract';
-import { DEFAULT_COST_FIELDS, DEFAULT_PRICE_FIELDS, FIELD_PATH } from '../api/money';
+import { DEFAULT_COST_FIELDS, DEFAULT_PRICE_FIELDS } from '../api/money';
+import { RECORD_PATH_SYNTAX, recordPathProblem } from '../api/record-path';
+import {
+  DEFAULT_ERROR_FIELDS,
+  DEFAULT_ID_FIELDS,
+  DEFAULT_IMAGE_FIELDS,
+  DEFAULT_MODEL_ID_FIELDS,
+  DEFAULT_STATUS_FIELDS,
+} from '../api/schemas';
 import { ALLOW_INSECURE_HTTP_ENV, plainHttpProblem } from './insecure-http';
 import { gotValue, withoutValue } from './redact';
 import { parseAllowList } from '../api/download-guard';
+import { parseRequestFields, parseRequestTemplate, templateClash, type RequestFields } from '../api/request-shape';
 
 /**
  * Configuration of the image-service client. Every choice that gaps.md calls a default can be overridden from
@@ -71,6 +80,39 @@ export interface ServiceConfig {
    * @default DEFAULT_PRICE_FIELDS (`price_usd` first)
    */
   priceFields: readonly string[];
+  /**
+   * Where a creation record (at the root, or under `data` or `creation`) carries its id: paths (see
+   * `src/api/record-path.ts`) tried in order, the first holding a string or a number winning. `IMAGEGEN_ID_FIELDS`,
+   * comma-separated.
+   * @default DEFAULT_ID_FIELDS (`id`)
+   */
+  idFields: readonly string[];
+  /**
+   * Where a creation record carries its status: paths tried in order, the first holding a string winning.
+   * `IMAGEGEN_STATUS_FIELDS`, comma-separated.
+   * @default DEFAULT_STATUS_FIELDS (`status`)
+   */
+  statusFields: readonly string[];
+  /**
+   * Where a failed creation's record carries the service's error text: paths tried in order, the first holding
+   * anything but null winning. `IMAGEGEN_ERROR_FIELDS`, comma-separated.
+   * @default DEFAULT_ERROR_FIELDS (`error`)
+   */
+  errorFields: readonly string[];
+  /**
+   * Where a succeeded creation's record carries its images: paths tried in order, the first that finds any image
+   * winning; each value found may be an http(s) URL, a `data:image/...;base64,` URI, base64 image bytes, or an object
+   * with `url` (and `width`, `height`). When none finds an image, the record is searched (see `discoverImages` in
+   * `src/api/schemas.ts`). `IMAGEGEN_IMAGE_FIELDS`, comma-separated.
+   * @default DEFAULT_IMAGE_FIELDS (`images[].url` first)
+   */
+  imageFields: readonly string[];
+  /**
+   * Where a model record of the catalog carries the model's id: paths tried in order. `IMAGEGEN_MODEL_ID_FIELDS`,
+   * comma-separated.
+   * @default DEFAULT_MODEL_ID_FIELDS (`id`)
+   */
+  modelIdFields: readonly string[];
   /**
    * Minimum interval between two polls of one creation; raised (per process) to any longer Retry-After a poll
    * was given. `IMAGEGEN_MIN_POLL_INTERVAL_MS`.
@@ -167,6 +209,20 @@ export interface ServiceConfig {
    * @default none
    */
   downloadAllowHosts: readonly string[];
+  /**
+   * Where each request field goes in the submit body: comma-separated `<field>=<target>`, the field one of prompt,
+   * model, negative_prompt, width, height, seed, num_images, the target a name or a dotted path that makes nested
+   * objects (`prompt=input.text,num_images=n`). Unlisted fields keep their names. `IMAGEGEN_REQUEST_FIELDS`.
+   * Changing it while rows are in flight makes their retries a 400 (same key, another body).
+   * @default every field under its own name (gaps.md)
+   */
+  requestFields: RequestFields;
+  /**
+   * Fixed fields merged into every submit body: a JSON object of at most 8 KiB that sets no mapped field. Never put a
+   * secret here: configuration may be logged. `IMAGEGEN_REQUEST_TEMPLATE`.
+   * @default {} (nothing added)
+   */
+  requestTemplate: Readonly<Record<string, unknown>>;
 }
 
 /** A configuration value that cannot be used; `variable` names the environment variable. */
@@ -229,7 +285,15 @@ const fieldPaths = z
   )
   .pipe(
     z
-      .array(z.string().regex(FIELD_PATH, 'each entry must be a field name or a dotted path such as billing.amount'))
+      .array(
+        z.string().superRefine((entry, ctx) => {
+          const problem = recordPathProblem(entry);
+          // The entry itself is not quoted: loadServiceConfig shows the value when it may be shown.
+          if (problem) {
+            ctx.addIssue({ code: 'custom', message: `each entry must be ${RECORD_PATH_SYNTAX} (an entry ${problem})` });
+          }
+        }),
+      )
       .min(1, 'must list at least one field'),
   );
 
@@ -256,6 +320,11 @@ const SETTINGS = {
   successStatuses: ['IMAGEGEN_SUCCESS_STATUSES', statuses, DEFAULT_SUCCESS_STATUSES.join(',')],
   costFields: ['IMAGEGEN_COST_FIELDS', fieldPaths, DEFAULT_COST_FIELDS.join(',')],
   priceFields: ['IMAGEGEN_PRICE_FIELDS', fieldPaths, DEFAULT_PRICE_FIELDS.join(',')],
+  idFields: ['IMAGEGEN_ID_FIELDS', fieldPaths, DEFAULT_ID_FIELDS.join(',')],
+  statusFields: ['IMAGEGEN_STATUS_FIELDS', fieldPaths, DEFAULT_STATUS_FIELDS.join(',')],
+  errorFields: ['IMAGEGEN_ERROR_FIELDS', fieldPaths, DEFAULT_ERROR_FIELDS.join(',')],
+  imageFields: ['IMAGEGEN_IMAGE_FIELDS', fieldPaths, DEFAULT_IMAGE_FIELDS.join(',')],
+  modelIdFields: ['IMAGEGEN_MODEL_ID_FIELDS', fieldPaths, DEFAULT_MODEL_ID_FIELDS.join(',')],
   minPollIntervalMs: ['IMAGEGEN_MIN_POLL_INTERVAL_MS', int(1, 3_600_000), '2000'],
   connectTimeoutMs: ['IMAGEGEN_CONNECT_TIMEOUT_MS', int(1, 600_000), '10000'],
   headersTimeoutMs: ['IMAGEGEN_HEADERS_TIMEOUT_MS', int(1, 600_000), '30000'],
@@ -288,6 +357,30 @@ const SETTINGS = {
       ),
     '',
   ],
+  requestFields: [
+    'IMAGEGEN_REQUEST_FIELDS',
+    z.string().transform((s, ctx) => {
+      const parsed = parseRequestFields(s);
+      if (typeof parsed === 'string') {
+        ctx.addIssue({ code: 'custom', message: parsed });
+        return z.NEVER;
+      }
+      return parsed;
+    }),
+    '',
+  ],
+  requestTemplate: [
+    'IMAGEGEN_REQUEST_TEMPLATE',
+    z.string().transform((s, ctx) => {
+      const parsed = parseRequestTemplate(s);
+      if (typeof parsed === 'string') {
+        ctx.addIssue({ code: 'custom', message: parsed });
+        return z.NEVER;
+      }
+      return parsed;
+    }),
+    '{}',
+  ],
 } as const satisfies { [K in keyof ServiceConfig]: readonly [string, z.ZodType<ServiceConfig[K], string>, string] };
 
 /** The environment variable of each setting (for documentation and error messages). */
@@ -315,6 +408,8 @@ export function loadServiceConfig(env: Readonly<Record<string, string | undefine
   const config = out as unknown as ServiceConfig;
   const plainHttp = plainHttpProblem(config.baseUrl, env[ALLOW_INSECURE_HTTP_ENV]);
   if (plainHttp) throw new ConfigError(plainHttp.variable, plainHttp.problem);
+  const clash = templateClash(config.requestTemplate, config.requestFields);
+  if (clash) throw new ConfigError(SETTINGS.requestTemplate[0], clash);
   if (config.backoffMaxMs < config.backoffBaseMs) {
     throw new ConfigError(
       SETTINGS.backoffMaxMs[0],

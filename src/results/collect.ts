@@ -54,6 +54,9 @@ export async function collectResults(options: CollectResultsOptions): Promise<Re
     const page = await readBatchPage(options.file, cursor, {
       maxRows: 500,
       ...(options.defaultModel ? { defaultModel: options.defaultModel } : {}),
+      // Every column of the user's comes back as it is in the file (`--carry`, `--column`): the batch was checked
+      // with its options when it started, and carried cells never travel through workflow history.
+      userColumns: { readAll: true },
     });
     const results = await mapLimit(page.rows, options.concurrency ?? 16, (row) => lookup(options, row));
     out.push(...results);

@@ -25,10 +25,14 @@ export function galleryHtml(batchId: string, rows: readonly ResultRow[]): string
           .join('')
       : `<div class="none">${escapeHtml(r.state.replace(/_/g, ' '))}</div>`;
     const error = r.result?.error ? `<p class="error">${escapeHtml(r.result.error)}</p>` : '';
+    const own = Object.entries(r.row.columns ?? {});
+    const columns = own.length
+      ? `<dl class="columns">${own.map(([k, v]) => `<dt>${escapeHtml(k)}</dt><dd>${escapeHtml(v)}</dd>`).join('')}</dl>`
+      : '';
     return `<figure class="card ${escapeHtml(r.state)}" data-row="${escapeHtml(r.row.rowId)}">
   <div class="thumbs">${thumbs}</div>
   <figcaption><b>${escapeHtml(r.row.rowId)}</b> <span class="state">${escapeHtml(r.state)}</span> <span class="model">${escapeHtml(r.row.request.model)}</span>
-  <p>${escapeHtml(r.row.request.prompt)}</p>${error}</figcaption>
+  <p>${escapeHtml(r.row.request.prompt)}</p>${error}${columns}</figcaption>
 </figure>`;
   });
   return `<!doctype html>
@@ -47,6 +51,8 @@ figcaption{padding:8px 10px}figcaption p{margin:4px 0 0}
 .failed .state,.unknown .state,.cancelled .state,.images_unsaved .state{background:#fbe3e3}
 .in_flight .state,.not_started .state,.not_run .state{background:#eee}
 .model{color:#777;font-size:12px}.error{color:#a33;font-size:12px}
+.columns{margin:6px 0 0;font-size:12px;display:grid;grid-template-columns:auto 1fr;gap:0 8px}
+.columns dt{color:#777}.columns dd{margin:0;white-space:pre-wrap;overflow-wrap:anywhere}
 </style></head>
 <body><h1>imagebatch · ${escapeHtml(batchId)}</h1><p class="summary">${rows.length} rows: ${escapeHtml(summary)}</p>
 <div class="grid">

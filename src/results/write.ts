@@ -2,6 +2,7 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { stringify } from 'csv-stringify/sync';
 import type { CreationRequest, PriceSource } from '../activities/types';
+import { imagesAskedFor } from '../activities/image-limits';
 import { isRetryableFailureMessage } from '../api/contract';
 import { RecordColumn } from '../batch/header';
 import { recordMayBePaid } from '../batch/schema';
@@ -35,6 +36,8 @@ export interface WrittenResults {
   errorAdvice: Record<Advice, number>;
   /** Rows in unresolved.csv. */
   unresolvedRows: number;
+  /** Succeeded rows that saved fewer images than their `num_images` asked for (`images_short` above 0). */
+  imagesShortRows: number;
 }
 
 /** Key outcomes that say nothing of how the key ended: it may hold money, and may even still be running. */
@@ -106,7 +109,15 @@ export interface JsonlRecord {
   state: ResultState;
   prompt: string;
   model: string;
-  images: { path: string; sha256: string; bytes: number; url: string }[];
+  /** Each saved image; `source` is where the creation's record held it (`images[0].url`), when known. */
+  images: { path: string; sha256: string; bytes: number; url: string; source?: string }[];
+  /** The images the row asked for: its `num_images`, else 1 (the service's default). */
+  images_asked: number;
+  /**
+   * How many fewer images a succeeded row saved than it asked for (0: all of them); null for a row that did not
+   * succeed. The creation was charged as the service charges it; the row still `succeeded` (see README).
+   */
+  images_short: number | null;
   keys: JsonlKey[];
   creation_ids: string[];
   charged_usd: number | null;
@@ -114,6 +125,18 @@ export interface JsonlRecord {
   net_usd: number | null;
   error: string | null;
   resubmittable: boolean | null;
+  /** The row's cells of the columns the user owns (`--carry`, `--column`), exactly as in the batch file. */
+  columns?: Record<string, string>;
+}
+
+/** Prefix of the user's own columns in results.csv: ours never contain a colon, so the two cannot clash. */
+export const USER_COLUMN_PREFIX = 'col:';
+
+/** The user's own column names over all rows, in the batch file's order. */
+function userColumnNames(rows: readonly ResultRow[]): string[] {
+  const names = new Set<string>();
+  for (const r of rows) for (const name of Object.keys(r.row.columns ?? {})) names.add(name);
+  return [...names];
 }
 
 const REQUEST_COLUMNS = ['negative_prompt', 'width', 'height', 'seed', 'num_images'] as const;
@@ -149,6 +172,7 @@ export async function writeResults(
     errorAdvice[advice] += 1;
   }
   const unresolvedRows = rows.filter((r) => isUnresolved(r.state, r.result?.keys ?? []));
+  const imagesShortRows = rows.filter((r) => (imagesShort(r).images_short ?? 0) > 0).length;
   await atomicWrite(files.resultsCsv, resultsCsv(rows));
   await atomicWrite(files.resultsJsonl, rows.map((r) => JSON.stringify(jsonRecord(r))).join('\n') + '\n');
   await atomicWrite(files.errorsCsv, errorsCsv(errorRows));
@@ -160,7 +184,18 @@ export async function writeResults(
     errorRows: errorRows.length,
     errorAdvice,
     unresolvedRows: unresolvedRows.length,
+    imagesShortRows,
   };
+}
+
+/**
+ * The images a row asked for, and how many fewer a succeeded row saved (a creation may list fewer images than
+ * `num_images`: the row succeeded with what came, and says so here rather than hiding it).
+ */
+function imagesShort(r: ResultRow): { images_asked: number; images_short: number | null } {
+  const asked = imagesAskedFor(r.row.request.num_images);
+  if (r.state !== 'succeeded') return { images_asked: asked, images_short: null };
+  return { images_asked: asked, images_short: Math.max(0, asked - (r.result?.images.length ?? 0)) };
 }
 
 type ErrorRow = ResultRow & { advice: Advice };
@@ -173,7 +208,14 @@ function jsonRecord(r: ResultRow): JsonlRecord {
     state: r.state,
     prompt: r.row.request.prompt,
     model: r.row.request.model,
-    images: (rec?.images ?? []).map((i) => ({ path: i.path, sha256: i.sha256, bytes: i.bytes, url: i.url })),
+    images: (rec?.images ?? []).map((i) => ({
+      path: i.path,
+      sha256: i.sha256,
+      bytes: i.bytes,
+      url: i.url,
+      ...(i.source === undefined ? {} : { source: i.source }),
+    })),
+    ...imagesShort(r),
     keys: (rec?.keys ?? []).map((k) => ({
       attempt: k.attempt,
       idempotency_key: k.idempotencyKey,
@@ -190,6 +232,7 @@ function jsonRecord(r: ResultRow): JsonlRecord {
     net_usd: rec?.netUsd ?? null,
     error: rec?.error ?? null,
     resubmittable: rec ? rec.resubmittable : r.state === 'not_started' ? true : null,
+    ...(r.row.columns ? { columns: r.row.columns } : {}),
   };
 }
 
@@ -227,6 +270,7 @@ function resultsCsv(rows: readonly ResultRow[]): string {
     'model',
     'images',
     'sha256',
+    'images_short',
     'error',
     'resubmittable',
     'idempotency_keys',
@@ -237,6 +281,7 @@ function resultsCsv(rows: readonly ResultRow[]): string {
     'net_usd',
     'price_known',
   ] as const;
+  const own = userColumnNames(rows);
   const body = rows.map((r) => {
     const j = jsonRecord(r);
     const cells: Record<(typeof header)[number], string> = {
@@ -247,10 +292,11 @@ function resultsCsv(rows: readonly ResultRow[]): string {
       model: safeCell(j.model),
       images: safeCell(j.images.map((i) => i.path).join(' ')),
       sha256: j.images.map((i) => i.sha256).join(' '),
+      images_short: j.images_short === null ? '' : String(j.images_short),
     };
-    return header.map((c) => cells[c]);
+    return [...header.map((c) => cells[c]), ...own.map((c) => safeCell(r.row.columns?.[c] ?? ''))];
   });
-  return stringify([[...header], ...body]);
+  return stringify([[...header, ...own.map((c) => `${USER_COLUMN_PREFIX}${c}`)], ...body]);
 }
 
 /**
@@ -260,7 +306,8 @@ function resultsCsv(rows: readonly ResultRow[]): string {
  */
 function errorsCsv(rows: readonly ErrorRow[]): string {
   const used = REQUEST_COLUMNS.filter((c) => rows.some((r) => r.row.request[c] !== undefined));
-  const header = ['id', 'prompt', 'model', ...used, ...RECORD_COLUMNS];
+  const own = userColumnNames(rows);
+  const header = ['id', 'prompt', 'model', ...used, ...own, ...RECORD_COLUMNS];
   const body = rows.map((r) => {
     const req: CreationRequest = r.row.request;
     const record: Record<RecordColumn, string> = { ...recordCells(jsonRecord(r)), advice: r.advice };
@@ -269,6 +316,7 @@ function errorsCsv(rows: readonly ErrorRow[]): string {
       req.prompt,
       req.model,
       ...used.map((c) => (req[c] === undefined ? '' : String(req[c]))),
+      ...own.map((c) => r.row.columns?.[c] ?? ''),
       ...RECORD_COLUMNS.map((c) => record[c]),
     ];
   });

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { stringify } from 'csv-stringify/sync';
 import { request, type Dispatcher } from 'undici';
-import { readBatchPage, type BatchCursor } from '../batch';
+import { isKnownColumn, readBatchPage, type BatchCursor } from '../batch';
 import { CLAIMS_DIR, claimFileName, claimOwner, markScheduleRun, releaseRow } from '../ledger/claims';
 import { LEDGER_FILE, readLedgerOnce, rowMayBePaid } from '../ledger/ledger';
 
@@ -85,6 +85,9 @@ export async function prepareScheduledInput(input: PrepareInput, dispatcher?: Di
   const done = input.skipSucceeded ? await paidRowIds(scheduleDir) : new Set<string>();
   const claimNames = input.skipSucceeded ? await claimFileNames(scheduleDir) : new Set<string>();
   const out: string[][] = [[...COLUMNS]];
+  // The user's own columns (`--carry`, `--column`) are copied as they are, after ours: the run's batch checks them
+  // against its options when it reads the copy.
+  let own: string[] | undefined;
   let skipped = 0;
   let claimed = 0;
   let released = 0;
@@ -94,7 +97,12 @@ export async function prepareScheduledInput(input: PrepareInput, dispatcher?: Di
     const page = await readBatchPage(source, cursor, {
       maxRows: 1000,
       ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
+      userColumns: { readAll: true },
     });
+    if (own === undefined) {
+      own = [...new Set(page.nextCursor.header.filter((c) => c !== '' && !isKnownColumn(c)))];
+      out[0]!.push(...own);
+    }
     invalid += page.invalidRows;
     for (const row of page.rows) {
       if (done.has(row.rowId)) {
@@ -123,6 +131,7 @@ export async function prepareScheduledInput(input: PrepareInput, dispatcher?: Di
         r.model,
         r.negative_prompt ?? '',
         ...[r.width, r.height, r.seed, r.num_images].map((v) => (v === undefined ? '' : String(v))),
+        ...own.map((c) => row.columns?.[c] ?? ''),
       ]);
     }
     if (page.done) break;

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { API_KEY_TAIL, SIMULATOR_KEY_PREFIX, type StatusNamingName } from '../api/contract';
+import { BODY_PATH, REQUEST_SOURCES } from '../api/request-shape';
 import { type Clock } from './clock';
 import { FaultKind, PROBABILISTIC_FAULTS, type Fault, type ScriptRule } from './faults';
 
@@ -105,6 +106,27 @@ export const limitsSchema = z.strictObject({
   modelCapacity: positiveInt.nullable().default(null),
 });
 
+/** The fields a creation record may have besides its status (gaps.md "Creation record", and the shapes' own). */
+const RECORD_FIELDS: ReadonlySet<string> = new Set([
+  'id',
+  'status',
+  'model',
+  'prompt',
+  'negative_prompt',
+  'width',
+  'height',
+  'num_images',
+  'seed',
+  'created_at',
+  'updated_at',
+  'cost_usd',
+  'charge',
+  'images',
+  'error',
+  'result',
+  'data',
+]);
+
 const DEFAULT_MODELS = [
   { id: 'flux-dev', name: 'Flux Dev', price_usd: 0.04 },
   { id: 'flux-schnell', name: 'Flux Schnell', price_usd: 0.01 },
@@ -133,6 +155,43 @@ export const simulatorConfigSchema = z
         fields: z.enum(['default', 'renamed', 'hidden']).default('default'),
         /** 'always' (the 202 and every GET), or 'poll-only' (never on a 202 or its replay, only on GET /creations/{id}). */
         costOn: z.enum(['always', 'poll-only']).default('always'),
+      })
+      .prefault({}),
+    /**
+     * Where the submit body's fields are (the interface does not show them). Default: gaps.md's flat body, and any
+     * other field is rejected. `fields` moves a field to another name or a dotted path (`{ "prompt": "input.text" }`);
+     * `extraFields` are fields besides them, by dotted path, that are accepted (`optional`) or demanded (`required`:
+     * a 400 without it), such as the ones `IMAGEGEN_REQUEST_TEMPLATE` and `--column` add. Any other field is still
+     * rejected.
+     */
+    requestLayout: z
+      .strictObject({
+        fields: z
+          .partialRecord(z.enum(REQUEST_SOURCES), z.string().regex(BODY_PATH, 'must be a name or a dotted path'))
+          .default({}),
+        extraFields: z
+          .record(z.string().regex(BODY_PATH, 'must be a name or a dotted path'), z.enum(['required', 'optional']))
+          .default({}),
+      })
+      .prefault({}),
+    /**
+     * How a creation record shows its images and its status (the interface shows neither field's name); what is
+     * stored, charged and replayed is the same in every mode. See `src/simulator/record-shape.ts`.
+     */
+    records: z
+      .strictObject({
+        /**
+         * 'default' (gaps.md: `images[].url`), 'nested' (`result.files[].href`), 'inline-base64' (`data[].b64_json`
+         * holding the PNG bytes), 'data-uri' (`images[].url` as `data:image/png;base64,...`), 'none' (a success
+         * that shows no image at all).
+         */
+        imageShape: z.enum(['default', 'nested', 'inline-base64', 'data-uri', 'none']).default('default'),
+        /** The field that carries the status (`state`, `job_status`...): a plain name no other field of a record has. */
+        statusField: z
+          .string()
+          .regex(/^[A-Za-z_$][A-Za-z0-9_$-]{0,63}$/, 'must be a plain field name such as state')
+          .refine((name) => !RECORD_FIELDS.has(name) || name === 'status', 'is already a field of a creation record')
+          .default('status'),
       })
       .prefault({}),
     idempotency: z

@@ -8,7 +8,9 @@ import { IdempotencyVariant, type SimulatorConfig } from './config';
 import { CreationStore, creationRecord, earliestFinish, newCreationId, type Creation } from './creations';
 import { FaultKind, FaultPlan, forcedFailure, type Fault } from './faults';
 import { IdempotencyStore } from './idempotency';
+import { imageOf } from './files';
 import { modelRecord, showCost } from './pricing';
+import { showRecord } from './record-shape';
 import { CreationOutcome, Ledger } from './ledger';
 import { toMicros } from './money';
 import { hash32, mulberry32, uniformInt, type Random, type SeededRandom } from './random';
@@ -149,9 +151,17 @@ export class SimulatorEngine {
     return { status: 200, body: this.record(c) };
   }
 
-  /** The creation record as GET /creations/{id} shows it now: in the status naming, with its cost as priced. */
+  /**
+   * The creation record as GET /creations/{id} shows it now: in the status naming, with its cost as priced, its
+   * status and images where `records` puts them.
+   */
   record(c: Creation): object {
-    return showCost(creationRecord(c, this.now(), this.naming, this.filesUrl), this.config.pricing.fields, true);
+    const record = creationRecord(c, this.now(), this.naming, this.filesUrl);
+    return showCost(
+      showRecord(record, this.config.records, (n) => imageOf(c, n)),
+      this.config.pricing.fields,
+      true,
+    );
   }
 
   private quota(principal: Principal, parsed: Parsed): ApiResponse | undefined {
@@ -239,12 +249,19 @@ export class SimulatorEngine {
     return { response: this.sent(j.response), delivery: j.delivery };
   }
 
-  /** A submit response as sent: a 202's creation record (stored with `cost_usd`) with its cost as priced. */
+  /**
+   * A submit response as sent: a 202's creation record (stored in gaps.md's form) with its cost as priced and its
+   * status and images where `records` puts them.
+   */
   private sent(response: ApiResponse): ApiResponse {
     const { fields, costOn } = this.config.pricing;
     const body = response.body;
     if (response.status !== 202 || typeof body !== 'object' || body === null) return response;
-    return { ...response, body: showCost(body, fields, costOn === 'always') };
+    // A 202 shows the creation queued: no image yet, whatever the shape.
+    const shown = showRecord(body, this.config.records, () => {
+      throw new Error('a 202 shows no image');
+    });
+    return { ...response, body: showCost(shown, fields, costOn === 'always') };
   }
 
   /** Validation, wallet and budget, charge, start: the steps whose responses variant (b) stores. */
@@ -257,7 +274,7 @@ export class SimulatorEngine {
       delivery: SEND,
     });
     if (!parsed.ok) return final(invalidRequest([parsed.problem]));
-    const validation = validateCreationBody(parsed.value);
+    const validation = validateCreationBody(parsed.value, this.config.requestLayout);
     if (!validation.ok) return final(invalidRequest(validation.errors));
     const request = validation.value;
     const unitPrice = this.prices.get(request.model);

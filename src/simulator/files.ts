@@ -15,6 +15,17 @@ const FILE_PATH = /^\/files\/(cr_[0-9A-Z]+)-(\d+)\.png$/;
 /** Pixels per side of a served image: the requested size scaled down 16 times (1024 gives 64). */
 const SCALE = 16;
 
+/** Image `index` of a creation, as the files port serves it (and the inline record shapes carry it). */
+export function imageOf(creation: Creation, index: number): Buffer {
+  return renderImage(
+    creation.prompt,
+    creation.seed,
+    index,
+    Math.max(1, Math.round(creation.width / SCALE)),
+    Math.max(1, Math.round(creation.height / SCALE)),
+  );
+}
+
 /**
  * The image host: `/files/<creationId>-<n>.png` of succeeded creations, without any key, like a CDN on
  * another origin. Images are rendered on demand from the prompt and seed (deterministic).
@@ -44,13 +55,7 @@ export function createFilesServer(
       res.end('not found');
       return;
     }
-    const png = renderImage(
-      creation.prompt,
-      creation.seed,
-      index,
-      Math.max(1, Math.round(creation.width / SCALE)),
-      Math.max(1, Math.round(creation.height / SCALE)),
-    );
+    const png = imageOf(creation, index);
     res.writeHead(200, { 'content-type': 'image/png', 'content-length': String(png.length) });
     res.end(req.method === 'HEAD' ? undefined : png);
   });

@@ -62,10 +62,67 @@ function dimension(body: Record<string, unknown>, field: string, errors: FieldEr
   return value ?? DEFAULT_SIZE;
 }
 
-/** Validates a parsed JSON value as a submit body. */
-export function validateCreationBody(body: unknown): ValidationResult {
+/** Where the body's fields are (config `requestLayout`): moved fields, and extra fields accepted or demanded. */
+export interface RequestLayout {
+  fields: Partial<Record<string, string>>;
+  extraFields: Record<string, 'required' | 'optional'>;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * Reads a body laid out as `layout` says into the flat body gaps.md describes, reporting (by dotted path) every
+ * field that is not a known one, and every required extra field that is missing. Field errors of the flat body are
+ * then named by their paths.
+ */
+function flatten(
+  body: Record<string, unknown>,
+  layout: RequestLayout,
+  errors: FieldError[],
+): { flat: Record<string, unknown>; pathOf: (field: string) => string } {
+  const where = new Map<string, string>(); // path -> flat field name
+  for (const field of KNOWN_FIELDS) where.set(layout.fields[field] ?? field, field);
+  const extras = new Set(Object.keys(layout.extraFields));
+  const leaves = new Set([...where.keys(), ...extras]);
+  const inner = new Set<string>();
+  for (const leaf of leaves) {
+    const segments = leaf.split('.');
+    for (let i = 1; i < segments.length; i++) inner.add(segments.slice(0, i).join('.'));
+  }
+  const flat: Record<string, unknown> = {};
+  const present = new Set<string>();
+  const walk = (node: Record<string, unknown>, prefix: string): void => {
+    for (const [key, value] of Object.entries(node)) {
+      const at = prefix ? `${prefix}.${key}` : key;
+      if (leaves.has(at)) {
+        present.add(at);
+        const field = where.get(at);
+        if (field !== undefined) flat[field] = value;
+      } else if (inner.has(at) && isObject(value)) walk(value, at);
+      else errors.push({ field: at, message: inner.has(at) ? 'must be a JSON object' : 'is not a known field' });
+    }
+  };
+  walk(body, '');
+  for (const [path, need] of Object.entries(layout.extraFields)) {
+    if (need === 'required' && !present.has(path)) errors.push({ field: path, message: 'is required' });
+  }
+  return { flat, pathOf: (field) => layout.fields[field] ?? field };
+}
+
+/** Validates a parsed JSON value as a submit body, laid out as gaps.md says or as `layout` says. */
+export function validateCreationBody(body: unknown, layout?: RequestLayout): ValidationResult {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     return { ok: false, errors: [{ field: 'body', message: 'must be a JSON object' }] };
+  }
+  const custom =
+    layout !== undefined && (Object.keys(layout.fields).length > 0 || Object.keys(layout.extraFields).length > 0);
+  if (custom) {
+    const layoutErrors: FieldError[] = [];
+    const { flat, pathOf } = flatten(body as Record<string, unknown>, layout, layoutErrors);
+    const result = validateCreationBody(flat);
+    if (result.ok && layoutErrors.length === 0) return result;
+    const fieldErrors = result.ok ? [] : result.errors.map((e) => ({ ...e, field: pathOf(e.field) }));
+    return { ok: false, errors: [...layoutErrors, ...fieldErrors] };
   }
   const record = body as Record<string, unknown>;
   const errors: FieldError[] = [];

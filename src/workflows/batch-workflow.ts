@@ -14,6 +14,7 @@ import {
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { BatchRowInput, ListPrice } from '../activities/types';
+import type { UserColumns } from '../batch/header';
 import {
   applyRowDone,
   committedUsd,
@@ -49,6 +50,11 @@ export interface BatchWorkflowInput {
   outDir: string;
   /** Model of rows that name none. */
   defaultModel?: string;
+  /**
+   * Columns the user owns (`--carry`, `--column`), passed to the page reader.
+   * @default none (a column that is not ours is an error)
+   */
+  userColumns?: UserColumns;
   /**
    * Rows in flight at most (the sliding window).
    * @default 8
@@ -421,6 +427,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
       maxRows: pageSize,
       ...(state.cursor ? { cursor: state.cursor } : {}),
       ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
+      ...(input.userColumns ? { userColumns: input.userColumns } : {}),
     });
     state.cursor = page.nextCursor;
     state.fileDone = page.done;

@@ -6,3 +6,4 @@ export * from './catalog-workflow';
 export * from './definitions';
 export * from './model';
 export * from './reconcile-workflow';
+export * from './doctor-workflow';

@@ -209,7 +209,16 @@ describe('createImage, once its creation is known', () => {
       outcome: 'succeeded',
       creationId: 'cr_1',
       costUsd: 0.04,
-      images: [{ url: `${images.origin}/cr_1-0.png`, path: 'row-7/cr_1-0.png', sha256: sha(PNG), bytes: PNG.length }],
+      images: [
+        {
+          url: `${images.origin}/cr_1-0.png`,
+          // Where the record held it: the results say so.
+          source: 'images[0].url',
+          path: 'row-7/cr_1-0.png',
+          sha256: sha(PNG),
+          bytes: PNG.length,
+        },
+      ],
     });
     // One request to the service (the poll, never a submission), then the image, without any credential.
     expect(api.requests.map((q) => q.method)).toEqual(['GET']);

@@ -163,7 +163,11 @@ describe('durable retries on the time-skipping server', () => {
     const elapsed = (await env().currentTimeMs()) - t0;
     expect(result).toEqual({
       ok: true,
-      value: { outcome: 'succeeded', status: 'succeeded', images: [{ url: 'http://files/c-0.png' }] },
+      value: {
+        outcome: 'succeeded',
+        status: 'succeeded',
+        images: [{ url: 'http://files/c-0.png', source: 'images[0].url' }],
+      },
     });
     expect(server.requests).toHaveLength(3);
     expect(elapsed).toBeGreaterThanOrEqual(4000);

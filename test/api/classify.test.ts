@@ -346,7 +346,7 @@ describe('classifyResponse: poll', () => {
         outcome: 'succeeded',
         status,
         costUsd: 0.04,
-        images: [{ url: 'http://files/c-0.png', width: 64, height: 64 }],
+        images: [{ url: 'http://files/c-0.png', width: 64, height: 64, source: 'images[0].url' }],
       },
     });
   });

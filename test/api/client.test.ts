@@ -40,7 +40,15 @@ describe('ImageApiClient: requests', () => {
     const { server, client } = await setup(() => accepted());
     const out = await client.submit({
       idempotencyKey: 'b1-r1-1',
-      request: { height: 512, model: 'flux-dev', prompt: 'p', width: 512, extra: 'dropped' } as typeof request,
+      // Fields that are not request fields are dropped, and an `extra` that is not a map of strings is no columns.
+      request: {
+        height: 512,
+        model: 'flux-dev',
+        prompt: 'p',
+        width: 512,
+        unknown: 'dropped',
+        extra: 'dropped',
+      } as typeof request,
     });
     expect(out).toEqual({ kind: 'accepted', creationId: 'cr_1', status: 'queued', costUsd: 0.04 });
     const [req] = server.requests;

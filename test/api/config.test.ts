@@ -1,6 +1,7 @@
 import { DEFAULT_COST_FIELDS, DEFAULT_PRICE_FIELDS } from '../../src/api/money';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_SUCCESS_STATUSES } from '../../src/api/contract';
+import { DEFAULT_IMAGE_FIELDS } from '../../src/api/schemas';
 import { ConfigError, loadServiceConfig, SERVICE_CONFIG_ENV } from '../../src/config/service-config';
 
 function errorOf(env: Record<string, string>): ConfigError {
@@ -26,6 +27,21 @@ describe('loadServiceConfig', () => {
       successStatuses: DEFAULT_SUCCESS_STATUSES,
       costFields: DEFAULT_COST_FIELDS,
       priceFields: DEFAULT_PRICE_FIELDS,
+      requestFields: {
+        prompt: 'prompt',
+        model: 'model',
+        negative_prompt: 'negative_prompt',
+        width: 'width',
+        height: 'height',
+        seed: 'seed',
+        num_images: 'num_images',
+      },
+      requestTemplate: {},
+      idFields: ['id'],
+      statusFields: ['status'],
+      errorFields: ['error'],
+      imageFields: DEFAULT_IMAGE_FIELDS,
+      modelIdFields: ['id'],
       minPollIntervalMs: 2000,
       connectTimeoutMs: 10_000,
       headersTimeoutMs: 30_000,

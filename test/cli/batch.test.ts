@@ -161,6 +161,7 @@ describe('results', { timeout: 120_000 }, () => {
       errorRows: 3,
       errorAdvice: { submit_again: 2, revise_prompt: 1, fix_row: 0 },
       unresolvedRows: 0,
+      imagesShortRows: 0,
     });
     const text = await cli(['results', 'cli-main'], env());
     expect(text.code, describeRun(['results', 'cli-main'], text)).toBe(0);

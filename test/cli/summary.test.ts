@@ -16,6 +16,7 @@ function written(fields: Partial<WrittenResults>): WrittenResults {
     errorRows: 0,
     errorAdvice: { submit_again: 0, revise_prompt: 0, fix_row: 0 },
     unresolvedRows: 0,
+    imagesShortRows: 0,
     ...fields,
   };
 }
@@ -57,6 +58,14 @@ describe('resultFilesSummary', () => {
         '(/out/unresolved.csv)',
     ]);
     expect(resultFilesSummary('b', written({}))).toEqual(['errors.csv: no rows to submit again (/out/errors.csv)']);
+  });
+
+  it('says how many succeeded rows saved fewer images than they asked for, and where to see it', () => {
+    expect(resultFilesSummary('b', written({ imagesShortRows: 2 }))).toEqual([
+      'errors.csv: no rows to submit again (/out/errors.csv)',
+      'results.csv: 2 rows succeeded with fewer images than num_images asked for (column images_short: how many ' +
+        'are missing) (/out/results.csv)',
+    ]);
   });
 });
 

@@ -127,7 +127,7 @@ describe.each(NAMINGS.flatMap((naming) => AUTH_STYLES.map((auth) => ({ naming, a
       expect(seen).toEqual([names.queued, names.running]);
       expect(result).toMatchObject({ outcome: 'succeeded', status: names.succeeded, costUsd: 0.04 });
       expect(result?.outcome === 'succeeded' && result.images).toEqual([
-        { url: `${sim.filesUrl}/files/${id}-0.png`, width: 1024, height: 1024 },
+        { url: `${sim.filesUrl}/files/${id}-0.png`, width: 1024, height: 1024, source: 'images[0].url' },
       ]);
       expect(sim.ledger.creation(id)).toMatchObject({ outcome: 'succeeded', netUsd: 0.04 });
     });
@@ -228,7 +228,13 @@ describe.each(NAMINGS.flatMap((naming) => AUTH_STYLES.map((auth) => ({ naming, a
 
       // downloadImages on its own finds the finished files and sends nothing more.
       const again = await h.run('downloadImages', [
-        { batchId: 'b1', rowId, creationId: id, images: images.map((i) => ({ url: i.url })), outDir: 'batch1' },
+        {
+          batchId: 'b1',
+          rowId,
+          creationId: id,
+          images: images.map((i) => ({ url: i.url, ...(i.source === undefined ? {} : { source: i.source }) })),
+          outDir: 'batch1',
+        },
       ]);
       expect(again.value).toEqual(images);
 

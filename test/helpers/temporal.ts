@@ -5,7 +5,7 @@ import { afterAll, beforeAll } from 'vitest';
 import { executableFor, temporalCliPath, testServerPath } from '../../src/temporal/toolchain';
 import { workflowsPath } from '../../src/worker';
 import { createActivities } from '../../src/activities';
-import { defaultServiceConfig } from '../../src/config/service-config';
+import { defaultServiceConfig, type ServiceConfig } from '../../src/config/service-config';
 import { DEMO_API_KEY } from '../../src/simulator';
 
 /**
@@ -58,12 +58,12 @@ const noop = () => undefined;
 const quietBundlerLogger = { trace: noop, debug: noop, info: noop, warn: noop, error: console.error, log: noop };
 
 /**
- * A worker with the real activities against a simulator at `baseUrl` (the demo key, a 200 ms poll interval), on a
- * task queue of its own named after `prefix`, writing below `outputRoot`.
+ * A worker with the real activities against a simulator at `baseUrl` (the demo key, a 200 ms poll interval, and any
+ * other `config` given), on a task queue of its own named after `prefix`, writing below `outputRoot`.
  */
 export async function simulatorWorker(
   env: () => TestWorkflowEnvironment,
-  options: { baseUrl: string; outputRoot: string; prefix: string },
+  options: { baseUrl: string; outputRoot: string; prefix: string; config?: Partial<ServiceConfig> },
 ): Promise<{ worker: Worker; taskQueue: string }> {
   const taskQueue = `${options.prefix}-${randomUUID()}`;
   const worker = await Worker.create({
@@ -71,7 +71,7 @@ export async function simulatorWorker(
     taskQueue,
     workflowBundle: await workflowBundle(),
     activities: createActivities({
-      config: defaultServiceConfig({ baseUrl: options.baseUrl, minPollIntervalMs: 200 }),
+      config: defaultServiceConfig({ baseUrl: options.baseUrl, minPollIntervalMs: 200, ...options.config }),
       apiKey: () => DEMO_API_KEY,
       outputRoot: options.outputRoot,
       temporalClient: env().client,

@@ -186,6 +186,8 @@ describe('writeResults: one record per row', () => {
       prompt: 'prompt of ok',
       model: 'flux-dev',
       images: [{ path: 'b/ok-1.png', sha256: 'ab'.repeat(32), bytes: 1234, url: 'https://files.example/ok.png' }],
+      images_asked: 1,
+      images_short: 0,
       keys: [
         {
           attempt: 1,
@@ -222,11 +224,56 @@ describe('writeResults: one record per row', () => {
     expect([money(lines[6]!), lines[6]!.resubmittable]).toEqual([[null, null, null], true]);
   });
 
+  it('a succeeded row that saved fewer images than num_images asked says how many are missing', async () => {
+    const short = batchRow('short', 14, { num_images: 3 });
+    const inline = {
+      url: 'data:image/png;base64 (1234 bytes) at data[0].b64_json',
+      source: 'data[0].b64_json',
+      path: 'b/short-0.png',
+      sha256: 'cd'.repeat(32),
+      bytes: 1234,
+    };
+    const rows: ResultRow[] = [
+      ...ALL,
+      done(short, {
+        state: 'succeeded',
+        keys: [{ attempt: 1, idempotencyKey: 'ib.b.short.a1', outcome: 'succeeded', creationId: 'cr_s' }],
+        creationIds: ['cr_s'],
+        images: [inline],
+        resubmittable: false,
+      }),
+    ];
+    const written = await writeResults(path.join(dir, 'short'), BATCH, rows);
+    expect(written.imagesShortRows).toBe(1);
+    const lines = await readJsonl(written.resultsJsonl);
+    expect(lines.at(-1)).toMatchObject({
+      state: 'succeeded',
+      images: [{ path: 'b/short-0.png', url: inline.url, source: 'data[0].b64_json' }],
+      images_asked: 3,
+      images_short: 2,
+    });
+    // Not short: all came. Not succeeded: nothing was to be saved, so nothing is short (null, an empty cell).
+    expect(lines.map((l) => [l.row_id, l.images_short])).toEqual([
+      ['ok', 0],
+      ...['bad', 'stop', 'lost', 'late', 'busy', 'new', 'unsafe', 'flaky', 'unsaved', 'quit', 'odd'].map((id) => [
+        id,
+        null,
+      ]),
+      ['short', 2],
+    ]);
+    expect(lines[3]).toMatchObject({ row_id: 'lost', images_asked: 2 });
+    const csv = await readCsv(written.resultsCsv);
+    expect(csv.map((r) => r.images_short)).toEqual(['0', ...Array<string>(11).fill(''), '2']);
+    // The column is results.csv's own: errors.csv and unresolved.csv keep their columns, so they still run again.
+    expect(await readFile(written.errorsCsv, 'utf8')).not.toContain('images_short');
+    expect(await readFile(written.unresolvedCsv, 'utf8')).not.toContain('images_short');
+  });
+
   it('results.csv has a state, the keys with their outcomes, and empty money when unknown', async () => {
     const written = await writeResults(path.join(dir, 'csv'), BATCH, ALL);
     const text = await readFile(written.resultsCsv, 'utf8');
     expect(text.split('\n')[0]).toBe(
-      'row_id,line,state,prompt,model,images,sha256,error,resubmittable,idempotency_keys,key_outcomes,' +
+      'row_id,line,state,prompt,model,images,sha256,images_short,error,resubmittable,idempotency_keys,key_outcomes,' +
         'creation_ids,charged_usd,refunded_usd,net_usd,price_known',
     );
     const csv = await readCsv(written.resultsCsv);
@@ -248,6 +295,7 @@ describe('writeResults: one record per row', () => {
       line: '2',
       images: 'b/ok-1.png',
       sha256: 'ab'.repeat(32),
+      images_short: '0',
       idempotency_keys: 'ib.b.ok.a1',
       key_outcomes: 'succeeded',
       creation_ids: 'cr_ok',

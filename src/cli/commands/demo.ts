@@ -77,7 +77,15 @@ export function resultFilesSummary(batchId: string, written: WrittenResults): st
   const unresolved =
     `unresolved.csv: ${rows(n)} may have been paid: imagebatch reconcile ${batchId} resolves ` +
     `${n === 1 ? 'it; never submit it again' : 'them; never submit them again'} (${written.unresolvedCsv})`;
-  return n > 0 ? [errors, unresolved] : [errors];
+  const lines = n > 0 ? [errors, unresolved] : [errors];
+  const short = written.imagesShortRows;
+  if (short > 0) {
+    lines.push(
+      `results.csv: ${rows(short)} succeeded with fewer images than num_images asked for ` +
+        `(column images_short: how many are missing) (${written.resultsCsv})`,
+    );
+  }
+  return lines;
 }
 
 /**

@@ -3,7 +3,7 @@ import { msToNumber } from '@temporalio/common/lib/time';
 import { ScheduleOverlapPolicy } from '@temporalio/client';
 import { scheduledBatchWorkflow, type ScheduledBatchWorkflowInput } from '../../workflows';
 import { ID_PATTERN } from '../../workflows/keys';
-import { validateBatchFile } from '../../batch';
+import { validateBatchFile, type UserColumns } from '../../batch';
 import { checkPricesForCap } from '../prices';
 
 /** Overlap policies a person can choose (what happens when a run is due while the previous one runs). */
@@ -39,6 +39,8 @@ export interface CreateScheduleOptions {
   prices?: Record<string, number>;
   /** Create it paused. */
   paused?: boolean;
+  /** Columns the user owns (`--carry`, `--column`). @default none */
+  userColumns?: UserColumns;
 }
 
 /** `imagebatch schedule create`: a Temporal Schedule that starts a fresh batch from the source on each tick. */
@@ -59,14 +61,15 @@ export async function createSchedule(options: CreateScheduleOptions): Promise<{ 
     ...(options.maxAttempts ? { maxAttempts: options.maxAttempts } : {}),
     ...(options.spendCapUsd === undefined ? {} : { spendCapUsd: options.spendCapUsd }),
     ...(options.prices ? { prices: options.prices } : {}),
+    ...(options.userColumns ? { userColumns: options.userColumns } : {}),
   };
   // A cap is kept only with a price for every model: a local file is checked now (a URL's rows are held by each
   // run's batch until their price is known).
   if (options.spendCapUsd !== undefined && !/^https?:\/\//i.test(options.source)) {
-    const report = await validateBatchFile(
-      options.source,
-      options.defaultModel ? { defaultModel: options.defaultModel } : {},
-    );
+    const report = await validateBatchFile(options.source, {
+      ...(options.defaultModel ? { defaultModel: options.defaultModel } : {}),
+      ...(options.userColumns ? { userColumns: options.userColumns } : {}),
+    });
     await checkPricesForCap(options.client, options.taskQueue, report.models, options.prices ?? {});
   }
   await options.client.schedule.create({

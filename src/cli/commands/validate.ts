@@ -1,11 +1,13 @@
 import type { Client } from '@temporalio/client';
-import { validateBatchFile, type BatchReport } from '../../batch';
+import { validateBatchFile, type BatchReport, type UserColumns } from '../../batch';
 import { estimateOf, priceModels, readCatalog, type ModelPrice } from '../prices';
 
 export interface ValidateOptions {
   file: string;
   /** Model of rows that name none. */
   defaultModel?: string;
+  /** Columns the user owns (`--carry`, `--column`). @default none */
+  userColumns?: UserColumns;
   /**
    * Check the models against the account's catalog and estimate the cost, through a running worker (it holds
    * the API key). Without it, only the file is checked.
@@ -34,10 +36,10 @@ export interface ValidateResult {
 
 /** `imagebatch validate FILE`: every problem of the file with its line; nothing is started or charged. */
 export async function validate(options: ValidateOptions): Promise<ValidateResult> {
-  const report = await validateBatchFile(
-    options.file,
-    options.defaultModel ? { defaultModel: options.defaultModel } : {},
-  );
+  const report = await validateBatchFile(options.file, {
+    ...(options.defaultModel ? { defaultModel: options.defaultModel } : {}),
+    ...(options.userColumns ? { userColumns: options.userColumns } : {}),
+  });
   if (!options.catalog) return { report, ok: report.ok };
   const catalog = await readCatalog(options.catalog.client, options.catalog.taskQueue);
   if ('problem' in catalog) return { report, catalogProblem: catalog.problem, ok: false };

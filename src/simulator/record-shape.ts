@@ -1,0 +1,44 @@
+import { type SimulatorConfig } from './config';
+
+/**
+ * How a creation record shows its images and its status (config `records`). Records are built, and stored for
+ * idempotent replays (and so in the state file), in gaps.md's form (`status`, `images[].url`); they are shown as the
+ * setting says only when sent, like prices (see `pricing.ts`), so a replayed 202 looks like a fresh one under the
+ * current setting. Nothing else (charges, the files port) depends on this.
+ */
+
+export type RecordShape = SimulatorConfig['records'];
+
+interface Image {
+  url: string;
+  width: number;
+  height: number;
+}
+
+/**
+ * `record` with its `status` under `shape.statusField` (in the same place) and its images where `shape.imageShape`
+ * puts them. `png(n)` gives the bytes of image n, for the inline shapes.
+ */
+export function showRecord(record: object, shape: RecordShape, png: (n: number) => Buffer): object {
+  if (shape.imageShape === 'default' && shape.statusField === 'status') return record;
+  const base64 = (n: number) => png(n).toString('base64');
+  return Object.fromEntries(
+    Object.entries(record).flatMap(([name, value]): [string, unknown][] => {
+      if (name === 'status') return [[shape.statusField, value]];
+      if (name !== 'images') return [[name, value]];
+      const images = value as Image[];
+      switch (shape.imageShape) {
+        case 'default':
+          return [[name, images]];
+        case 'nested':
+          return [['result', { files: images.map(({ url, ...size }) => ({ href: url, ...size })) }]];
+        case 'inline-base64':
+          return [['data', images.map((_, n) => ({ b64_json: base64(n) }))]];
+        case 'data-uri':
+          return [['images', images.map((image, n) => ({ ...image, url: `data:image/png;base64,${base64(n)}` }))]];
+        case 'none':
+          return [];
+      }
+    }),
+  );
+}

@@ -1,0 +1,219 @@
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type * as WorkerModule from '@temporalio/worker';
+import { doctor, type DoctorCommandOptions } from '../../src/cli/commands/doctor';
+import { main } from '../../src/cli/main';
+import { DEMO_ACCOUNT_ID, DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
+
+/**
+ * `imagebatch doctor --local` against the simulator: each way a service can be set up wrong gives its exit code and
+ * the table line that names it; `--spend-one` pays once, and a re-run pays nothing again. The key never shows.
+ */
+
+// main() installs the SDK runtime, which the test set-up has installed already.
+vi.mock('@temporalio/worker', async (importOriginal) => {
+  const real = await importOriginal<typeof WorkerModule>();
+  return { ...real, Runtime: { install: () => undefined, instance: () => real.Runtime.instance() } };
+});
+
+const UNKNOWN_KEY = `img_live_${'Q'.repeat(40)}`;
+let sim: Simulator;
+let dir: string;
+
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'imagebatch-doctor-'));
+  sim = await startSimulator({
+    generation: { queuedMs: { minMs: 10, maxMs: 20 }, runningMs: { minMs: 50, maxMs: 100 } },
+    limits: { minPollIntervalMs: 200, requestsPerSecond: 100, burst: 100 },
+  });
+});
+afterAll(async () => {
+  await sim?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+function envFor(s: Simulator, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    IMAGEGEN_BASE_URL: s.baseUrl,
+    IMAGEGEN_API_KEY: DEMO_API_KEY,
+    IMAGEGEN_MIN_POLL_INTERVAL_MS: '200',
+    ...extra,
+  };
+}
+
+async function run(options: Partial<DoctorCommandOptions> & { env: Record<string, string> }) {
+  let stdout = '';
+  const stderr: string[] = [];
+  const { exitCode, report } = await doctor({
+    local: true,
+    outputRoot: dir,
+    write: (t) => (stdout += t),
+    warn: (l) => stderr.push(l),
+    ...options,
+  });
+  // Never the key, nor its token, whatever happened.
+  for (const text of [stdout, stderr.join('\n'), JSON.stringify(report ?? {})]) {
+    expect(text).not.toContain(DEMO_API_KEY.slice(-40));
+    expect(text).not.toContain(UNKNOWN_KEY.slice(-40));
+  }
+  return { exitCode, report, stdout, stderr };
+}
+
+/** The table line of a check: its name, its result, what it found, as `name ~ result ~ found`. */
+function line(stdout: string, name: string): string {
+  const found = stdout.split('\n').find((l) => l.startsWith(`${name}  `));
+  if (found === undefined) throw new Error(`no line "${name}" in:\n${stdout}`);
+  return found.replace(/\s{2,}/g, ' ~ ');
+}
+
+describe('doctor --local', () => {
+  it('passes on a healthy service, with a fingerprint and never the key', async () => {
+    const { exitCode, stdout } = await run({ env: envFor(sim) });
+    expect(exitCode, stdout).toBe(0);
+    expect(line(stdout, 'api key')).toMatch(
+      /^api key ~ ok ~ well-formed: a 4-character prefix.*fingerprint [0-9a-f]{12}/,
+    );
+    expect(line(stdout, 'base URL')).toMatch(/^base URL ~ ok ~ reachable: GET .*\/models answered HTTP 200/);
+    expect(line(stdout, 'authentication')).toMatch(/ok ~ the key was accepted with Authorization: Bearer/);
+    expect(line(stdout, 'models')).toContain('flux-dev $0.04');
+    expect(line(stdout, 'prices')).toMatch(/^prices ~ ok ~ every model has a price/);
+    expect(line(stdout, 'creation path')).toMatch(
+      /ok ~ GET \/creations\/<made-up id> answered the documented 404 ERR_NOT_FOUND/,
+    );
+    expect(line(stdout, 'image host')).toMatch(/^image host ~ guess ~ not knowable without a creation/);
+    expect(stdout).toContain('doctor: no problem found');
+  });
+
+  it('fails on a malformed key, saying what is wrong without showing it (exit 1)', async () => {
+    const { exitCode, stdout } = await run({ env: envFor(sim, { IMAGEGEN_API_KEY: 'img_live_tooShort123' }) });
+    expect(exitCode).toBe(1);
+    expect(line(stdout, 'api key')).toMatch(
+      /^api key ~ FAIL ~ the token after "live_" .* has 11 characters; 40 expected/,
+    );
+    expect(stdout).not.toContain('tooShort123');
+    expect(line(stdout, 'authentication')).toMatch(/skipped/);
+  });
+
+  it('fails on a well-formed key the service does not know: 401 api_key_invalid (exit 1)', async () => {
+    const { exitCode, stdout } = await run({ env: envFor(sim, { IMAGEGEN_API_KEY: UNKNOWN_KEY }) });
+    expect(exitCode).toBe(1);
+    expect(line(stdout, 'api key')).toMatch(/^api key ~ ok/);
+    expect(line(stdout, 'authentication')).toMatch(
+      /^authentication ~ FAIL ~ HTTP 401 api_key_invalid: the service does not recognize this key/,
+    );
+  });
+
+  it('fails on a disabled account: 403 account_disabled (exit 1)', async () => {
+    sim.setAccountDisabled(DEMO_ACCOUNT_ID, true);
+    try {
+      const { exitCode, stdout } = await run({ env: envFor(sim) });
+      expect(exitCode).toBe(1);
+      expect(line(stdout, 'authentication')).toMatch(
+        /^authentication ~ FAIL ~ HTTP 403 account_disabled: the key is valid but the account is disabled/,
+      );
+    } finally {
+      sim.setAccountDisabled(DEMO_ACCOUNT_ID, false);
+    }
+  });
+
+  it('fails on a wrong base path: the catalog is not there (exit 1)', async () => {
+    const { exitCode, stdout } = await run({
+      env: envFor(sim, { IMAGEGEN_BASE_URL: sim.baseUrl.replace(/\/v1$/, '/v2') }),
+    });
+    expect(exitCode).toBe(1);
+    expect(line(stdout, 'base URL')).toMatch(
+      /^base URL ~ FAIL ~ reachable, but GET .*\/api\/public\/v2\/models answered HTTP 404/,
+    );
+    expect(line(stdout, 'base URL')).toContain(
+      "(the interface's {base_url} ends in /api/public/v1; this one does not)",
+    );
+  });
+
+  it('fails on a creation path that names no endpoint, though the service answers it with ERR_NOT_FOUND (exit 1)', async () => {
+    const { exitCode, stdout } = await run({ env: envFor(sim, { IMAGEGEN_CREATION_PATH: '/jobs/{id}' }) });
+    expect(exitCode, stdout).toBe(1);
+    expect(line(stdout, 'creation path')).toMatch(
+      /^creation path ~ FAIL ~ GET \/jobs\/<made-up id> answered 404 ERR_NOT_FOUND "No such endpoint\.", exactly as an endpoint that does not exist does/,
+    );
+    expect(stdout).toContain('-> set IMAGEGEN_CREATION_PATH');
+  });
+
+  it('passes on a catalog without prices, guessing "unknown" and saying what to do (exit 0)', async () => {
+    const hidden = await startSimulator({ pricing: { fields: 'hidden' } });
+    try {
+      const { exitCode, stdout } = await run({ env: envFor(hidden) });
+      expect(exitCode, stdout).toBe(0);
+      expect(line(stdout, 'models')).toContain('flux-dev unknown, flux-schnell unknown, sdxl unknown');
+      expect(line(stdout, 'prices')).toMatch(/^prices ~ guess ~ unknown for every model: no price at price_usd, price/);
+      expect(stdout).toContain('--spend-cap needs --price <model>=<usd>');
+    } finally {
+      await hidden.close();
+    }
+  });
+
+  it('--spend-one pays once, shows the record shape and mapping, saves the image; a re-run pays nothing again', async () => {
+    const key = 'imagebatch-doctor/spend-one/flux-schnell';
+    const charges = () =>
+      sim.ledger
+        .byIdempotencyKey()
+        .filter((s) => s.idempotencyKey === key)
+        .map((s) => s.chargedUsd);
+    const first = await run({ env: envFor(sim), spendOne: true, model: 'flux-schnell', out: 'paid' });
+    expect(first.exitCode, first.stdout).toBe(0);
+    expect(line(first.stdout, 'submission')).toMatch(
+      /^submission ~ ok ~ HTTP 202, creation \S+, key imagebatch-doctor\/spend-one\/flux-schnell/,
+    );
+    expect(line(first.stdout, 'record shape')).toMatch(
+      /keys \(values not shown\): id, status, model, prompt, .*cost_usd, images\[\]\.url/,
+    );
+    expect(first.stdout).not.toContain('red apple'); // the prompt is a value: never shown
+    expect(line(first.stdout, 'mapped status')).toMatch(/ok ~ "succeeded" means succeeded/);
+    expect(line(first.stdout, 'mapped cost')).toMatch(/ok ~ \$0\.01, read at cost_usd/);
+    expect(line(first.stdout, 'mapped images')).toMatch(/ok ~ 1 image reference/);
+    expect(line(first.stdout, 'image host')).toMatch(
+      new RegExp(`ok ~ 127\\.0\\.0\\.1:${sim.filesPort} \\(not the base URL host`),
+    );
+    const saved = first.report?.spendOne?.saved ?? [];
+    expect(saved).toHaveLength(1);
+    expect((await stat(saved[0] ?? '')).size).toBeGreaterThan(0);
+    expect(first.stdout).toContain('a re-run pays nothing again');
+    expect(charges()).toEqual([0.01]);
+
+    // The same folder: its record names the creation, which is followed, never submitted again.
+    const again = await run({ env: envFor(sim), spendOne: true, model: 'flux-schnell', out: 'paid' });
+    expect(again.exitCode, again.stdout).toBe(0);
+    expect(line(again.stdout, 'submission')).toMatch(
+      /^submission ~ ok ~ not sent: .* holds key imagebatch-doctor\/spend-one\/flux-schnell/,
+    );
+    // Another folder (no record): the same key is sent, and the service replays it.
+    const elsewhere = await run({ env: envFor(sim), spendOne: true, model: 'flux-schnell', out: 'paid-elsewhere' });
+    expect(elsewhere.exitCode, elsewhere.stdout).toBe(0);
+    expect(line(elsewhere.stdout, 'submission')).toMatch(/a replay of the earlier acceptance, nothing charged again/);
+    expect(elsewhere.report?.spendOne?.creationId).toBe(first.report?.spendOne?.creationId);
+    expect(charges()).toEqual([0.01]);
+    const record = JSON.parse(await readFile(path.join(dir, 'paid', 'doctor-spend-one.json'), 'utf8')) as Record<
+      string,
+      { creationId?: string }
+    >;
+    expect(record[key]?.creationId).toBe(first.report?.spendOne?.creationId);
+  });
+
+  it('--spend-one with a model the account lacks submits nothing (exit 3)', async () => {
+    const before = sim.ledger.entries().length;
+    const { exitCode, stdout } = await run({ env: envFor(sim), spendOne: true, model: 'no-such-model', out: 'x' });
+    expect(exitCode).toBe(3);
+    expect(line(stdout, 'spend one')).toMatch(
+      /^spend one ~ FAIL ~ model no-such-model is not in the account's catalog; nothing was submitted/,
+    );
+    expect(sim.ledger.entries().length).toBe(before);
+  });
+
+  it('refuses --spend-one without --model (exit 2), from the command line too', async () => {
+    const { exitCode, stderr } = await run({ env: envFor(sim), spendOne: true });
+    expect(exitCode).toBe(2);
+    expect(stderr).toEqual(['imagebatch doctor: --spend-one needs --model <id> (one of the models doctor lists)']);
+    expect(await main(['node', 'imagebatch', 'doctor', '--local', '--spend-one'])).toBe(2);
+  });
+});

@@ -206,7 +206,7 @@ function classifySubmit(
       return {
         kind: 'ambiguous',
         httpStatus: status,
-        lastError: `HTTP ${status} without a creation id${shapeOf(json, status, input.body)}`,
+        lastError: `HTTP ${status} without a creation id${shapeOf(json, status, input.body, 'IMAGEGEN_ID_FIELDS')}`,
       };
     }
     const replayed = replayHeader(input.headers);
@@ -264,7 +264,7 @@ function classifyPoll(
       return {
         kind: 'malformed',
         httpStatus: status,
-        lastError: `HTTP ${status} without a creation status${shapeOf(json, status, input.body)}`,
+        lastError: `HTTP ${status} without a creation status${shapeOf(json, status, input.body, 'IMAGEGEN_STATUS_FIELDS')}`,
       };
     }
     const statusName = clip(record.status);
@@ -442,12 +442,13 @@ function creationFieldsOf(input: ClassifyInput): CreationFields {
  * only (never a value: it may be a signed URL, a prompt or megabytes of base64), any other JSON by its type, a body
  * that is not JSON by its start ({@link describeBody}).
  */
-function shapeOf(json: unknown, status: number, body: string | undefined): string {
+function shapeOf(json: unknown, status: number, body: string | undefined, setting: string): string {
   if (json === undefined) return `: ${describeBody(status, body)}`;
   if (Array.isArray(json)) return ` (the body is a JSON array of ${json.length} elements)`;
   if (json === null || typeof json !== 'object') return ` (the body is a JSON ${json === null ? 'null' : typeof json})`;
   const keys = recordKeysOf(json);
-  return ` at the configured fields (the body's top-level fields: ${keys.length > 0 ? clip(keys.join(', ')) : 'none'})`;
+  const fields = keys.length > 0 ? clip(keys.join(', ')) : 'none';
+  return ` at the fields of ${setting} (the body's top-level fields: ${fields}; set ${setting} to where it is)`;
 }
 
 /** A short description of an unexpected body: its start, or that it was empty or not JSON. */

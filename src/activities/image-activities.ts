@@ -56,6 +56,9 @@ export interface ImageActivityDeps {
  */
 export const UNRECOGNIZED_NOT_FOUND_LIMIT = 5;
 
+/** The longest last answer a key that ran out of time carries to its row's record. */
+const MAX_LAST_ANSWER_CHARS = 500;
+
 export function createImageActivities(deps: ImageActivityDeps) {
   let client: ImageApiClient | undefined;
   let downloadDispatcher: Dispatcher | undefined = deps.downloadDispatcher;
@@ -529,7 +532,8 @@ export function createImageActivities(deps: ImageActivityDeps) {
           ? `creation ${creationId} succeeded, but its images could not be saved within the maximum wait: ${err.message}`
           : `creation ${creationId} did not end within the maximum wait (last answer: ${err.message})`,
         nonRetryable: true,
-        details: [{ maxPollWaitMs: input.maxPollWaitMs }],
+        // The last answer, on its own: the row's record says it (a status under another name shows here).
+        details: [{ maxPollWaitMs: input.maxPollWaitMs, lastAnswer: err.message.slice(0, MAX_LAST_ANSWER_CHARS) }],
       });
     }
   }

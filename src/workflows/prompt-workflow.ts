@@ -48,6 +48,12 @@ export const ASK_BATCH_BEFORE_NEW_KEY = 'ask-batch-before-new-key';
  */
 export const ONE_TO_ONE_KEYS_AND_LEDGER = 'one-to-one-keys-and-ledger';
 
+/**
+ * Patch id: a key that ran out of time says the service's last answer in the row's record (a creation whose status
+ * sits under another name than the settings say, for one). Rows that ended before it keep the shorter text.
+ */
+export const MAX_WAIT_SAYS_LAST_ANSWER = 'max-wait-says-last-answer';
+
 const { createImage } = proxyActivities<Activities>(CREATE_IMAGE_OPTIONS);
 
 const { recordRow } = proxyLocalActivities<Activities>(RECORD_ROW_OPTIONS);
@@ -163,9 +169,14 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
               `creation ${creationId ?? '?'} was accepted, then not found: ${failure.message}`,
             );
             return 'done';
-          case FailureType.MaxWait:
-            ledger.unknown(KeyOutcome.TimedOut, maxWaitMessage(creationId ?? '?', maxPollWaitMs));
+          case FailureType.MaxWait: {
+            const last = patched(MAX_WAIT_SAYS_LAST_ANSWER)
+              ? firstDetail<{ lastAnswer?: unknown }>(failure)?.lastAnswer
+              : undefined;
+            const lastAnswer = typeof last === 'string' ? last : undefined;
+            ledger.unknown(KeyOutcome.TimedOut, maxWaitMessage(creationId ?? '?', maxPollWaitMs, lastAnswer));
             return 'done';
+          }
           case FailureType.DownloadFailed:
             ledger.imagesUnsaved(
               `creation ${creationId ?? '?'} succeeded, but its images were not saved: ${failure.message}`,

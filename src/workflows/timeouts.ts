@@ -73,9 +73,10 @@ export const ROW_CHECK_EVERY_MS = 5 * 60_000;
  * Why a row gave up on its creation, and what to do: the creation was paid for at acceptance and may still end
  * at the service (a failure is refunded there), so running the row again pays again.
  */
-export function maxWaitMessage(creationId: string, maxPollWaitMs: number): string {
+export function maxWaitMessage(creationId: string, maxPollWaitMs: number, lastAnswer?: string): string {
+  const last = lastAnswer === undefined ? '' : ` (last answer: ${lastAnswer})`;
   return (
-    `creation ${creationId} did not end within the maximum wait of ${formatWait(maxPollWaitMs)}; ` +
+    `creation ${creationId} did not end within the maximum wait of ${formatWait(maxPollWaitMs)}${last}; ` +
     'it was paid for and may still end at the service (a failure is refunded). If the service is only slow, ' +
     'run the row again with a longer --max-poll-wait (a new creation, paid again).'
   );

@@ -180,6 +180,11 @@ describe('createImage', () => {
     const ended = await drive(() => activities.createImage(input({ maxPollWaitMs: 60_000 })), clock);
     expect(ended.failure?.type).toBe(FailureType.MaxWait);
     expect(ended.failure?.details?.[1]).toMatchObject({ creationId: 'cr_1', costUsd: 0.04 });
+    // The service's last answer, for the row's record.
+    expect(ended.failure?.details?.[0]).toMatchObject({
+      maxPollWaitMs: 60_000,
+      lastAnswer: expect.stringContaining('running'),
+    });
   });
 
   it('a row that waited out a batch stop longer than the maximum wait still polls its creation once', async () => {

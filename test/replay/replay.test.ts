@@ -39,6 +39,8 @@ const EXPECTED = [
   'v4-prices-known-or-unknown-batch-spend-cap-resume',
   'v4-prices-known-or-unknown-batch-cancel-blocked-row',
   'v4-prices-known-or-unknown-batch-terminated-row-cancelled',
+  // Recorded after the `max-wait-says-last-answer` patch (a key out of time says the service's last answer).
+  'v5-max-wait-says-last-answer-prompt-max-wait',
 ];
 
 type History = temporal.api.history.v1.History;

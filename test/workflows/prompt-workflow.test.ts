@@ -196,6 +196,25 @@ describe('promptWorkflow (scripted activities, time-skipping server)', () => {
     expect(result.resubmittable).toBe(false);
   });
 
+  it("a creation out of time says the service's last answer (a status under another name, for one)", async () => {
+    const lastAnswer = 'HTTP 200 without a creation status at the fields of IMAGEGEN_STATUS_FIELDS (…: id, state)';
+    const { result } = await run(
+      {
+        createImage: [
+          {
+            fail: FailureType.MaxWait,
+            details: { maxPollWaitMs: 300_000, lastAnswer },
+            progress: { creationId: 'cr_state', costUsd: 0.04, acceptedAtMs: 1 },
+          },
+        ],
+      },
+      input('r7c', { maxPollWaitMs: 300_000 }),
+    );
+    expect(result.state).toBe('unknown');
+    expect(result.error).toBe(maxWaitMessage('cr_state', 300_000, lastAnswer));
+    expect(result.error).toContain(`(last answer: ${lastAnswer});`);
+  });
+
   it('a paid success whose images could not be saved: images_unsaved, with its creation, charge and error', async () => {
     const { result } = await run(
       {

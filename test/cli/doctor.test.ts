@@ -140,6 +140,20 @@ describe('doctor --local', () => {
     expect(stdout).toContain('-> set IMAGEGEN_CREATION_PATH');
   });
 
+  it('--spend-one on such a path: the paid creation is not found there, and the check stays failed (exit 1)', async () => {
+    const { exitCode, stdout } = await run({
+      env: envFor(sim, { IMAGEGEN_CREATION_PATH: '/jobs/{id}' }),
+      spendOne: true,
+      model: 'flux-schnell',
+      out: 'wrong-path',
+    });
+    expect(exitCode, stdout).toBe(1);
+    // Only a real creation could settle it, so one was submitted; reading it at /jobs/{id} failed.
+    expect(line(stdout, 'submission')).toMatch(/^submission ~ ok ~ HTTP 202, creation \S+/);
+    expect(line(stdout, 'poll')).toMatch(/^poll ~ FAIL ~ /);
+    expect(line(stdout, 'creation path')).toMatch(/^creation path ~ FAIL ~ /);
+  });
+
   it('passes on a catalog without prices, guessing "unknown" and saying what to do (exit 0)', async () => {
     const hidden = await startSimulator({ pricing: { fields: 'hidden' } });
     try {

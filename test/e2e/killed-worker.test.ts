@@ -207,7 +207,10 @@ describe('activities heartbeat while a request is in flight (dev server, worker 
       expect(result.chargedUsd).toBeCloseTo(chargesFor(key)!.chargedUsd);
       expect(result.netUsd).toBeCloseTo(chargesFor(key)!.netUsd);
       expect(result.netUsd).toBeGreaterThan(0);
-      expect(result.error).toBe(maxWaitMessage(result.creationIds[0]!, 3_000));
+      // The message, with the service's last answer in it (patch max-wait-says-last-answer).
+      const [before, after] = maxWaitMessage(result.creationIds[0]!, 3_000).split('; ');
+      expect(result.error?.startsWith(`${before} (last answer: `)).toBe(true);
+      expect(result.error?.endsWith(`); ${after}`)).toBe(true);
     } finally {
       frozenAt = undefined;
     }

@@ -43,8 +43,12 @@ export const MAX_RECORD_PATH_LENGTH = 256;
 export const RECORD_PATH_SYNTAX =
   'a field name or a dotted path such as billing.amount, with [n] for element n of an array and [] for every element (images[].url)';
 
-const NAME = /^[A-Za-z0-9_$-]+$/;
-const SEGMENT = /^([A-Za-z0-9_$-]+)((?:\[\d{0,6}\])*)$/;
+/** A field name: letters, digits, `_`, `$` and `-` (one source for every path the settings take). */
+const NAME_CHARS = '[A-Za-z0-9_$-]+';
+const NAME = new RegExp(`^${NAME_CHARS}$`);
+const SEGMENT = new RegExp(`^(${NAME_CHARS})((?:\\[\\d{0,6}\\])*)$`);
+/** A field name or a dotted path of names, without brackets: where a request body field goes (`input.text`). */
+export const DOTTED_NAMES = new RegExp(`^${NAME_CHARS}(\\.${NAME_CHARS})*$`);
 const BRACKETS = /\[(\d{0,6})\]/g;
 
 /** Parses `text` by the grammar above; a string describing the problem when it does not fit. */

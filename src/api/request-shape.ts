@@ -1,4 +1,5 @@
 import type { CreationRequest } from '../activities/types';
+import { DOTTED_NAMES } from './record-path';
 
 /**
  * The shape of the submit body: where each request field goes (`IMAGEGEN_REQUEST_FIELDS`), the fixed fields added
@@ -14,8 +15,8 @@ export type RequestSource = (typeof REQUEST_SOURCES)[number];
 /** Where each request field goes in the body: a field name, or a dotted path that makes nested objects. */
 export type RequestFields = Readonly<Record<RequestSource, string>>;
 
-/** A body field name, or a dotted path (`input.text`). */
-export const BODY_PATH = /^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$/;
+/** A body field name, or a dotted path (`input.text`): the names of record paths, without brackets. */
+export const BODY_PATH = DOTTED_NAMES;
 
 /** Largest `IMAGEGEN_REQUEST_TEMPLATE`, in UTF-8 bytes. */
 export const MAX_TEMPLATE_BYTES = 8 * 1024;

@@ -1,0 +1,54 @@
+/**
+ * imagebatch's one error family. Every error of ours extends {@link ImagebatchError} and carries a stable
+ * {@link ErrorCode}; callers check `instanceof` a class or compare `code`, never `name` or message text. Codes are
+ * part of the interface (the CLI's `--json` output and logs carry them): add codes, never rename one.
+ *
+ * No dependencies: this file sits in the model layer, below every other.
+ */
+export const ErrorCode = {
+  /** A setting (environment variable) cannot be used. */
+  ConfigInvalid: 'CONFIG_INVALID',
+  /** The API key is missing or unreadable. */
+  ApiKeyInvalid: 'API_KEY_INVALID',
+  /** A command-line option or argument cannot be used. */
+  OptionInvalid: 'OPTION_INVALID',
+  /** The batch file has problems; nothing was started. */
+  BatchInvalid: 'BATCH_INVALID',
+  /** A batch id already ran on another file. */
+  BatchFileChanged: 'BATCH_FILE_CHANGED',
+  /** The batch file cannot be read, or changed between pages. */
+  BatchFileUnreadable: 'BATCH_FILE_UNREADABLE',
+  /** A batch did not answer in time. */
+  BatchNoAnswer: 'BATCH_NO_ANSWER',
+  /** A price needed for a spend cap is not known. */
+  PriceUnknown: 'PRICE_UNKNOWN',
+  /** The request body cannot be built from the settings and the row. */
+  RequestShapeInvalid: 'REQUEST_SHAPE_INVALID',
+  /** A request to the service took longer than its bound. */
+  RequestTimeout: 'REQUEST_TIMEOUT',
+  /** An image address points where downloads are refused (loopback, private, link-local...). */
+  DownloadAddressRefused: 'DOWNLOAD_ADDRESS_REFUSED',
+  /** A payload could not be encoded or decoded by the codec. */
+  PayloadCodec: 'PAYLOAD_CODEC',
+  /** The metrics exporter could not be set up. */
+  MetricsSetup: 'METRICS_SETUP',
+  /** The simulator's configuration cannot be used. */
+  SimulatorConfigInvalid: 'SIMULATOR_CONFIG_INVALID',
+  /** A codec-server request is malformed. */
+  CodecRequestInvalid: 'CODEC_REQUEST_INVALID',
+} as const;
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+/** The base of every error imagebatch throws on purpose. `name` is the subclass's name, for logs only. */
+export abstract class ImagebatchError extends Error {
+  abstract readonly code: ErrorCode;
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** True for any error of ours with the given code. */
+export function hasErrorCode(err: unknown, code: ErrorCode): err is ImagebatchError {
+  return err instanceof ImagebatchError && err.code === code;
+}

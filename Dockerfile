@@ -3,7 +3,7 @@
 #
 #   docker build -t imagebatch .
 #
-# Two stages. `build` installs every dependency and compiles src/ to dist/ with `npm run build`; `runtime` holds
+# Two stages. `build` installs every dependency and builds dist/ with `npm run build`; `runtime` holds
 # only the production dependencies, dist/, bin/ and the example batch, and runs as the unprivileged `node` user.
 # scripts/check-artifact.mjs repeats these steps outside Docker (it reads the COPY and RUN lines below) and runs
 # the result, so keep to COPY lines with plain paths and to npm in RUN lines.
@@ -19,6 +19,8 @@ COPY package.json package-lock.json ./
 RUN npm install --no-audit --no-fund --loglevel=error
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
+# `npm run build` is tsc, then the workflow bundles the worker loads at start (dist/workflow-bundle*.js).
+COPY scripts/bundle-workflows.mjs ./scripts/
 RUN npm run build
 
 FROM ${NODE_IMAGE} AS runtime

@@ -9,7 +9,8 @@ import { createWriteStream, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type BatchCursor, readBatchPage, validateBatchFile } from '../src/batch';
+import type { BatchCursor } from '../src/model';
+import { readBatchPage, validateBatchFile } from '../src/batch';
 
 async function writeFile(path: string, rows: number): Promise<void> {
   const out = createWriteStream(path);

@@ -5,7 +5,8 @@
  */
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { batchWorkflowId, progressQuery, type BatchProgress } from '../src/workflows';
+import { batchWorkflowId, type BatchProgress } from '../src/model';
+import { progressQuery } from '../src/workflows';
 import { writeBatchFile } from './lib/batch-file';
 import type { Benchmark, BenchContext } from './lib/context';
 import { simulatorSettings } from './lib/settings';

@@ -3,7 +3,8 @@
 // machines). It reads the Dockerfile's stages and repeats their COPY and RUN lines in a temporary folder:
 //
 //   build    the COPY lines from the build context; `npm install` (all dependencies) is the repository's own
-//            node_modules, linked rather than installed again; `npm run build` runs as written.
+//            node_modules, linked rather than installed again; `npm run build` runs as written (tsc, then the
+//            workflow bundles), with NODE_PRESERVE_SYMLINKS so that webpack sees the link as a folder of the app.
 //   runtime  the COPY lines (the --from=build one from the build above); `npm install --omit=dev ...` runs as
 //            written, from the local npm cache where it can (--prefer-offline), so only production dependencies.
 //
@@ -127,8 +128,8 @@ function copyInto(source, destContainer, dest, manySources) {
   cpSync(source, target, { recursive: true });
 }
 
-function npm(npmArgs, cwd, timeoutMs) {
-  const res = spawnSync('npm', npmArgs, { cwd, encoding: 'utf8', timeout: timeoutMs, env: process.env });
+function npm(npmArgs, cwd, timeoutMs, env = process.env) {
+  const res = spawnSync('npm', npmArgs, { cwd, encoding: 'utf8', timeout: timeoutMs, env });
   if (res.status !== 0) {
     fail(`npm ${npmArgs.join(' ')} failed in ${cwd} (${res.error?.message ?? `exit ${res.status}`}):\n${res.stderr}`);
   }
@@ -158,7 +159,9 @@ function buildStage(tmp, stage) {
         } else if (/^npm (install|ci)\b/.test(command)) {
           npm([...command.split(/\s+/).slice(1), '--prefer-offline'], cwd, 300_000);
         } else if (command === 'npm run build') {
-          npm(['run', '-s', 'build'], cwd, 300_000);
+          // The SDK's webpack loaders through the node_modules link, not at their real path: webpack orders modules by
+          // path, and the workflow bundles must be the bytes of a build without the link.
+          npm(['run', '-s', 'build'], cwd, 300_000, { ...process.env, NODE_PRESERVE_SYMLINKS: '1' });
         } else if (/^(npm cache clean|mkdir|chown)\b/.test(command)) {
           notes.push(`${stage.name}: "${command}" not repeated (it changes the container, not the artefact)`);
         } else {
@@ -173,9 +176,8 @@ function buildStage(tmp, stage) {
 }
 
 /**
- * Relative path to SHA-256 of every file under `dir`, without dot files: the compiler's incremental-build state
- * (`.tsbuildinfo`) and the worker's workflow-bundle cache (`.workflow-bundle-<hash>.js`, written at run time) are
- * not build output.
+ * Relative path to SHA-256 of every file under `dir` (the workflow bundles too), without dot files: the compiler's
+ * incremental-build state (`.tsbuildinfo`) is not build output.
  */
 function hashTree(dir) {
   const out = new Map();
@@ -334,7 +336,7 @@ async function runArtifact(tmp, app, stageEnv) {
       IMAGEGEN_API_KEY_FILE: keyFile,
     };
     worker = startCli(app, ['worker'], { env: workerEnv, cwd: work });
-    await step('start the worker (bundles the workflows)', () =>
+    await step('start the worker', () =>
       waitFor(
         'the worker to poll',
         () => {
@@ -423,6 +425,9 @@ async function main() {
           list('only in dist/', dist.onlyInRepo) +
           list('different', dist.differ),
       );
+    }
+    if (!existsSync(path.join(app, 'dist', 'workflow-bundles.json'))) {
+      fail("no workflow bundles in the artefact's dist/ (`npm run build` makes them: scripts/bundle-workflows.mjs)");
     }
     const run = await step('run the artefact', () => runArtifact(tmp, app, runtime.env));
     const summary = {

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Idempotent set-up for a fresh clone: npm dependencies, the pinned Temporal toolchain, the build.
 // Plain Node with no dependencies, because it runs before `npm ci`. Each step is skipped when a
-// stamp shows it is already done, so a second run takes about a second (plus the incremental build).
+// stamp shows it is already done, so a second run takes a few seconds (the incremental build, and the workflow
+// bundles' check).
 //
 //   node scripts/setup.mjs            everything
 //   node scripts/setup.mjs --no-build dependencies and toolchain only
@@ -168,10 +169,17 @@ function dockerCompose() {
   else log(`note: apt-get could not install docker-compose; ${hint}`);
 }
 
+/**
+ * `npm run build`: tsc (incremental), then the workflow bundles (scripts/bundle-workflows.mjs, which skips webpack
+ * when dist/workflow-bundles.json shows the bundles hold the current build's workflow code).
+ */
 function build() {
-  log('building (tsc -p tsconfig.build.json, incremental)');
+  log('building (tsc -p tsconfig.build.json, incremental; then the workflow bundles)');
   const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
   if (!run(process.execPath, [tsc, '-p', 'tsconfig.build.json']).ok) throw new Error('build failed');
+  if (!run(process.execPath, [join(root, 'scripts', 'bundle-workflows.mjs')]).ok) {
+    throw new Error('bundling the workflows failed');
+  }
 }
 
 try {

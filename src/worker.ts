@@ -1,10 +1,9 @@
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { access, readdir, readFile, rm } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { type NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from './activities';
+import { failureConverterPath } from './codec';
 import { metricsInterceptor, type WorkerMetrics } from './metrics';
 
 /** The task queue every imagebatch worker polls. */
@@ -33,8 +32,13 @@ export interface CreateWorkerOptions {
    */
   activityDeps?: ActivityDeps;
   /**
+   * Activities registered beside imagebatch's own, under their keys (tests register their probes this way).
+   * @default none
+   */
+  extraActivities?: WorkerOptions['activities'];
+  /**
    * A prebuilt workflow bundle (tests bundle once per file to save time).
-   * @default the built worker's cached bundle ({@link cachedWorkflowBundle}), else bundled from
+   * @default the build's bundle for this `dataConverter` ({@link prebuiltWorkflowBundle}), else bundled from
    * {@link workflowsPath} at start
    */
   workflowBundle?: WorkerOptions['workflowBundle'];
@@ -85,12 +89,12 @@ export const SHUTDOWN_GRACE_MS = 8_000;
 export async function createWorker(options: CreateWorkerOptions): Promise<Worker> {
   const workflowBundle =
     options.workflowBundle ??
-    (options.interceptors?.workflowModules?.length ? undefined : await cachedWorkflowBundle(options.dataConverter));
+    (options.interceptors?.workflowModules?.length ? undefined : prebuiltWorkflowBundle(options.dataConverter));
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace ?? 'default',
     taskQueue: options.taskQueue ?? TASK_QUEUE,
-    activities: createActivities(options.activityDeps),
+    activities: { ...options.extraActivities, ...createActivities(options.activityDeps) },
     ...(workflowBundle ? { workflowBundle } : { workflowsPath }),
     ...(options.maxTaskQueueActivitiesPerSecond
       ? { maxTaskQueueActivitiesPerSecond: options.maxTaskQueueActivitiesPerSecond }
@@ -110,58 +114,94 @@ function interceptorsOf(options: CreateWorkerOptions): Pick<WorkerOptions, 'inte
   return { interceptors: { ...given, activity: [...(given.activity ?? []), metricsInterceptor(options.metrics)] } };
 }
 
-const BUNDLE_PREFIX = '.workflow-bundle-';
+/**
+ * The workflow bundles `npm run build` makes in dist/ (scripts/bundle-workflows.mjs), so that a worker that starts,
+ * or starts again after a crash, skips webpack, which costs seconds and leaves the worker about 80 MB larger for
+ * good (BENCHMARKS.md). One per data converter the CLI worker runs with, since a bundle holds its failure converter:
+ * an encrypting worker (`workerDataConverter`, src/codec) given the plain bundle would write failure texts in clear.
+ */
+export const WORKFLOW_BUNDLES: readonly WorkflowBundleVariant[] = [
+  { file: 'workflow-bundle.js' },
+  { file: 'workflow-bundle-encrypted.js', failureConverterPath },
+];
 
-/** Run by `node -e` in a child process: webpack's memory stays out of the worker. */
-const BUNDLE_SCRIPT = `
-const { writeFileSync, renameSync } = require('node:fs');
-const o = JSON.parse(process.argv[1]);
-const quiet = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error: console.error };
-require(o.sdk).bundleWorkflowCode({ ...o.bundle, logger: quiet }).then((b) => {
-  writeFileSync(o.out + '.' + process.pid, b.code);
-  renameSync(o.out + '.' + process.pid, o.out);
-});
-`;
+/** One prebuilt workflow bundle. */
+export interface WorkflowBundleVariant {
+  /** Its file in dist/. */
+  file: string;
+  /**
+   * The `failureConverterPath` it is bundled with, and that a worker's `dataConverter` must have to use it.
+   * @default none: Temporal's default failure converter
+   */
+  failureConverterPath?: string;
+}
+
+/** What the bundles of a build were made from; written beside them as {@link BUNDLE_MANIFEST}. */
+export interface BundleManifest {
+  /** Version of `@temporalio/workflow`, which each bundle holds. */
+  sdk: string;
+  /** {@link WorkflowBundleVariant.file} of each bundle, in {@link WORKFLOW_BUNDLES} order. */
+  bundles: string[];
+  /**
+   * SHA-256 of each file the bundles were made from, by its path relative to dist/: the built workflow code and its
+   * source maps, and the sources they quote (`../src/…`, which a production image does not have).
+   */
+  inputs: Record<string, string>;
+}
+
+/** The manifest's file in dist/. */
+export const BUNDLE_MANIFEST = 'workflow-bundles.json';
+
+/** The manifest of bundles in `dir` made from `inputs` (absolute paths; the packages' are left to `sdk`). */
+export function bundleManifest(dir: string, inputs: Iterable<string>): BundleManifest {
+  const files = [...inputs]
+    .filter((f) => !f.split(path.sep).includes('node_modules'))
+    .map((f) => path.relative(dir, f));
+  return {
+    sdk: sdkVersion(),
+    bundles: WORKFLOW_BUNDLES.map((b) => b.file),
+    inputs: Object.fromEntries(files.sort().map((f) => [f, sha256(readFileSync(path.join(dir, f)))])),
+  };
+}
 
 /**
- * The built worker's workflow bundle, made once per build and kept beside it (`dist/.workflow-bundle-<hash>.js`):
- * a worker that starts, or starts again after a crash, skips webpack, which costs seconds and leaves the worker
- * about 80 MB larger for good (measured in BENCHMARKS.md). The hash covers every file of the build, the SDK and the
- * converter paths, so any change makes a new bundle; webpack runs in a child process. Undefined (bundle at start,
- * as before) when running from `src/` or when `dist/` cannot be written.
+ * Whether the bundles in `dir` were made by this build: the same SDK, the same variants, and every file of `dir`
+ * they hold unchanged (a build that ran `tsc` alone leaves bundles of the old code). `withSources`: the sources
+ * outside `dir` too (the build checks them; a worker does not, as a production image has none).
  */
-export async function cachedWorkflowBundle(
-  dataConverter?: WorkerOptions['dataConverter'],
-): Promise<{ codePath: string } | undefined> {
-  if (path.basename(__dirname) !== 'dist') return undefined;
+export function bundlesAreFresh(dir: string, withSources = false): boolean {
   try {
-    const sdk = require.resolve('@temporalio/worker');
-    const bundle = {
-      workflowsPath,
-      payloadConverterPath: dataConverter?.payloadConverterPath,
-      failureConverterPath: dataConverter?.failureConverterPath,
-    };
-    const hash = createHash('sha256').update(JSON.stringify(bundle));
-    hash.update(await readFile(path.join(path.dirname(sdk), '..', 'package.json')));
-    const files = (await readdir(__dirname, { recursive: true })).filter(
-      (f) => f.endsWith('.js') && !path.basename(f).startsWith('.'),
+    const manifest = JSON.parse(readFileSync(path.join(dir, BUNDLE_MANIFEST), 'utf8')) as BundleManifest;
+    return (
+      manifest.sdk === sdkVersion() &&
+      manifest.bundles.join() === WORKFLOW_BUNDLES.map((b) => b.file).join() &&
+      Object.entries(manifest.inputs).every(
+        ([f, hash]) => (!withSources && f.startsWith('..')) || sha256(readFileSync(path.join(dir, f))) === hash,
+      )
     );
-    for (const file of files.sort()) hash.update(file).update(await readFile(path.join(__dirname, file)));
-    const name = `${BUNDLE_PREFIX}${hash.digest('hex').slice(0, 16)}.js`;
-    const codePath = path.join(__dirname, name);
-    const cached = await access(codePath).then(
-      () => true,
-      () => false,
-    );
-    if (!cached) {
-      const out = { sdk, bundle, out: codePath };
-      await promisify(execFile)(process.execPath, ['-e', BUNDLE_SCRIPT, JSON.stringify(out)], { timeout: 300_000 });
-      for (const old of await readdir(__dirname)) {
-        if (old.startsWith(BUNDLE_PREFIX) && old !== name) await rm(path.join(__dirname, old), { force: true });
-      }
-    }
-    return { codePath };
   } catch {
-    return undefined;
+    return false;
   }
+}
+
+/**
+ * The build's workflow bundle for a worker with this `dataConverter`, or undefined, and the worker bundles
+ * {@link workflowsPath} at start: when running from `src/` (tsx, vitest), with a converter no bundle was made for,
+ * or when the bundles are not this build's ({@link bundlesAreFresh}).
+ */
+export function prebuiltWorkflowBundle(
+  dataConverter?: WorkerOptions['dataConverter'],
+): { codePath: string } | undefined {
+  if (path.basename(__dirname) !== 'dist' || dataConverter?.payloadConverterPath !== undefined) return undefined;
+  const variant = WORKFLOW_BUNDLES.find((b) => b.failureConverterPath === dataConverter?.failureConverterPath);
+  return variant && bundlesAreFresh(__dirname) ? { codePath: path.join(__dirname, variant.file) } : undefined;
+}
+
+function sdkVersion(): string {
+  const pkg = path.join(path.dirname(require.resolve('@temporalio/workflow')), '..', 'package.json');
+  return (JSON.parse(readFileSync(pkg, 'utf8')) as { version: string }).version;
+}
+
+function sha256(data: Buffer): string {
+  return createHash('sha256').update(data).digest('hex');
 }

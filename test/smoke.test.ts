@@ -1,16 +1,31 @@
 import { randomUUID } from 'node:crypto';
+import path from 'node:path';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
 import { createWorker } from '../src/worker';
-import { pingWorkflow } from '../src/workflows';
-import { createLocalEnv, createTimeSkippingEnv, useTestEnv, workflowBundle } from './helpers/temporal';
+import { createPingActivities } from './fixtures/ping-activities';
+import { pingWorkflow } from './fixtures/workflows/ping';
+import { createLocalEnv, createTimeSkippingEnv, quietBundlerLogger, useTestEnv } from './helpers/temporal';
+
+let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
+
+/** imagebatch's workflows and the test-only ping workflow, bundled once for the file. */
+function bundleWithPing(): Promise<WorkflowBundleWithSourceMap> {
+  bundle ??= bundleWorkflowCode({
+    workflowsPath: path.join(__dirname, 'fixtures', 'workflows', 'with-ping.ts'),
+    logger: quietBundlerLogger,
+  });
+  return bundle;
+}
 
 async function runPing(env: TestWorkflowEnvironment) {
   const taskQueue = `smoke-${randomUUID()}`;
   const worker = await createWorker({
     connection: env.nativeConnection,
     taskQueue,
-    workflowBundle: await workflowBundle(),
+    workflowBundle: await bundleWithPing(),
+    extraActivities: createPingActivities(),
   });
   const workflowId = `smoke/${randomUUID()}`;
   return worker

@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { batchWorkflowId, promptWorkflowId } from '../../src/workflows/keys';
+import { batchWorkflowId, promptWorkflowId } from '../../src/model';
 
 /** History events of a batch: its own runs (continue-as-new hops), and a sample of its rows. */
 export interface HistoryCounts {

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import type { SimulatorConfigInput } from '../../src/simulator';
 import type { DevServer } from '../../src/temporal/dev-server';
-import type { BatchProgress } from '../../src/workflows';
+import type { BatchProgress } from '../../src/model';
 import { type Child, startCli, startDevServer, startWorker } from './processes';
 import { ProcWatch } from './proc';
 import { SimHost } from './simulator';

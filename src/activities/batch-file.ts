@@ -1,9 +1,9 @@
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
-import { BatchFileError, readBatchPage } from '../batch';
+import { BatchFileError, BatchFileErrorReason, readBatchPage } from '../batch';
 import { whileHeartbeating } from './heartbeat';
-import type { ReadBatchPageInput, ReadBatchPageResult } from './types';
+import type { ReadBatchPageInput, ReadBatchPageResult } from '../model';
 
 /** The failure type of a batch file that cannot be read (gone, unreadable, changed since the first page). */
 export const BATCH_FILE_FAILURE = 'Batch.File';
@@ -32,8 +32,8 @@ export function createBatchFileActivities(deps: { outputRoot: string }) {
           throw ApplicationFailure.create({
             type: BATCH_FILE_FAILURE,
             message: `${input.file}: ${err.message}`,
-            nonRetryable: err.code === 'file.changed',
-            details: [{ code: err.code }],
+            nonRetryable: err.reason === BatchFileErrorReason.Changed,
+            details: [{ code: err.code, reason: err.reason }],
           });
         }
         throw err;

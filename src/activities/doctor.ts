@@ -8,7 +8,7 @@ import { ApiKeyError, assertApiKeyFormat, keyFingerprint, type ApiKeyProvider } 
 import { ImageApiClient, idempotencyKeyProblem, type ClientOutcome } from '../api/client';
 import { API_PREFIX, ErrorCode } from '../api/contract';
 import { AddressPolicy, createGuardedDownloadDispatcher, parseAllowList } from '../api/download-guard';
-import { BatchStopReason } from '../api/failure-types';
+import { BatchStopReason, type ImageRef, type ModelInfo, type PollCreationResult } from '../model';
 import { createServiceDispatcher, send } from '../api/http';
 import { readUsd } from '../api/money';
 import { redactJsonValue, redactRawText } from '../api/redact';
@@ -16,7 +16,6 @@ import { parseJson } from '../api/schemas';
 import { AuthHeaderStyle, SERVICE_CONFIG_ENV, type ServiceConfig } from '../config/service-config';
 import { downloadImages } from './download';
 import { whileHeartbeating } from './heartbeat';
-import type { ImageRef, ModelInfo, PollCreationResult } from './types';
 
 /**
  * `imagebatch doctor`: checks a service with the settings and the key of whoever runs it (a worker, through
@@ -138,7 +137,7 @@ export function settingsProblemReport(problem: string, ranOn = 'this process'): 
         name: 'settings',
         result: CheckResult.Fail,
         found: problem,
-        hint: 'fix the variable named (see "Settings" in the README); nothing was sent',
+        hint: 'fix the variable named (see docs/settings.md); nothing was sent',
       },
     ],
   };
@@ -616,7 +615,7 @@ async function spendOne(ctx: SpendContext): Promise<SpendOneReport> {
       name: 'mapped images',
       result: CheckResult.Fail,
       found: 'a succeeded creation with no image reference found: a batch would save nothing',
-      hint: 'the keys above show where the images are; see "Pointing imagebatch at a real service" in the README',
+      hint: 'the keys above show where the images are; see docs/real-service.md',
     });
     return out;
   }

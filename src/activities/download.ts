@@ -5,12 +5,17 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { request, type Dispatcher } from 'undici';
 import { retryAfterOr } from '../api/retry-after';
-import { FailureType, type DownloadFailedDetails } from '../api/failure-types';
+import {
+  FailureType,
+  type DownloadedImage,
+  type DownloadFailedDetails,
+  type DownloadImagesInput,
+  type ImageRef,
+} from '../model';
 import { refusalOf } from '../api/download-guard';
 import { abandon, declaredLength, describeError, requestTimeoutOf, startDeadline, type Deadline } from '../api/http';
 import { SNIFF_BYTES, sniffImageType } from '../api/image-type';
 import { MAX_IMAGE_URL_LENGTH } from '../api/schemas';
-import type { DownloadedImage, DownloadImagesInput, ImageRef } from './types';
 
 /**
  * Image downloads: streamed to a temporary file beside the final one, hashed while streaming, then renamed

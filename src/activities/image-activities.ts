@@ -3,8 +3,23 @@ import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import type { Dispatcher } from 'undici';
 import { ApplicationFailure, ApplicationFailureCategory } from '@temporalio/common';
-import { toApplicationFailure, type FailureOutcome } from '../api/classify';
-import { BatchStopReason, FailureType } from '../api/failure-types';
+import type { FailureOutcome } from '../api/classify';
+import {
+  BatchStopReason,
+  FailureType,
+  handledFailure,
+  KeyOutcome,
+  type CreateImageInput,
+  type CreateImageResult,
+  type DownloadedImage,
+  type DownloadImagesInput,
+  type KeyProgress,
+  type ModelInfo,
+  type PollCreationInput,
+  type PollCreationResult,
+  type SubmitCreationInput,
+  type SubmitCreationResult,
+} from '../model';
 import { ImageApiClient, type ClientOutcome, type Logger } from '../api/client';
 import type { HoldRegistry } from '../api/holds';
 import type { ApiKeyProvider } from '../api/api-key';
@@ -12,23 +27,11 @@ import { AddressPolicy, createGuardedDownloadDispatcher, parseAllowList } from '
 import type { ServiceConfig } from '../config/service-config';
 import { claimRow, scheduleDirOf } from '../ledger/claims';
 import { appendLedger, keyMayBeStoredSince, ledgerFileOf, readLedger, requestFingerprint } from '../ledger/ledger';
-import { KeyOutcome } from '../workflows/model';
 import { formatWait } from '../workflows/timeouts';
 import { clipSource, describeImageUrl, downloadImages } from './download';
 import { checkImageCount, creationByteBudget, noImageFailure } from './image-limits';
+import { toApplicationFailure } from './failures';
 import { currentDetails, heartbeat, whileHeartbeating } from './heartbeat';
-import type {
-  CreateImageInput,
-  CreateImageResult,
-  DownloadedImage,
-  KeyProgress,
-  DownloadImagesInput,
-  ModelInfo,
-  PollCreationInput,
-  PollCreationResult,
-  SubmitCreationInput,
-  SubmitCreationResult,
-} from './types';
 
 /**
  * The image-service activities. Each attempt sends at most one request to the service; every wait (Retry-After,
@@ -656,8 +659,9 @@ function guardedDispatcher(config: ServiceConfig): Dispatcher {
   });
 }
 
+/** How a failure that ends a key ends it, in the ledger; undefined when it ends nothing known yet. */
 function keyOutcomeOfFailure(err: ApplicationFailure, known: KeyProgress): KeyOutcome | undefined {
-  switch (err.type) {
+  switch (handledFailure(err.type)) {
     case FailureType.Refunded:
       return KeyOutcome.Refunded;
     case FailureType.Rejected:
@@ -672,7 +676,8 @@ function keyOutcomeOfFailure(err: ApplicationFailure, known: KeyProgress): KeyOu
       return KeyOutcome.Succeeded; // generated, images not saved: no images listed
     case FailureType.BatchStop:
       return asRecord(err.details?.[0]).httpStatus === 402 && !known.creationId ? KeyOutcome.Declined : undefined;
-    default:
+    case FailureType.Config:
+    case undefined:
       return undefined;
   }
 }

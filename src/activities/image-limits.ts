@@ -1,7 +1,6 @@
 import { ApplicationFailure } from '@temporalio/common';
-import { FailureType } from '../api/failure-types';
+import { FailureType, type ImageRef } from '../model';
 import { MAX_LISTED_IMAGES } from '../api/schemas';
-import type { ImageRef } from './types';
 
 /**
  * How many images one creation may bring, and how many bytes. The service decides the list of image URLs; a hostile

@@ -85,11 +85,6 @@ export function createActivities(deps: ActivityDeps = {}) {
     random: deps.random ?? Math.random,
   });
   return {
-    /** A trivial activity that proves the worker can run activities; used by the smoke workflow. */
-    async ping(name: string): Promise<{ reply: string; attempt: number; at: number }> {
-      const info = Context.current().info;
-      return { reply: `pong: ${name}`, attempt: info.attempt, at: now() };
-    },
     ...image,
     ...createBatchFileActivities({ outputRoot }),
     ...createScheduleActivities({

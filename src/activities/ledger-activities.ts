@@ -1,17 +1,8 @@
 import path from 'node:path';
 import { Context } from '@temporalio/activity';
-import type { CreationRequest } from './types';
+import { type CreationRequest, needsReconcile, NO_MONEY_HELD, type RowRecord } from '../model';
 import { releaseRow, scheduleDirOf } from '../ledger/claims';
-import {
-  NO_MONEY_HELD,
-  appendLedger,
-  ledgerFileOf,
-  needsReconcile,
-  readLedger,
-  recordAgainstLedger,
-  recordFromLedger,
-} from '../ledger/ledger';
-import type { RowRecord } from '../workflows/model';
+import { appendLedger, ledgerFileOf, readLedger, recordAgainstLedger, recordFromLedger } from '../ledger/ledger';
 
 export interface RecordRowInput {
   /** Output folder of the row's batch (the worker's own folder when relative). */

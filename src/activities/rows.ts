@@ -3,12 +3,18 @@ import { Context } from '@temporalio/activity';
 import type { Client, WorkflowExecutionStatusName } from '@temporalio/client';
 import type { LoadedDataConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
-import { KeyOutcome, RowState, type KeyRecord, type PromptWorkflowInput, type RowRecord } from '../workflows/model';
+import {
+  KeyOutcome,
+  rowMoney,
+  RowState,
+  type CreateImageInput,
+  type KeyRecord,
+  type PromptWorkflowInput,
+  type RowRecord,
+} from '../model';
 import { appendLedger, ledgerFileOf } from '../ledger/ledger';
 import { rowDoneSignal } from '../workflows/definitions';
-import { rowMoney } from '../workflows/row-record';
 import { whileHeartbeating } from './heartbeat';
-import type { CreateImageInput } from './types';
 
 /**
  * What Temporal says of a row: still running, or ended with its record. `closed` also covers a row that has sent its

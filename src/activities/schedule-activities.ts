@@ -1,10 +1,10 @@
 import path from 'node:path';
 import { Context } from '@temporalio/activity';
-import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { msToNumber } from '@temporalio/common/lib/time';
 import { LEDGER_FILE, readLedgerOnce, rowMayBePaid } from '../ledger/ledger';
 import { prepareScheduledInput, type PreparedInput } from '../schedules/prepare';
-import { promptWorkflowId } from '../workflows/keys';
+import { promptWorkflowId } from '../model';
 import { CREATE_IMAGE_START_TO_CLOSE } from '../workflows/timeouts';
 import { whileHeartbeating } from './heartbeat';
 
@@ -73,7 +73,7 @@ async function rowSettled(client: Client, batchId: string, rowId: string, nowMs:
     if (status.name === 'RUNNING' || !closeTime) return false;
     return nowMs - closeTime.getTime() > ROW_SETTLED_AFTER_MS;
   } catch (err) {
-    if (err instanceof Error && err.name === 'WorkflowNotFoundError') return true;
+    if (err instanceof WorkflowNotFoundError) return true;
     throw err;
   }
 }

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { unreadableFile } from '../config/redact';
+import { ErrorCode, ImagebatchError } from '../model/errors';
 
 /**
  * The API key: read from the worker's environment only, checked before the first request, and never printed.
@@ -13,12 +14,8 @@ const TOKEN_LENGTH = 40;
 const MARKER = 'live_';
 
 /** Something wrong with the API key or where it comes from; the message never contains the key. */
-export class ApiKeyError extends Error {
-  readonly code = 'API_KEY_INVALID_FORMAT';
-  constructor(message: string) {
-    super(message);
-    this.name = 'ApiKeyError';
-  }
+export class ApiKeyError extends ImagebatchError {
+  readonly code = ErrorCode.ApiKeyInvalid;
 }
 
 /** A source of the key, called for each request (so a rotated key file can be picked up by a new provider). */

@@ -1,14 +1,13 @@
-import { ApplicationFailure, ApplicationFailureCategory } from '@temporalio/common';
-import type { ModelInfo, PollCreationResult } from '../activities/types';
-import { AuthDetail, ErrorCode, FAILED_STATUS, isRetryableFailureMessage } from './contract';
 import {
   BatchStopReason,
-  FailureType,
   type BatchStopDetails,
+  type ModelInfo,
+  type PollCreationResult,
   type RefundedDetails,
   type RejectedDetails,
   type UnknownDetails,
-} from './failure-types';
+} from '../model';
+import { AuthDetail, ErrorCode, FAILED_STATUS, isRetryableFailureMessage } from './contract';
 import { retryAfterOr } from './retry-after';
 import { readUsd } from './money';
 import {
@@ -28,8 +27,8 @@ import { recordKeysOf } from './record-keys';
 
 /**
  * The one place where a response (or the lack of one) of the image service gets its meaning. Pure: no I/O, no
- * clock (the time is an input), no randomness. {@link toApplicationFailure} turns the failing outcomes into the
- * `ApplicationFailure`s that workflows branch on.
+ * clock (the time is an input), no randomness, no Temporal: an {@link Outcome} is plain data, and only the activities
+ * turn a failing one into the `ApplicationFailure` that workflows branch on (`src/activities/failures.ts`).
  */
 
 /** Which request was answered. */
@@ -456,109 +455,6 @@ function describeBody(status: number, body: string | undefined): string {
   if (body === undefined || body.trim() === '') return `HTTP ${status} with an empty body`;
   const oneLine = body.replace(/\s+/g, ' ').trim();
   return oneLine.length > 200 ? `${oneLine.slice(0, 200)}...` : oneLine;
-}
-
-/**
- * A non-retryable answer of the interface that the workflow handles (a refund, a rejection, a batch stop): benign,
- * so the SDK logs it at DEBUG rather than as a worker warning.
- */
-function handledAnswer(type: FailureType, message: string, details: unknown): ApplicationFailure {
-  return ApplicationFailure.create({
-    type,
-    message,
-    nonRetryable: true,
-    category: ApplicationFailureCategory.BENIGN,
-    details: [details],
-  });
-}
-
-/**
- * The ApplicationFailure for a failing outcome. `retryDelayMs` is the wait before the next attempt for the
- * outcomes whose wait the caller computes (backoff after an unknown outcome, the poll interval).
- */
-export function toApplicationFailure(outcome: FailureOutcome, retryDelayMs?: number): ApplicationFailure {
-  const delay = (ms: number | undefined) => (ms === undefined ? {} : { nextRetryDelay: Math.max(1, Math.ceil(ms)) });
-  switch (outcome.kind) {
-    case 'rateLimited': {
-      const { kind: _kind, ...info } = outcome;
-      return ApplicationFailure.create({
-        type: FailureType.RateLimited,
-        message: outcome.local
-          ? `held back locally: the key was told to wait (${outcome.retryAfterMs} ms left)`
-          : `HTTP ${outcome.httpStatus} ${outcome.code}: ${outcome.message} (retry after ${outcome.retryAfterMs} ms)`,
-        nonRetryable: false,
-        // Expected flow control, not an error: logged at DEBUG by the SDK, not WARN.
-        category: ApplicationFailureCategory.BENIGN,
-        ...delay(outcome.retryAfterMs),
-        details: [info],
-      });
-    }
-    case 'ambiguous':
-      return ApplicationFailure.create({
-        type: FailureType.Ambiguous,
-        message: `outcome unknown: ${outcome.lastError}`,
-        nonRetryable: false,
-        ...delay(Math.max(retryDelayMs ?? 0, outcome.retryAfterMs ?? 0) || retryDelayMs),
-        details: [
-          {
-            lastError: outcome.lastError,
-            ...(outcome.httpStatus ? { httpStatus: outcome.httpStatus } : {}),
-            ...(outcome.unrecognizedNotFound ? { unrecognizedNotFound: true } : {}),
-          },
-        ],
-      });
-    case 'malformed':
-      return ApplicationFailure.create({
-        type: FailureType.Malformed,
-        message: `unexpected response: ${outcome.lastError}`,
-        nonRetryable: false,
-        ...delay(retryDelayMs),
-        details: [{ lastError: outcome.lastError, ...(outcome.httpStatus ? { httpStatus: outcome.httpStatus } : {}) }],
-      });
-    case 'inFlight':
-      return ApplicationFailure.create({
-        type: FailureType.Pending,
-        message: `creation in flight (status ${outcome.status})`,
-        nonRetryable: false,
-        category: ApplicationFailureCategory.BENIGN,
-        ...delay(retryDelayMs),
-        details: [{ status: outcome.status }],
-      });
-    case 'refunded':
-      return handledAnswer(
-        FailureType.Refunded,
-        `HTTP ${outcome.details.httpStatus} ${outcome.details.code}: ${outcome.details.message} (refunded)`,
-        outcome.details,
-      );
-    case 'rejected':
-      return handledAnswer(
-        FailureType.Rejected,
-        `HTTP ${outcome.details.httpStatus} ${outcome.details.code}: ${outcome.details.message}`,
-        outcome.details,
-      );
-    case 'batchStop':
-      return handledAnswer(
-        FailureType.BatchStop,
-        `HTTP ${outcome.details.httpStatus} ${outcome.details.reason}: ${outcome.details.message}`,
-        outcome.details,
-      );
-    case 'notFound':
-      return ApplicationFailure.create({
-        type: FailureType.CreationNotFound,
-        message: `HTTP ${outcome.httpStatus} ${outcome.code}: ${outcome.message}`,
-        nonRetryable: true,
-        details: [{ httpStatus: outcome.httpStatus, code: outcome.code, message: outcome.message }],
-      });
-    case 'unknown':
-      return ApplicationFailure.create({
-        type: FailureType.Unknown,
-        message: `outcome unknown after ${outcome.details.tries} tries with key ${outcome.details.idempotencyKey}: ${outcome.details.lastError}`,
-        nonRetryable: true,
-        details: [outcome.details],
-      });
-    case 'config':
-      return ApplicationFailure.create({ type: FailureType.Config, message: outcome.message, nonRetryable: true });
-  }
 }
 
 /** What a creation record says it cost, when it says so (never a 0 for nothing said). */

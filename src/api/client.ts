@@ -1,7 +1,7 @@
 import type { Dispatcher } from 'undici';
-import type { CreationRequest, SubmitCreationInput } from '../activities/types';
+import type { CreationRequest, SubmitCreationInput } from '../model';
 import { AuthHeaderStyle, type ServiceConfig } from '../config/service-config';
-import { assertApiKeyFormat, keyFingerprint, type ApiKeyProvider } from './api-key';
+import { ApiKeyError, assertApiKeyFormat, keyFingerprint, type ApiKeyProvider } from './api-key';
 import { classifyResponse, RequestKind, type Outcome } from './classify';
 import { HoldRegistry, Pacer } from './holds';
 import { createServiceDispatcher, send } from './http';
@@ -142,7 +142,7 @@ export class ImageApiClient {
       key = assertApiKeyFormat(this.apiKey());
     } catch (err) {
       // ApiKeyError messages never quote the key; anything else is described by its code only.
-      const message = err instanceof Error && err.name === 'ApiKeyError' ? err.message : 'the API key is unavailable';
+      const message = err instanceof ApiKeyError ? err.message : 'the API key is unavailable';
       return { kind: 'config', message };
     }
     const keyId = keyFingerprint(key);

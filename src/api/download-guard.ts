@@ -1,6 +1,7 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import net from 'node:net';
 import { Agent, buildConnector, type Dispatcher } from 'undici';
+import { ErrorCode, ImagebatchError } from '../model/errors';
 
 /**
  * Which addresses an image download may connect to. An image service decides the image URLs (and their
@@ -161,9 +162,8 @@ function inCidr(b: Uint8Array, cidr: Cidr): boolean {
 }
 
 /** A download refused because of the address it would connect to. */
-export class DownloadAddressRefusedError extends Error {
-  readonly code = 'DOWNLOAD_ADDRESS_REFUSED';
-  override readonly name = 'DownloadAddressRefusedError';
+export class DownloadAddressRefusedError extends ImagebatchError {
+  readonly code = ErrorCode.DownloadAddressRefused;
   constructor(
     readonly host: string,
     readonly address: string,

@@ -1,5 +1,6 @@
 import { Agent, Pool, request, type Dispatcher } from 'undici';
 import type { ServiceConfig } from '../config/service-config';
+import { ErrorCode, ImagebatchError } from '../model/errors';
 
 /**
  * The HTTP layer: pooled dispatchers with deliberate timeouts, and a request that reads at most a given number
@@ -47,9 +48,8 @@ export function requestTimeoutOf(dispatcher: Dispatcher): number {
 }
 
 /** A request (or a download) that did not end within its total deadline. */
-export class RequestTimeoutError extends Error {
-  readonly code = 'REQUEST_TIMEOUT';
-  override readonly name = 'RequestTimeoutError';
+export class RequestTimeoutError extends ImagebatchError {
+  readonly code = ErrorCode.RequestTimeout;
   constructor(readonly timeoutMs: number) {
     super(`no complete response within ${timeoutMs} ms (IMAGEGEN_REQUEST_TIMEOUT_MS)`);
   }

@@ -1,4 +1,5 @@
-import type { CreationRequest } from '../activities/types';
+import type { CreationRequest } from '../model';
+import { ErrorCode, ImagebatchError } from '../model/errors';
 import { DOTTED_NAMES } from './record-path';
 
 /**
@@ -150,8 +151,8 @@ export function templateClash(template: Readonly<Record<string, unknown>>, field
 }
 
 /** A request whose own columns (`extra`) cannot be placed in the body; nothing was sent. */
-export class RequestShapeError extends Error {
-  override readonly name = 'RequestShapeError';
+export class RequestShapeError extends ImagebatchError {
+  readonly code = ErrorCode.RequestShapeInvalid;
 }
 
 /** The settings {@link buildRequestBody} uses (a `ServiceConfig` has them). */

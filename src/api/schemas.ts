@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { ImageRef, ModelInfo } from '../activities/types';
+import type { ImageRef, ModelInfo } from '../model';
 import { IMAGE_MEDIA_TYPES, SNIFF_BYTES, sniffImageType } from './image-type';
 import { readUsd } from './money';
 import { childLocation, valuesAt } from './record-path';

@@ -1,3 +1,4 @@
+import type { UserColumns } from '../model';
 import { type BatchProblem, ProblemCode, preview } from './problems';
 
 /** The request columns of a batch file. Only these ever reach a request body. */
@@ -43,23 +44,6 @@ const KNOWN: ReadonlySet<string> = new Set<string>([...Object.values(Column), ..
 
 /** Where each known column sits in a record; absent columns are missing from the map. */
 export type ColumnIndex = ReadonlyMap<KnownColumn, number>;
-
-/**
- * Columns the user owns (`--carry`, `--column`): a batch file may have them besides the request and record columns.
- * Plain JSON: it travels in the batch workflow's input to the page-reading activity.
- */
-export interface UserColumns {
-  /** Columns carried through untouched: never sent, read back from the batch file into the results. */
-  carry?: readonly string[];
-  /** Column to body field (a name or dotted path): the cell, trimmed, goes into the request's `extra`. */
-  send?: Readonly<Record<string, string>>;
-  /**
-   * Every column that is not ours is read back as the user's (results time: the batch was checked with its options
-   * when it started, so nothing more is checked here).
-   * @default false
-   */
-  readAll?: boolean;
-}
 
 /** One column the user owns, where it sits, and the body field it is sent under (absent: carried). */
 export interface UserColumn {

@@ -1,8 +1,7 @@
 /** Reading and validating batch CSV files: one full-file validator, one resumable page reader. */
 export { validateBatchFile, type BatchReport, type ModelUsage, type ValidateOptions } from './validate';
-export { readBatchPage, type BatchCursor, type BatchPage, type ReadPageOptions } from './page-reader';
+export { readBatchPage, type BatchPage, type ReadPageOptions } from './page-reader';
 export { type BatchRow, FieldLimit, ROW_ID_PATTERN } from './schema';
-export { Column, MAX_EXTRA_VALUE_CHARS, MAX_USER_COLUMNS, isKnownColumn, type UserColumns } from './header';
-export { type BatchProblem, BatchFileError, ProblemCode } from './problems';
+export { Column, MAX_EXTRA_VALUE_CHARS, MAX_USER_COLUMNS, isKnownColumn } from './header';
+export { type BatchProblem, BatchFileError, BatchFileErrorReason, ProblemCode } from './problems';
 export { type ScanLimits, DEFAULT_MAX_FIELDS, DEFAULT_MAX_RECORD_BYTES } from './scan';
-export { type FileFingerprint } from './source';

@@ -1,34 +1,11 @@
-import {
-  type ColumnIndex,
-  indexColumns,
-  parseHeader,
-  type UserColumn,
-  type UserColumns,
-  userColumnsOf,
-} from './header';
+import { type ColumnIndex, indexColumns, parseHeader, type UserColumn, userColumnsOf } from './header';
+import type { BatchCursor, UserColumns } from '../model';
 import { IdTable } from './id-table';
-import { type BatchProblem, BatchFileError, ProblemCode, ProblemCollector } from './problems';
+import { type BatchProblem, BatchFileError, BatchFileErrorReason, ProblemCode, ProblemCollector } from './problems';
 import { type ScanLimits, type ScannedRecord, scanRecords } from './scan';
 import type { BatchRow } from './schema';
-import { type FileFingerprint, inspectSource } from './source';
+import { inspectSource } from './source';
 import { badUtf8Problem, checkRecord } from './validate';
-
-/**
- * Where the next page starts. Plain JSON data: it travels through workflow history. The header is read once,
- * on the first page, and carried along so later pages parse from `byteOffset` without going back to line 1.
- */
-export interface BatchCursor {
-  /** Absolute byte offset where the next record starts (always a record boundary). */
-  byteOffset: number;
-  /** Physical line at `byteOffset`. */
-  line: number;
-  /** Data rows before `byteOffset`: row `n` without an `id` cell is `row-<n>`, so the count must carry over. */
-  rowsBefore: number;
-  /** Header columns, as read on the first page. */
-  header: string[];
-  /** The file as it was on the first page; a later page refuses to read a file that changed since. */
-  file?: FileFingerprint;
-}
 
 export interface ReadPageOptions extends ScanLimits {
   /**
@@ -109,7 +86,7 @@ export async function readBatchPage(
     (cursor.file.size !== source.fingerprint.size || cursor.file.mtimeMs !== source.fingerprint.mtimeMs)
   ) {
     throw new BatchFileError(
-      'file.changed',
+      BatchFileErrorReason.Changed,
       `batch file ${path} changed since its first page was read (size or modification time); ` +
         'a batch reads the file it started with',
     );

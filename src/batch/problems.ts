@@ -1,3 +1,5 @@
+import { ErrorCode, ImagebatchError } from '../model/errors';
+
 /**
  * Problems found in a batch file. Every problem names a physical line (1-based, the header is line 1) and,
  * when it concerns one cell, the column; codes are stable strings so the CLI, tests and result files can
@@ -106,11 +108,20 @@ export function preview(value: string, max = 40): string {
   return JSON.stringify(chars.length <= max ? value : `${chars.slice(0, max).join('')}…`);
 }
 
+/** Why a {@link BatchFileError} was thrown. */
+export const BatchFileErrorReason = {
+  /** The file cannot be opened or read. */
+  Unreadable: 'file.unreadable',
+  /** The file changed (size or modification time) since the batch read its first page. */
+  Changed: 'file.changed',
+} as const;
+export type BatchFileErrorReason = (typeof BatchFileErrorReason)[keyof typeof BatchFileErrorReason];
+
 /** Thrown (not reported) when the file itself cannot be read, or changed between pages. */
-export class BatchFileError extends Error {
-  override readonly name = 'BatchFileError';
+export class BatchFileError extends ImagebatchError {
+  readonly code = ErrorCode.BatchFileUnreadable;
   constructor(
-    readonly code: 'file.unreadable' | 'file.changed',
+    readonly reason: BatchFileErrorReason,
     message: string,
     options?: { cause?: unknown },
   ) {

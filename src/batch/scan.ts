@@ -3,7 +3,7 @@ import { type Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { CsvError, parse } from 'csv-parse';
 import { LineIndex } from './line-index';
-import { type BatchProblem, BatchFileError, ProblemCode } from './problems';
+import { type BatchProblem, BatchFileError, BatchFileErrorReason, ProblemCode } from './problems';
 
 /** One CSV record as the scanner hands it on (blank records are skipped before this). */
 export interface ScannedRecord {
@@ -65,6 +65,7 @@ export const DEFAULT_MAX_RECORD_BYTES = 256 * 1024;
 export const DEFAULT_MAX_FIELDS = 256;
 const CHUNK_BYTES = 64 * 1024;
 
+// Private sentinels, plain errors on purpose: each is thrown inside the parser and caught below, never escaping.
 class StopSignal extends Error {}
 
 class TooManyFields extends Error {
@@ -254,7 +255,9 @@ export async function scanRecords(input: ScanInput): Promise<ScanResult> {
       });
       return result;
     }
-    throw new BatchFileError('file.unreadable', `cannot read ${input.path}: ${String(err)}`, { cause: err });
+    throw new BatchFileError(BatchFileErrorReason.Unreadable, `cannot read ${input.path}: ${String(err)}`, {
+      cause: err,
+    });
   }
   flushInvalid();
   result.endOffset = index.position;

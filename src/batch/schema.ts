@@ -1,7 +1,5 @@
 import { z } from 'zod';
-import type { CreationRequest } from '../activities/types';
-import { NO_MONEY_HELD } from '../ledger/ledger';
-import { KeyOutcome, RowState } from '../workflows/model';
+import { type CreationRequest, KeyOutcome, NO_MONEY_HELD, RowState } from '../model';
 import {
   Column,
   type ColumnIndex,

@@ -1,14 +1,9 @@
 import { open } from 'node:fs/promises';
-import { type BatchProblem, BatchFileError, ProblemCode } from './problems';
-
-/** Size and modification time: enough to notice that a file was replaced or edited between two pages. */
-export interface FileFingerprint {
-  size: number;
-  mtimeMs: number;
-}
+import type { FileStamp } from '../model';
+import { type BatchProblem, BatchFileError, BatchFileErrorReason, ProblemCode } from './problems';
 
 export interface BatchSource {
-  fingerprint: FileFingerprint;
+  fingerprint: FileStamp;
   /** Offset of the header: 3 after a UTF-8 byte-order mark, else 0. */
   dataStart: number;
   /** Set when the file is in an encoding this reader does not read (UTF-16 or UTF-32). */
@@ -49,9 +44,13 @@ export async function inspectSource(path: string): Promise<BatchSource> {
     }
     return { fingerprint, dataStart: 0 };
   } catch (err) {
-    throw new BatchFileError('file.unreadable', `cannot read batch file ${path}: ${(err as Error).message}`, {
-      cause: err,
-    });
+    throw new BatchFileError(
+      BatchFileErrorReason.Unreadable,
+      `cannot read batch file ${path}: ${(err as Error).message}`,
+      {
+        cause: err,
+      },
+    );
   } finally {
     await handle?.close();
   }

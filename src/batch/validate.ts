@@ -1,4 +1,5 @@
-import { type ColumnIndex, parseHeader, type UserColumn, type UserColumns } from './header';
+import type { UserColumns } from '../model';
+import { type ColumnIndex, parseHeader, type UserColumn } from './header';
 import { IdTable } from './id-table';
 import { type BatchProblem, ProblemCode, ProblemCollector } from './problems';
 import { type ScanLimits, type ScannedRecord, scanRecords } from './scan';

@@ -2,17 +2,18 @@ import path from 'node:path';
 import { WorkflowIdConflictPolicy } from '@temporalio/common';
 import type { Client, WorkflowExecutionDescription, WorkflowHandle } from '@temporalio/client';
 import { validateBatchFile, type BatchReport } from '../batch';
+import { ErrorCode, ImagebatchError } from '../model/errors';
 import { appendLedger, fileFingerprint, ledgerFileOf, readLedgerOnce, type FileFingerprint } from '../ledger';
-import { batchWorkflow, progressQuery, type BatchProgress, type BatchWorkflowInput } from '../workflows';
-import { ID_PATTERN, batchWorkflowId } from '../workflows/keys';
+import { batchWorkflow, progressQuery, type BatchWorkflowInput } from '../workflows';
+import { batchWorkflowId, ID_PATTERN, type BatchProgress } from '../model';
+import { ID_RULE } from './options';
 import { checkPricesForCap } from './prices';
 
 /** The batch file has problems: nothing was started (the report lists every one, with its line). */
-export class BatchValidationError extends Error {
-  readonly code = 'BATCH_INVALID';
+export class BatchValidationError extends ImagebatchError {
+  readonly code = ErrorCode.BatchInvalid;
   constructor(readonly report: BatchReport) {
     super(`${report.problemCount} problem(s) in the batch file; nothing was started`);
-    this.name = 'BatchValidationError';
   }
 }
 
@@ -20,8 +21,8 @@ export class BatchValidationError extends Error {
  * A batch id already ran on another file (its fingerprint, size and SHA-256, differs): nothing was started. Rows
  * are known by their ids, so the same id over another file would count the old rows' results as the new rows'.
  */
-export class BatchFileChangedError extends Error {
-  readonly code = 'BATCH_FILE_CHANGED';
+export class BatchFileChangedError extends ImagebatchError {
+  readonly code = ErrorCode.BatchFileChanged;
   constructor(
     readonly batchId: string,
     readonly file: string,
@@ -37,7 +38,6 @@ export class BatchFileChangedError extends Error {
         `${recordedIn}), and ${file} is now ${describeFingerprint(current)}; run it under a new --batch-id, ` +
         'or restore the file',
     );
-    this.name = 'BatchFileChangedError';
   }
 }
 
@@ -76,9 +76,7 @@ export interface StartedBatch {
 export async function startOrAttachBatch(options: StartBatchOptions): Promise<StartedBatch> {
   const { client, taskQueue, ...rest } = options;
   if (!ID_PATTERN.test(rest.batchId)) {
-    throw new Error(
-      `batch id ${JSON.stringify(rest.batchId)} must be 1 to 128 characters of A-Z a-z 0-9 . _ : -, not only dots`,
-    );
+    throw new Error(`batch id ${JSON.stringify(rest.batchId)} ${ID_RULE}`);
   }
   const input: BatchWorkflowInput = { ...rest, file: path.resolve(rest.file), outDir: path.resolve(rest.outDir) };
   const report = await validateBatchFile(input.file, {
@@ -159,8 +157,8 @@ function asFingerprint(value: unknown): FileFingerprint | undefined {
 export const QUERY_TIMEOUT_MS = 10_000;
 
 /** A running batch did not answer its progress query in time: most likely no worker polls its task queue. */
-export class BatchNoAnswerError extends Error {
-  readonly code = 'BATCH_NO_ANSWER';
+export class BatchNoAnswerError extends ImagebatchError {
+  readonly code = ErrorCode.BatchNoAnswer;
   constructor(
     readonly batchId: string,
     readonly waitedMs: number,
@@ -169,7 +167,6 @@ export class BatchNoAnswerError extends Error {
       `batch ${batchId} did not answer within ${Math.round(waitedMs / 1000)} s: is a worker running ` +
         '(imagebatch worker, with the same TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and TEMPORAL_TASK_QUEUE)?',
     );
-    this.name = 'BatchNoAnswerError';
   }
 }
 
@@ -250,21 +247,6 @@ export async function followBatch(
   const final = await result;
   onProgress(final);
   return final;
-}
-
-/**
- * Parses a duration for `--max-poll-wait`: `90s`, `45m`, `2h`, `1500ms`, or a bare number of minutes. At least
- * one second; a bad value throws a message that names the accepted forms.
- */
-export function parseDurationMs(value: string): number {
-  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$/i.exec(value);
-  const unit = (m?.[2] ?? 'm').toLowerCase();
-  const factor = unit === 'ms' ? 1 : unit === 's' ? 1000 : unit === 'h' ? 3_600_000 : 60_000;
-  const ms = m ? Math.round(Number(m[1]) * factor) : NaN;
-  if (!Number.isFinite(ms) || ms < 1000) {
-    throw new Error('must be a duration of at least 1 s, such as 90s, 45m or 2h (a bare number is minutes)');
-  }
-  return ms;
 }
 
 const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());

@@ -19,8 +19,11 @@ export async function connectClient(
 }
 
 /** Runs `fn` with a client from the environment, and closes it whatever happens. */
-export async function withClient(fn: (client: Client) => Promise<void>): Promise<void> {
-  const { client, close } = await connectClient(process.env);
+export async function withClient(
+  fn: (client: Client) => Promise<void>,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): Promise<void> {
+  const { client, close } = await connectClient(env);
   try {
     await fn(client);
   } finally {

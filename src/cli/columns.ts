@@ -1,6 +1,10 @@
-import { InvalidArgumentError } from 'commander';
 import { bodyPathProblem, REQUEST_SOURCES } from '../api/request-shape';
-import { isKnownColumn, MAX_USER_COLUMNS, type UserColumns } from '../batch';
+import type { UserColumns } from '../model';
+import { isKnownColumn, MAX_USER_COLUMNS } from '../batch';
+import { ErrorCode } from '../model/errors';
+import type { OptionSpec } from './command';
+import { OptionError } from './errors';
+import { repeated } from './options';
 
 /**
  * The columns of a batch file that the user owns, from `--carry <column>` and `--column <column>=<field>` (the same
@@ -9,15 +13,8 @@ import { isKnownColumn, MAX_USER_COLUMNS, type UserColumns } from '../batch';
  */
 
 /** `--carry` or `--column` cannot be used: names the option and what is wrong. Exit 2 (usage). */
-export class ColumnOptionError extends Error {
-  readonly code = 'COLUMN_OPTION_INVALID';
-  constructor(
-    readonly option: string,
-    readonly problem: string,
-  ) {
-    super(`${option}: ${problem}`);
-    this.name = 'ColumnOptionError';
-  }
+export class ColumnOptionError extends OptionError {
+  override readonly code = ErrorCode.ColumnOptionInvalid;
 }
 
 const REQUEST_FIELDS: ReadonlySet<string> = new Set(REQUEST_SOURCES);
@@ -70,29 +67,22 @@ export function parseColumnOption(
   return { ...previous, [name]: field };
 }
 
-const asArgumentError =
-  <T, P>(parse: (value: string, previous: P) => T) =>
-  (value: string, previous: P): T => {
-    try {
-      return parse(value, previous);
-    } catch (err) {
-      throw new InvalidArgumentError((err as Error).message);
-    }
-  };
+/** `--carry <column>` and `--column <column>=<field>`, both repeatable. */
+export const COLUMN_OPTIONS: readonly OptionSpec[] = [
+  {
+    flags: '--carry <column>',
+    description: 'a column of yours carried into results.csv, results.jsonl and the gallery, never sent (repeatable)',
+    repeatable: true,
+  },
+  {
+    flags: '--column <column=field>',
+    description: 'a column of yours sent in the request under <field>, a name or dotted path (repeatable)',
+    repeatable: true,
+  },
+];
 
-/** `--carry <column>`, repeatable. */
-export const CARRY_OPTION = [
-  '--carry <column>',
-  'a column of yours carried into results.csv, results.jsonl and the gallery, never sent (repeatable)',
-  asArgumentError(parseCarryOption),
-] as const;
-
-/** `--column <column>=<field>`, repeatable. */
-export const COLUMN_OPTION = [
-  '--column <column=field>',
-  'a column of yours sent in the request under <field>, a name or dotted path (repeatable)',
-  asArgumentError(parseColumnOption),
-] as const;
+/** The schema of {@link COLUMN_OPTIONS}: each value checked as it is read ({@link userColumnsInput}: together). */
+export const columnSchema = { carry: repeated(parseCarryOption), column: repeated(parseColumnOption) };
 
 export interface ColumnCliOptions {
   carry?: string[];

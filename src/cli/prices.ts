@@ -1,9 +1,13 @@
 import { readFile } from 'node:fs/promises';
 import type { Client } from '@temporalio/client';
-import { InvalidArgumentError } from 'commander';
-import type { ModelInfo, PriceSource } from '../activities/types';
+import { z } from 'zod';
+import type { ModelInfo, PriceSource } from '../model';
 import type { BatchReport } from '../batch';
+import { ErrorCode, ImagebatchError } from '../model/errors';
 import { modelCatalogWorkflow } from '../workflows';
+import type { OptionSpec } from './command';
+import { OptionError } from './errors';
+import { USD_PATTERN, repeated } from './options';
 
 /**
  * Prices for the CLI: the ones the user gives (`--price <model>=<usd>`, `--prices <file>`), the catalog's (asked
@@ -12,23 +16,16 @@ import { modelCatalogWorkflow } from '../workflows';
  */
 
 /** `--price` or `--prices` cannot be used: names the option and what is wrong. Exit 2 (usage). */
-export class PriceOptionError extends Error {
-  readonly code = 'PRICE_OPTION_INVALID';
-  constructor(
-    readonly option: string,
-    readonly problem: string,
-  ) {
-    super(`${option}: ${problem}`);
-    this.name = 'PriceOptionError';
-  }
+export class PriceOptionError extends OptionError {
+  override readonly code = ErrorCode.PriceOptionInvalid;
 }
 
 /**
  * A spend cap was asked for and some model's price is not known: the cap could not be kept, so nothing started.
  * Exit 3.
  */
-export class PriceUnknownError extends Error {
-  readonly code = 'PRICE_UNKNOWN';
+export class PriceUnknownError extends ImagebatchError {
+  readonly code = ErrorCode.PriceUnknown;
   constructor(
     readonly models: readonly string[],
     readonly catalogProblem: string | undefined,
@@ -39,11 +36,8 @@ export class PriceUnknownError extends Error {
         `give one with --price ${models[0]}=<usd per image> or --prices <file>, or set IMAGEGEN_PRICE_FIELDS if the ` +
         'catalog shows it under another name; nothing was started',
     );
-    this.name = 'PriceUnknownError';
   }
 }
-
-const USD = /^\d+(\.\d+)?$/;
 
 /** One `--price` value, `<model>=<usd per image>`. */
 export function parsePriceOption(value: string, previous: Record<string, number> = {}): Record<string, number> {
@@ -51,7 +45,7 @@ export function parsePriceOption(value: string, previous: Record<string, number>
   const model = value.slice(0, at).trim();
   const usd = value.slice(at + 1).trim();
   if (at < 1 || model === '') throw new PriceOptionError('--price', `expected <model>=<usd per image>, got "${value}"`);
-  if (!USD.test(usd)) {
+  if (!USD_PATTERN.test(usd)) {
     throw new PriceOptionError('--price', `the price of ${model} must be a decimal number of USD, got "${usd}"`);
   }
   return { ...previous, [model]: Number(usd) };
@@ -95,7 +89,7 @@ export async function readPriceFile(file: string): Promise<Record<string, number
     const line = raw.trim();
     if (line === '' || (i === 0 && /^model\s*,/i.test(line))) return;
     const [model, usd, ...rest] = line.split(',').map((c) => c.trim());
-    if (!model || usd === undefined || rest.length > 0 || !USD.test(usd)) {
+    if (!model || usd === undefined || rest.length > 0 || !USD_PATTERN.test(usd)) {
       throw new PriceOptionError('--prices', `${file}:${i + 1}: expected <model>,<usd per image>, got "${line}"`);
     }
     out[model] = Number(usd);
@@ -196,25 +190,21 @@ export async function checkPricesForCap(
   return priced;
 }
 
-/** `--price <model>=<usd>`, repeatable (the same option on run, resume, validate and schedule create). */
-export const PRICE_OPTION = [
-  '--price <model=usd>',
-  'price per image of a model whose catalog shows none (repeatable)',
-  (value: string, previous: Record<string, number>) => {
-    try {
-      return parsePriceOption(value, previous);
-    } catch (err) {
-      throw new InvalidArgumentError((err as Error).message);
-    }
+/**
+ * `--price <model>=<usd>` (repeatable) and `--prices <file>`: the same options on run, resume, validate and schedule
+ * create; `about` says what they are for on a command that only sometimes uses them.
+ */
+export const priceOptions = (about = ''): OptionSpec[] => [
+  {
+    flags: '--price <model=usd>',
+    description: `${about}price per image of a model whose catalog shows none (repeatable)`,
+    repeatable: true,
   },
-  {} as Record<string, number>,
-] as const;
+  { flags: '--prices <file>', description: `${about}prices per image from a file (JSON object, or lines model,usd)` },
+];
 
-/** `--prices <file>`: a JSON object of model to USD per image, or lines `<model>,<usd>`. */
-export const PRICES_OPTION = [
-  '--prices <file>',
-  'prices per image from a file (JSON object, or lines model,usd)',
-] as const;
+/** The schema of {@link priceOptions}: each `--price` checked as it is read; the file is read by {@link userPrices}. */
+export const priceSchema = { price: repeated(parsePriceOption), prices: z.string().optional() };
 
 export interface PriceCliOptions {
   price?: Record<string, number>;

@@ -1,25 +1,120 @@
-import type { BatchProgress, WaitReason } from '../workflows';
-import { terminalText } from './terminal-text';
+import type { BatchProgress, WaitReason } from '../model';
+import { fitWidth, terminalText, terminalWidth } from './terminal-text';
+
+/** Options of {@link progressLine}. */
+export interface ProgressLineOptions {
+  /**
+   * The most terminal columns the line may take. A longer line is made to fit: the bar shrinks, fields take their
+   * short forms, the rate and the rows in flight go, then the line is cut with `…` (on a terminal a longer line
+   * wraps, and each redraw leaves the wrapped part behind).
+   * @default Infinity (every field in full)
+   */
+  columns?: number;
+  /**
+   * SGR colors for a terminal: the bar green, `failed` red when rows failed, why the batch waits yellow.
+   * @default false
+   */
+  color?: boolean;
+}
+
+/** How a piece of the line is colored, when it is. */
+type Tone = 'good' | 'bad' | 'warn';
+const SGR: Record<Tone, string> = { good: '\x1b[32m', bad: '\x1b[31m', warn: '\x1b[33m' };
+const SGR_RESET = '\x1b[39m';
+
+interface Segment {
+  text: string;
+  tone?: Tone;
+}
+
+/** A field's forms, longest first; an empty form drops the field. */
+type Forms = Segment[][];
+
+type FieldName = 'count' | 'ok' | 'failed' | 'unsaved' | 'inFlight' | 'spend' | 'rate' | 'waiting';
+/** Which field gives up its current form next when the line does not fit, in order. */
+const SHRINK_ORDER: readonly FieldName[] = ['count', 'spend', 'unsaved', 'rate', 'inFlight', 'rate', 'count'];
+const SEPARATOR = ' | ';
+const BAR_WIDTHS = [24, 10] as const;
 
 /** One line of progress for a person: bar, counts, spend, rate, ETA and why it waits. */
-export function progressLine(p: BatchProgress, totalRows: number, width = 24): string {
+export function progressLine(p: BatchProgress, totalRows: number, options: ProgressLineOptions = {}): string {
+  const columns = options.columns ?? Infinity;
+  const fields = progressFields(p, totalRows);
+  const chosen = Object.fromEntries(Object.keys(fields).map((k) => [k, 0])) as Record<FieldName, number>;
+  let line = layout(fields, chosen);
+  for (const name of SHRINK_ORDER) {
+    if (width(line) <= columns) break;
+    if (chosen[name] < fields[name].length - 1) chosen[name] += 1;
+    line = layout(fields, chosen);
+  }
+  return render(cut(line, columns), options.color ?? false);
+}
+
+function progressFields(p: BatchProgress, totalRows: number): Record<FieldName, Forms> {
   const ended = Object.values(p.counts).reduce((a, b) => a + b, 0);
   const ratio = totalRows > 0 ? Math.min(1, ended / totalRows) : 1;
-  const filled = Math.round(ratio * width);
-  const bar = `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}]`;
-  const eta = p.rowsPerSecond > 0 && !p.done ? ` ETA ${formatSeconds((totalRows - ended) / p.rowsPerSecond)}` : '';
-  const parts = [
-    `${bar} ${ended}/${totalRows}`,
-    `ok ${p.counts.succeeded}`,
-    `failed ${p.counts.failed + p.counts.unknown}`,
-    ...(p.counts.images_unsaved > 0 ? [`images unsaved ${p.counts.images_unsaved}`] : []),
-    `in flight ${p.inFlight}`,
-    spendText(p),
-    `${p.rowsPerSecond.toFixed(1)} rows/s${eta}`,
-  ];
+  const count = `${ended}/${totalRows}`;
+  const bar = (w: number): Segment[] => {
+    const filled = Math.round(ratio * w);
+    return [{ text: '[' }, { text: '#'.repeat(filled), tone: 'good' }, { text: `${'-'.repeat(w - filled)}] ${count}` }];
+  };
+  const failed = p.counts.failed + p.counts.unknown;
+  const unsaved = p.counts.images_unsaved;
+  const eta = p.rowsPerSecond > 0 && !p.done ? `ETA ${formatSeconds((totalRows - ended) / p.rowsPerSecond)}` : '';
+  const rate = `${p.rowsPerSecond.toFixed(1)} rows/s`;
   const why = waitText(p.waiting);
-  if (why) parts.push(`waiting: ${why}`);
-  return parts.join(' | ');
+  const one = (text: string, tone?: Tone): Segment[] => [tone ? { text, tone } : { text }];
+  return {
+    count: [...BAR_WIDTHS.map(bar), one(count)],
+    ok: [one(`ok ${p.counts.succeeded}`)],
+    failed: [one(`failed ${failed}`, failed > 0 ? 'bad' : undefined)],
+    unsaved: unsaved > 0 ? [one(`images unsaved ${unsaved}`), one(`unsaved ${unsaved}`)] : [[]],
+    inFlight: [one(`in flight ${p.inFlight}`), []],
+    spend: [one(spendText(p)), one(shortSpendText(p))],
+    rate: [one(eta ? `${rate} ${eta}` : rate), one(eta || rate), []],
+    waiting: [why ? one(`waiting: ${why}`, 'warn') : []],
+  };
+}
+
+/** The fields in their chosen forms, in order, with separators. */
+function layout(fields: Record<FieldName, Forms>, chosen: Record<FieldName, number>): Segment[] {
+  const shown = (Object.keys(fields) as FieldName[])
+    .map((name) => fields[name][chosen[name]] ?? [])
+    .filter((form) => form.length > 0);
+  return shown.flatMap((form, i) => (i === 0 ? form : [{ text: SEPARATOR }, ...form]));
+}
+
+function width(line: readonly Segment[]): number {
+  return line.reduce((w, s) => w + terminalWidth(s.text), 0);
+}
+
+/** `line` cut to `columns`, the cut marked with `…`. */
+function cut(line: readonly Segment[], columns: number): Segment[] {
+  if (width(line) <= columns) return [...line];
+  const out: Segment[] = [];
+  let left = columns;
+  for (const s of line) {
+    const w = terminalWidth(s.text);
+    if (w < left) {
+      out.push(s);
+      left -= w;
+      continue;
+    }
+    out.push({ ...s, text: fitWidth(s.text, left) });
+    break;
+  }
+  return out;
+}
+
+function render(line: readonly Segment[], color: boolean): string {
+  return line.map((s) => (color && s.tone && s.text ? `${SGR[s.tone]}${s.text}${SGR_RESET}` : s.text)).join('');
+}
+
+/** {@link spendText} in few columns: `spent $X`, `+` when some rows' spend is unknown, `/$cap` with a cap. */
+function shortSpendText(p: BatchProgress): string {
+  const plus = p.unknownSpendRows > 0 || p.unpricedInFlight > 0 ? '+' : '';
+  const cap = p.spendCapUsd === undefined ? '' : `/$${p.spendCapUsd.toFixed(2)}`;
+  return `spent $${p.spentUsd.toFixed(2)}${plus}${cap}`;
 }
 
 /**

@@ -26,3 +26,37 @@ export function terminalText(s: string): string {
     .replace(SPACING, ' ')
     .replace(CONTROLS, '');
 }
+
+/** Zero-width code points: combining marks, and (by code point, below) joiners and variation selectors. */
+const COMBINING = /^[\p{Mn}\p{Me}]$/u;
+/** Code points a terminal draws two columns wide: East Asian wide and full-width forms, and emoji pictographs. */
+const DOUBLE_WIDTH =
+  /^[\u1100-\u115f\u2e80-\u303e\u3041-\u33ff\u3400-\u4dbf\u4e00-\u9fff\ua000-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6\u{1f300}-\u{1f64f}\u{1f900}-\u{1f9ff}\u{20000}-\u{3fffd}]$/u;
+
+function charWidth(c: string): number {
+  const code = c.codePointAt(0) ?? 0;
+  const joinerOrSelector = (code >= 0x200b && code <= 0x200f) || code === 0x2060 || (code >= 0xfe00 && code <= 0xfe0f);
+  if (joinerOrSelector || COMBINING.test(c)) return 0;
+  return DOUBLE_WIDTH.test(c) ? 2 : 1;
+}
+
+/** The columns `s` takes on a terminal; `s` is text without escapes or controls (see {@link terminalText}). */
+export function terminalWidth(s: string): number {
+  let width = 0;
+  for (const c of s) width += charWidth(c);
+  return width;
+}
+
+/** `s` cut to at most `columns` columns of a terminal, ending in `…` when something was cut. */
+export function fitWidth(s: string, columns: number): string {
+  if (terminalWidth(s) <= columns) return s;
+  let out = '';
+  let width = 0;
+  for (const c of s) {
+    const w = charWidth(c);
+    if (width + w > columns - 1) break;
+    out += c;
+    width += w;
+  }
+  return columns > 0 ? `${out}…` : '';
+}

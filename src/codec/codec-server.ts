@@ -2,6 +2,8 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { isIP, type AddressInfo } from 'node:net';
 import type { Payload, PayloadCodec } from '@temporalio/common';
+import { ConfigError } from '../config/service-config';
+import { ErrorCode, ImagebatchError } from '../model/errors';
 import { PayloadCodecError } from './errors';
 
 /**
@@ -48,13 +50,13 @@ export function newCodecToken(): string {
 
 /**
  * The codec server's token from {@link CODEC_TOKEN_ENV}, or a new one (`generated`) when it is unset or empty.
- * Throws, naming the variable but not its value, when the value is too short or not URL-safe.
+ * Throws a ConfigError, naming the variable but not its value, when the value is too short or not URL-safe.
  */
 export function codecTokenFromEnv(env: NodeJS.ProcessEnv): { token: string; generated: boolean } {
   const value = env[CODEC_TOKEN_ENV];
   if (value === undefined || value === '') return { token: newCodecToken(), generated: true };
   const problem = codecTokenProblem(value);
-  if (problem) throw new Error(`${CODEC_TOKEN_ENV}: ${problem}`);
+  if (problem) throw new ConfigError(CODEC_TOKEN_ENV, problem);
   return { token: value, generated: false };
 }
 
@@ -123,10 +125,12 @@ interface JsonPayload {
   data?: string;
 }
 
-class RequestError extends Error {
+/** A request the codec server refuses; `status` and `answerCode` are its HTTP status and JSON `error.code`. */
+class RequestError extends ImagebatchError {
+  readonly code = ErrorCode.CodecRequestInvalid;
   constructor(
     readonly status: number,
-    readonly code: string,
+    readonly answerCode: string,
     message: string,
   ) {
     super(message);
@@ -158,7 +162,7 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
     handle(req, res, context).catch((err: unknown) => {
       const known = err instanceof RequestError || err instanceof PayloadCodecError;
       const status = err instanceof RequestError ? err.status : known ? 400 : 500;
-      const code = known ? err.code : 'INTERNAL';
+      const code = err instanceof RequestError ? err.answerCode : known ? err.code : 'INTERNAL';
       const message = known ? err.message : 'internal error';
       if (err instanceof RequestError && status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
       if (!res.headersSent) writeJson(res, status, { error: { code, message } });

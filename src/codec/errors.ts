@@ -1,16 +1,15 @@
-/** Why a payload could not be decrypted: stable codes that callers and tests branch on. */
+import { ErrorCode, ImagebatchError } from '../model/errors';
+
+/** Why a payload could not be decrypted: the {@link ErrorCode}s a {@link PayloadCodecError} carries. */
 export const PayloadCodecErrorCode = {
-  /** Encrypted with a key whose id is not among the configured keys (an old key was dropped too early). */
-  UnknownKey: 'PAYLOAD_KEY_UNKNOWN',
-  /** The authentication tag does not match: the payload (or its key id) was changed, or the key is wrong. */
-  Tampered: 'PAYLOAD_TAMPERED',
-  /** Not a payload this codec wrote: no key id, or too short to hold a nonce and a tag. */
-  Malformed: 'PAYLOAD_MALFORMED',
+  UnknownKey: ErrorCode.PayloadKeyUnknown,
+  Tampered: ErrorCode.PayloadTampered,
+  Malformed: ErrorCode.PayloadMalformed,
 } as const;
 export type PayloadCodecErrorCode = (typeof PayloadCodecErrorCode)[keyof typeof PayloadCodecErrorCode];
 
 /** A payload that cannot be decrypted. The message names key ids (never keys) and says what to do. */
-export class PayloadCodecError extends Error {
+export class PayloadCodecError extends ImagebatchError {
   constructor(
     readonly code: PayloadCodecErrorCode,
     message: string,
@@ -18,6 +17,5 @@ export class PayloadCodecError extends Error {
     readonly keyId?: string,
   ) {
     super(message);
-    this.name = 'PayloadCodecError';
   }
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ErrorCode, ImagebatchError } from '../model/errors';
 import { DEFAULT_IDEMPOTENCY_HEADER, DEFAULT_SUCCESS_STATUSES, FAILED_STATUS } from '../api/contract';
 import { DEFAULT_COST_FIELDS, DEFAULT_PRICE_FIELDS } from '../api/money';
 import { RECORD_PATH_SYNTAX, recordPathProblem } from '../api/record-path';
@@ -226,14 +227,13 @@ export interface ServiceConfig {
 }
 
 /** A configuration value that cannot be used; `variable` names the environment variable. */
-export class ConfigError extends Error {
-  readonly code = 'CONFIG_INVALID';
+export class ConfigError extends ImagebatchError {
+  readonly code = ErrorCode.ConfigInvalid;
   constructor(
     readonly variable: string,
     readonly problem: string,
   ) {
     super(`${variable}: ${problem}`);
-    this.name = 'ConfigError';
   }
 }
 

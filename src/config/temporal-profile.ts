@@ -1,14 +1,15 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { loadClientConfig, type ClientConfigProfile } from '@temporalio/envconfig';
+import { loadClientConfig } from '@temporalio/envconfig';
 import { describeValue, looksLikeSecret, unreadableFile } from './redact';
 import { ConfigError } from './service-config';
 
 /**
  * Temporal connection profiles: the TOML client config file that the `temporal` CLI and every Temporal SDK read
  * (`[profile.<name>]` with `address`, `namespace`, `api_key`, `[profile.<name>.tls]`, `[profile.<name>.grpc_meta]`).
- * Parsing is `@temporalio/envconfig`'s; choosing the file and the profile, and every error message, are ours, so
- * that a mistake names the variable or the file and never quotes a line of the file (it may hold an API key).
+ * Parsing and the environment's overrides are `@temporalio/envconfig`'s (./temporal-config). Choosing the file and
+ * the profile, and every error message, are ours: envconfig ignores a file named by `TEMPORAL_CONFIG_FILE` that does
+ * not exist, and its messages quote the lines of the file and the profile's name (either may hold an API key).
  */
 
 /** Path of the config file. Unset: the standard location (see {@link defaultConfigFile}). */
@@ -17,19 +18,17 @@ export const TEMPORAL_CONFIG_FILE_ENV = 'TEMPORAL_CONFIG_FILE';
 export const TEMPORAL_PROFILE_ENV = 'TEMPORAL_PROFILE';
 const DEFAULT_PROFILE = 'default';
 
-/** A profile read from a config file, and where it came from (for error messages). */
+/** The profile that applies: its file's text, its name, and how messages name the file. */
 export interface LoadedProfile {
   /** The profile's name. */
   name: string;
-  /** The file it was read from. */
-  file: string;
   /**
    * How messages name the file: `TEMPORAL_CONFIG_FILE` when that variable named it (a path from a variable is never
    * printed: it may be a secret put in the wrong variable), its path when it is the one at the standard location.
    */
   label: string;
-  /** Its settings, as `@temporalio/envconfig` parses them (not yet validated). */
-  settings: ClientConfigProfile;
+  /** The file's text (it parses, and it has the profile). */
+  text: string;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -74,8 +73,7 @@ export function loadTemporalProfile(env: Env): LoadedProfile | undefined {
   const label = namedFile !== undefined ? TEMPORAL_CONFIG_FILE_ENV : file;
   const profiles = parseProfiles(text, label);
   const name = wanted ?? DEFAULT_PROFILE;
-  const settings = profiles[name];
-  if (settings === undefined) {
+  if (!Object.hasOwn(profiles, name)) {
     if (!wanted) return undefined;
     const names = Object.keys(profiles);
     const where = namedFile !== undefined ? `the file named by ${TEMPORAL_CONFIG_FILE_ENV}` : file;
@@ -85,7 +83,7 @@ export function loadTemporalProfile(env: Env): LoadedProfile | undefined {
         `(${names.length > 0 ? `profiles: ${names.join(', ')}` : 'it has no profiles'})`,
     );
   }
-  return { name, file, label, settings };
+  return { name, label, text };
 }
 
 /** The file's text; undefined when a file at the standard location does not exist (it need not). */
@@ -103,7 +101,7 @@ function readConfigFile(file: string, named: boolean): string | undefined {
 }
 
 /** `label` names the file in messages (see {@link LoadedProfile.label}). */
-function parseProfiles(text: string, label: string): Record<string, ClientConfigProfile> {
+function parseProfiles(text: string, label: string): Record<string, unknown> {
   if (text.trim() === '') return {};
   let profiles: unknown;
   try {
@@ -118,7 +116,7 @@ function parseProfiles(text: string, label: string): Record<string, ClientConfig
       throw new ConfigError(label, `profile.${name} must be a table ([profile.${name}])`);
     }
   }
-  return profiles as Record<string, ClientConfigProfile>;
+  return profiles as Record<string, unknown>;
 }
 
 /**

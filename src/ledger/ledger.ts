@@ -2,9 +2,16 @@ import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { mkdir, open, stat } from 'node:fs/promises';
 import path from 'node:path';
-import type { CreationRequest, DownloadedImage } from '../activities/types';
-import { KeyOutcome, RowState, type KeyRecord, type RowRecord } from '../workflows/model';
-import { NO_MONEY_HELD, needsReconcile, rowMoney } from '../workflows/row-record';
+import {
+  KeyOutcome,
+  NO_MONEY_HELD,
+  rowMoney,
+  RowState,
+  type CreationRequest,
+  type DownloadedImage,
+  type KeyRecord,
+  type RowRecord,
+} from '../model';
 
 /**
  * The ledger of a batch's output folder: the memory, on disk, of what was sent, paid and produced. Temporal forgets
@@ -149,8 +156,6 @@ export interface LedgerRow {
   /** Who wrote that record. */
   recordBy?: RowEvent['by'];
 }
-
-export { NO_MONEY_HELD, needsReconcile };
 
 /** Whether a key may hold money: sent with no known end, accepted, or ended in anything but a refusal or refund. */
 export function keyMayHoldMoney(key: LedgerKey): boolean {

@@ -1,11 +1,11 @@
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { RequestKind } from '../api/classify';
-import { FailureType } from '../api/failure-types';
+import { FailureType } from '../model';
 import { RefundReason, ResponseClass, responseClassOf } from './names';
 
 /**
  * What one activity attempt tells about the image service, read from its result or the ApplicationFailure it threw.
- * Each attempt of an image activity sends at most one request to `{base_url}` (the project's rule, see the README),
+ * Each attempt of an image activity sends at most one request to `{base_url}` (the project's rule, see docs/design.md),
  * and the classifier puts the answer's HTTP status and meaning into the failure's type and details, so the
  * attempt is the request. Pure, so that every mapping is tested case by case.
  */

@@ -1,10 +1,10 @@
 import { BATCH_FILE_FAILURE } from '../activities/batch-file';
 import { ErrorCode } from '../api/contract';
-import { FailureType } from '../api/failure-types';
+import { FailureType } from '../model';
 
 /**
  * The names and label values of imagebatch's own metrics, as Prometheus shows them next to the Temporal
- * runtime's `temporal_*` metrics (the README lists both). Counters have no `_total` suffix, like the runtime's.
+ * runtime's `temporal_*` metrics (docs/scaling.md lists both). Counters have no `_total` suffix, like the runtime's.
  */
 export const MetricName = {
   /** Image-service requests by `kind` (submit, poll, models) and `class` ({@link ResponseClass}). */

@@ -1,6 +1,7 @@
 import { IllegalStateError } from '@temporalio/common';
 import { Runtime, type Logger } from '@temporalio/worker';
 import { METRICS_ADDRESS_ENV, type MetricsConfig } from '../config/metrics-config';
+import { ErrorCode, ImagebatchError } from '../model/errors';
 
 /** Options of {@link installWorkerRuntime}. */
 export interface WorkerRuntimeOptions {
@@ -13,15 +14,14 @@ export interface WorkerRuntimeOptions {
   metrics?: MetricsConfig;
 }
 
-/** The metrics endpoint could not be set up; `code` is stable. */
-export class MetricsSetupError extends Error {
-  readonly code = 'METRICS_SETUP_FAILED';
+/** The metrics endpoint could not be set up. */
+export class MetricsSetupError extends ImagebatchError {
+  readonly code = ErrorCode.MetricsSetup;
   constructor(
     readonly variable: string,
     readonly problem: string,
   ) {
     super(`${variable}: ${problem}`);
-    this.name = 'MetricsSetupError';
   }
 }
 

@@ -8,10 +8,14 @@
 export const ErrorCode = {
   /** A setting (environment variable) cannot be used. */
   ConfigInvalid: 'CONFIG_INVALID',
-  /** The API key is missing or unreadable. */
+  /** The API key is missing, unreadable or malformed. */
   ApiKeyInvalid: 'API_KEY_INVALID',
   /** A command-line option or argument cannot be used. */
   OptionInvalid: 'OPTION_INVALID',
+  /** `--price` or `--prices` cannot be used (a kind of OptionInvalid). */
+  PriceOptionInvalid: 'PRICE_OPTION_INVALID',
+  /** `--carry` or `--column` cannot be used (a kind of OptionInvalid). */
+  ColumnOptionInvalid: 'COLUMN_OPTION_INVALID',
   /** The batch file has problems; nothing was started. */
   BatchInvalid: 'BATCH_INVALID',
   /** A batch id already ran on another file. */
@@ -28,14 +32,20 @@ export const ErrorCode = {
   RequestTimeout: 'REQUEST_TIMEOUT',
   /** An image address points where downloads are refused (loopback, private, link-local...). */
   DownloadAddressRefused: 'DOWNLOAD_ADDRESS_REFUSED',
-  /** A payload could not be encoded or decoded by the codec. */
-  PayloadCodec: 'PAYLOAD_CODEC',
+  /** A payload was encrypted with a key whose id is not among the configured keys (an old key dropped too early). */
+  PayloadKeyUnknown: 'PAYLOAD_KEY_UNKNOWN',
+  /** A payload's authentication tag does not match: the payload (or its key id) was changed, or the key is wrong. */
+  PayloadTampered: 'PAYLOAD_TAMPERED',
+  /** Not a payload the codec wrote: no key id, or too short to hold a nonce and a tag. */
+  PayloadMalformed: 'PAYLOAD_MALFORMED',
   /** The metrics exporter could not be set up. */
   MetricsSetup: 'METRICS_SETUP',
   /** The simulator's configuration cannot be used. */
   SimulatorConfigInvalid: 'SIMULATOR_CONFIG_INVALID',
-  /** A codec-server request is malformed. */
+  /** The codec server refuses a request: malformed, without the token, or to another host, path or method. */
   CodecRequestInvalid: 'CODEC_REQUEST_INVALID',
+  /** The simulator's client went away before its request body was complete (the simulator answers nobody). */
+  ClientGone: 'CLIENT_GONE',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

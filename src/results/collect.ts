@@ -1,9 +1,8 @@
-import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { lookupRowRecord, type RowLookup } from '../activities/rows';
-import { readBatchPage, type BatchCursor, type BatchRow } from '../batch';
+import { readBatchPage, type BatchRow } from '../batch';
 import { recordAgainstLedger, recordFromLedger, type LedgerView } from '../ledger';
-import type { RowRecord, RowState } from '../workflows/model';
-import { promptWorkflowId } from '../workflows/keys';
+import { promptWorkflowId, type BatchCursor, type RowRecord, type RowState } from '../model';
 
 /** The state of a row as the results show it: a final state, or where it is while the batch runs. */
 export type ResultState = RowState | 'in_flight' | 'not_started';
@@ -70,7 +69,7 @@ async function lookup(options: CollectResultsOptions, row: BatchRow): Promise<Re
   try {
     found = await lookupRowRecord(options.client, promptWorkflowId(options.batchId, row.rowId));
   } catch (err) {
-    if (!(err instanceof Error && err.name === 'WorkflowNotFoundError')) throw err;
+    if (!(err instanceof WorkflowNotFoundError)) throw err;
   }
   if (found?.status === 'running') return { row, state: 'in_flight' };
   const known = options.ledger?.row(options.batchId, row.rowId);

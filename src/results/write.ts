@@ -1,12 +1,11 @@
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { stringify } from 'csv-stringify/sync';
-import type { CreationRequest, PriceSource } from '../activities/types';
+import { KeyOutcome, type CreationRequest, type KeyRecord, type PriceSource } from '../model';
 import { imagesAskedFor } from '../activities/image-limits';
 import { isRetryableFailureMessage } from '../api/contract';
 import { RecordColumn } from '../batch/header';
 import { recordMayBePaid } from '../batch/schema';
-import { KeyOutcome, type KeyRecord } from '../workflows/model';
 import type { ResultRow, ResultState } from './collect';
 import { galleryHtml } from './gallery';
 
@@ -115,7 +114,8 @@ export interface JsonlRecord {
   images_asked: number;
   /**
    * How many fewer images a succeeded row saved than it asked for (0: all of them); null for a row that did not
-   * succeed. The creation was charged as the service charges it; the row still `succeeded` (see README).
+   * succeed. The creation was charged as the service charges it; the row still `succeeded` (see
+   * docs/real-service.md, "Fewer images than asked").
    */
   images_short: number | null;
   keys: JsonlKey[];

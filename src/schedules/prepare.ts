@@ -4,7 +4,8 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { stringify } from 'csv-stringify/sync';
 import { request, type Dispatcher } from 'undici';
-import { isKnownColumn, readBatchPage, type BatchCursor } from '../batch';
+import type { BatchCursor } from '../model';
+import { isKnownColumn, readBatchPage } from '../batch';
 import { CLAIMS_DIR, claimFileName, claimOwner, markScheduleRun, releaseRow } from '../ledger/claims';
 import { LEDGER_FILE, readLedgerOnce, rowMayBePaid } from '../ledger/ledger';
 

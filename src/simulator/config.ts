@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { API_KEY_TAIL, SIMULATOR_KEY_PREFIX, type StatusNamingName } from '../api/contract';
 import { BODY_PATH, REQUEST_SOURCES } from '../api/request-shape';
+import { ErrorCode, ImagebatchError } from '../model/errors';
 import { type Clock } from './clock';
 import { FaultKind, PROBABILISTIC_FAULTS, type Fault, type ScriptRule } from './faults';
 
@@ -283,14 +284,13 @@ export type SimulatorConfig = Omit<ParsedConfig, 'accounts' | 'scripts' | 'statu
 };
 
 /** A config (or state file) that failed validation; `issues` name each field as a dotted path. */
-export class SimulatorConfigError extends Error {
-  readonly code = 'SIMULATOR_CONFIG_INVALID';
+export class SimulatorConfigError extends ImagebatchError {
+  readonly code = ErrorCode.SimulatorConfigInvalid;
   constructor(
     readonly issues: readonly string[],
     heading = 'invalid simulator config',
   ) {
     super(`${heading}:\n  ${issues.join('\n  ')}`);
-    this.name = 'SimulatorConfigError';
   }
 }
 

@@ -17,7 +17,7 @@ import { hash32, mulberry32, uniformInt, type Random, type SeededRandom } from '
 import { RateLimiter } from './rate-limit';
 import { errorResponse, invalidRequest, retryAfter, type ApiResponse, type Delivery } from './responses';
 import { FailureMessage } from '../api/contract';
-import { idempotencyKeyProblem, validateCreationBody, type CreationRequest } from './validation';
+import { idempotencyKeyProblem, validateCreationBody, type ValidCreationBody } from './validation';
 import { KeyRing } from './auth';
 
 /** A submit request as the server read it. */
@@ -28,8 +28,8 @@ export interface SubmitInput {
   tooLarge: boolean;
 }
 
-/** What to send, how, and what to call once it has gone out. */
-export interface Outcome {
+/** The simulator's reply to a request: what to send, how, and what to call once it has gone out. */
+export interface Reply {
   response: ApiResponse;
   delivery: Delivery;
   done?: () => void;
@@ -191,7 +191,7 @@ export class SimulatorEngine {
     return undefined;
   }
 
-  async submit(principal: Principal, input: SubmitInput): Promise<Outcome> {
+  async submit(principal: Principal, input: SubmitInput): Promise<Reply> {
     const limited = this.rateLimit(principal);
     if (limited) return { response: limited, delivery: SEND };
     this.settle();
@@ -245,7 +245,7 @@ export class SimulatorEngine {
     }
   }
 
-  private judged(j: Judged): Outcome {
+  private judged(j: Judged): Reply {
     return { response: this.sent(j.response), delivery: j.delivery };
   }
 
@@ -370,7 +370,7 @@ export class SimulatorEngine {
   /** Fixes the creation's whole future at acceptance: timings from its own seeded stream, then its outcome. */
   private start(
     principal: Principal,
-    request: CreationRequest,
+    request: ValidCreationBody,
     id: string,
     micros: number,
     idempotencyKey: string | null,

@@ -1,4 +1,5 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { ErrorCode, ImagebatchError } from '../model/errors';
 import { type ApiResponse } from './responses';
 
 export interface BodyRead {
@@ -13,8 +14,8 @@ export interface BodyRead {
 const DRAIN_FACTOR = 16;
 
 /** The client went away before its body was complete: there is nobody to answer. */
-export class ClientGoneError extends Error {
-  readonly code = 'CLIENT_GONE';
+export class ClientGoneError extends ImagebatchError {
+  readonly code = ErrorCode.ClientGone;
 }
 
 /** Reads a request body, keeping at most `maxBytes` of it in memory whatever the client sends. */

@@ -14,17 +14,6 @@ export {
 } from './config';
 export { ManualClock, systemClock, type Clock } from './clock';
 export { FaultKind, type Fault, type FaultSettings, type ScriptRule } from './faults';
-export {
-  FaultProxyConfigError,
-  ProxyFault,
-  ProxyPhase,
-  startFaultProxy,
-  type FaultProxy,
-  type FaultProxyCounts,
-  type FaultProxyOptions,
-  type ProxyFaultSettings,
-  type ProxyFaultSettingsInput,
-} from './fault-proxy';
 export { type ControlCommand, type LimitsPatch } from './control';
 export {
   CreationOutcome,

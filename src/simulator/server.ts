@@ -3,7 +3,7 @@ import { API_PREFIX, ErrorCode, type StatusNamingName } from '../api/contract';
 import { type Clock } from './clock';
 import { resolveConfig, type IdempotencyVariant, type SimulatorConfigInput } from './config';
 import { applyControl, type ControlCommand, type LimitsPatch } from './control';
-import { SimulatorEngine, type Outcome } from './engine';
+import { SimulatorEngine, type Reply } from './engine';
 import { type Fault, type FaultKind, type FaultSettings } from './faults';
 import { createFilesServer, type SeenRequest } from './files';
 import { ClientGoneError, closeServer, listen, readBody, writeJson } from './http';
@@ -129,7 +129,7 @@ export async function startSimulator(config: SimulatorConfigInput = {}): Promise
     return writeJson(res, errorResponse(ErrorCode.NotFound, 'No such endpoint.', { method: req.method, path }));
   }
 
-  function deliver(res: ServerResponse, outcome: Outcome, closeAfter: boolean): void {
+  function deliver(res: ServerResponse, outcome: Reply, closeAfter: boolean): void {
     const extra: Record<string, string> | undefined = closeAfter ? { connection: 'close' } : undefined;
     const delivery = outcome.delivery;
     switch (delivery.kind) {

@@ -10,7 +10,7 @@ export interface FieldError {
 }
 
 /** A valid creation request, with defaults applied. */
-export interface CreationRequest {
+export interface ValidCreationBody {
   prompt: string;
   model: string;
   negativePrompt: string | undefined;
@@ -20,7 +20,7 @@ export interface CreationRequest {
   numImages: number;
 }
 
-export type ValidationResult = { ok: true; value: CreationRequest } | { ok: false; errors: FieldError[] };
+export type ValidationResult = { ok: true; value: ValidCreationBody } | { ok: false; errors: FieldError[] };
 
 const KNOWN_FIELDS = new Set(['prompt', 'model', 'negative_prompt', 'width', 'height', 'seed', 'num_images']);
 export const DEFAULT_SIZE = 1024;

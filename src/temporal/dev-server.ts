@@ -61,6 +61,11 @@ export interface DevServerOptions {
    * @default DEV_SERVER_RETENTION_MS (7 days)
    */
   retentionMs?: number;
+  /**
+   * Receives what the server prints (standard output and error), as it comes: the demo keeps it in a log file.
+   * @default dropped (the last few KiB of standard error still go into a start-up failure's message)
+   */
+  onOutput?: (text: string) => void;
 }
 
 /** Retention of the dev server's `default` namespace (its own is 24 h): a batch run on Friday is still known on Monday. */
@@ -91,7 +96,9 @@ export class DevServer {
     this.exited = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
     child.stderr?.on('data', (chunk: Buffer) => {
       this.stderrTail = (this.stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL);
+      options.onOutput?.(chunk.toString('utf8'));
     });
+    child.stdout?.on('data', (chunk: Buffer) => options.onOutput?.(chunk.toString('utf8')));
   }
 
   /** Starts the server and resolves once it answers gRPC requests. */
@@ -117,7 +124,7 @@ export class DevServer {
     for (const [name, type] of Object.entries(options.searchAttributes ?? {})) {
       args.push('--search-attribute', `${name}=${type}`);
     }
-    const child = spawn(executable, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(executable, args, { stdio: ['ignore', options.onOutput ? 'pipe' : 'ignore', 'pipe'] });
     const server = new DevServer(
       child,
       `${host}:${port}`,

@@ -1,7 +1,13 @@
-import type { BatchStopDetails } from '../api/failure-types';
-import type { BatchCursor, BatchRowInput } from '../activities/types';
-import type { BatchProgress, RowRecord, RowState, WaitReason } from './model';
-import { roundUsd } from './row-record';
+import {
+  roundUsd,
+  type BatchCursor,
+  type BatchProgress,
+  type BatchRowInput,
+  type BatchStopDetails,
+  type RowRecord,
+  type RowState,
+  type WaitReason,
+} from '../model';
 
 /**
  * Everything a batch remembers, carried across continue-as-new. Bounded: rows in flight (at most the window)

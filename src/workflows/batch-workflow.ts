@@ -13,8 +13,17 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { BatchRowInput, ListPrice } from '../activities/types';
-import type { UserColumns } from '../batch/header';
+import {
+  batchWorkflowId,
+  promptWorkflowId,
+  roundUsd,
+  type BatchProgress,
+  type BatchRowInput,
+  type ListPrice,
+  type RowRecord,
+  type UserColumns,
+  type WaitReason,
+} from '../model';
 import {
   applyRowDone,
   committedUsd,
@@ -35,10 +44,7 @@ import {
   rowResumeSignal,
   rowWaitingSignal,
 } from './definitions';
-import { batchWorkflowId, promptWorkflowId } from './keys';
-import type { BatchProgress, RowRecord, WaitReason } from './model';
 import { promptWorkflow } from './prompt-workflow';
-import { roundUsd } from './row-record';
 import { workflowNow } from './time';
 import { BATCH_ACTIVITY_START_TO_CLOSE, HEARTBEAT_TIMEOUT, ROW_CHECK_EVERY_MS } from './timeouts';
 
@@ -90,7 +96,7 @@ export interface BatchWorkflowInput {
   /**
    * Longest total wait for one creation to end (polls and the waits between them); a row whose creation has not
    * ended by then fails with a message that says so (`imagebatch run --max-poll-wait`).
-   * @default the row's default (30 minutes)
+   * @default the row's default, DEFAULT_MAX_POLL_WAIT_MS
    */
   maxPollWaitMs?: number;
   /**

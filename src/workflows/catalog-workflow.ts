@@ -1,6 +1,6 @@
 import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { ModelInfo } from '../activities/types';
+import type { ModelInfo } from '../model';
 import { HEARTBEAT_TIMEOUT } from './timeouts';
 
 // The CLI waits for this workflow at most 2 minutes (`validate --catalog`): three short attempts fit in that.

@@ -1,6 +1,5 @@
 import { defineQuery, defineSignal } from '@temporalio/workflow';
-import type { BatchStopDetails } from '../api/failure-types';
-import type { BatchProgress, ResumeOptions, RowRecord } from './model';
+import type { BatchProgress, BatchStopDetails, ResumeOptions, RowRecord } from '../model';
 
 /** A person pauses the batch: no new row starts; rows in flight finish. */
 export const pauseSignal = defineSignal<[reason?: string]>('pause');

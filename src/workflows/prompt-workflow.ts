@@ -13,18 +13,23 @@ import {
   sleep,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { CreateImageResult, KeyProgress } from '../activities/types';
 import {
   BatchStopReason,
   FailureType,
+  handledFailure,
+  idempotencyKeyFor,
+  KeyOutcome,
+  legacyIdempotencyKeyFor,
   type BatchStopDetails,
+  type CreateImageResult,
+  type KeyProgress,
+  type PromptWorkflowInput,
   type RefundedDetails,
   type RejectedDetails,
+  type RowRecord,
   type UnknownDetails,
-} from '../api/failure-types';
+} from '../model';
 import { rowBlockedSignal, rowDoneSignal, rowNewKeySignal, rowResumeSignal, rowWaitingSignal } from './definitions';
-import { idempotencyKeyFor, legacyIdempotencyKeyFor } from './keys';
-import { KeyOutcome, type PromptWorkflowInput, type RowRecord } from './model';
 import { RowLedger } from './row-record';
 import {
   CREATE_IMAGE_OPTIONS,
@@ -43,7 +48,7 @@ const DEFAULT_MAX_ATTEMPTS = 3;
 export const ASK_BATCH_BEFORE_NEW_KEY = 'ask-batch-before-new-key';
 
 /**
- * Patch id: keys are one-to-one (`ib/<batch>/<row>/a<n>`, see keys.ts), and the row writes its record into its
+ * Patch id: keys are one-to-one (`ib/<batch>/<row>/a<n>`, see src/model/ids.ts), and the row writes its record into its
  * batch's ledger on disk as it ends (a local activity). Rows started before it keep their keys and write nothing.
  */
 export const ONE_TO_ONE_KEYS_AND_LEDGER = 'one-to-one-keys-and-ledger';
@@ -58,7 +63,10 @@ const { createImage } = proxyActivities<Activities>(CREATE_IMAGE_OPTIONS);
 
 const { recordRow } = proxyLocalActivities<Activities>(RECORD_ROW_OPTIONS);
 
-/** The row's batch ended while the row waited on it: nothing will resume it. */
+/**
+ * The row's batch ended while the row waited on it: nothing will resume it. A private sentinel, a plain error on
+ * purpose: thrown and caught inside this workflow, it never leaves it.
+ */
 class BatchGone extends Error {}
 
 /**
@@ -72,7 +80,8 @@ class BatchGone extends Error {}
  * (Retry-After, the poll interval, backoff) being its own retries: durable, and no history events.
  *
  * The row always completes with its {@link RowRecord}, also when cancelled, and a row of a batch signals that record
- * to its batch itself, whatever ended it: the batch's one channel. Its happy path is 19 history events (14 alone).
+ * to its batch itself, whatever ended it: the batch's one channel. The history events of its
+ * happy path are counted once, in docs/design.md ("A row's history").
  */
 export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRecord> {
   const maxAttempts = input.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
@@ -143,7 +152,7 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
         progress = keyProgressIn(failure);
         if (progress) ledger.learned(progress);
         const creationId = progress?.creationId ?? key.creationId;
-        switch (failure.type) {
+        switch (handledFailure(failure.type)) {
           case FailureType.Refunded: {
             const details = firstDetail<RefundedDetails>(failure);
             ledger.refunded(details?.message ?? failure.message);
@@ -194,7 +203,7 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
             }
             continue;
           }
-          default:
+          case undefined:
             throw err;
         }
       }

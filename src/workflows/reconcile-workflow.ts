@@ -8,10 +8,18 @@ import {
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { UnresolvedRow } from '../activities/ledger-activities';
-import type { CreateImageResult } from '../activities/types';
-import { FailureType, type BatchStopDetails, type UnknownDetails } from '../api/failure-types';
-import { KeyOutcome, type RowRecord, type RowState } from './model';
-import { RowLedger, needsReconcile } from './row-record';
+import {
+  FailureType,
+  handledFailure,
+  KeyOutcome,
+  needsReconcile,
+  type BatchStopDetails,
+  type CreateImageResult,
+  type RowRecord,
+  type RowState,
+  type UnknownDetails,
+} from '../model';
+import { RowLedger } from './row-record';
 import {
   BATCH_ACTIVITY_START_TO_CLOSE,
   CREATE_IMAGE_OPTIONS,
@@ -157,7 +165,7 @@ export async function reconcileWorkflow(input: ReconcileWorkflowInput): Promise<
       const failure = err instanceof ActivityFailure && err.cause instanceof ApplicationFailure ? err.cause : undefined;
       if (!failure) throw err;
       const creationId = key?.creationId ?? row.key.creationId ?? '?';
-      switch (failure.type) {
+      switch (handledFailure(failure.type)) {
         case FailureType.Refunded:
           ledger.refunded(failure.message);
           ledger.endedRefunded();
@@ -191,7 +199,7 @@ export async function reconcileWorkflow(input: ReconcileWorkflowInput): Promise<
           stoppedBy = details?.message ?? failure.message;
           return { ...base, after: before, resolved: false, note: `not resolved: ${stoppedBy}`, stoppedBy };
         }
-        default:
+        case undefined:
           throw err;
       }
     }

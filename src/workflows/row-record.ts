@@ -2,78 +2,19 @@
  * The record of one row as its keys end: a plain class with no Temporal in it (the row workflow only calls it), so
  * every rule of the record is tested on its own. Workflow code imports it: no I/O, no Node built-ins.
  */
-import type { KeyProgress, ListPrice } from '../activities/types';
-import { KeyOutcome, RowState, type KeyRecord, type PromptWorkflowInput, type RowRecord } from './model';
-
-/** Key outcomes that leave no money held: the key was judged and refused, or charged and refunded in full. */
-export const NO_MONEY_HELD: ReadonlySet<KeyOutcome> = new Set([
-  KeyOutcome.Failed,
-  KeyOutcome.Refunded,
-  KeyOutcome.Rejected,
-  KeyOutcome.Declined,
-]);
-
-/**
- * Whether a row's record leaves money unresolved: its outcome is unknown, its images were not saved, or a key of it
- * may hold money without a creation that succeeded (a cancelled row whose key was in flight). `reconcile` works on
- * these rows, and only these.
- */
-export function needsReconcile(record: RowRecord): boolean {
-  if (record.state === RowState.Succeeded) return false;
-  if (record.state === RowState.Unknown || record.state === RowState.ImagesUnsaved) return true;
-  return record.keys.some((k) => !NO_MONEY_HELD.has(k.outcome));
-}
-
-/** Key outcomes that were charged up front and refunded in full. */
-const REFUNDED_IN_FULL: ReadonlySet<KeyOutcome> = new Set([KeyOutcome.Failed, KeyOutcome.Refunded]);
-/** Key outcomes that were charged and hold the charge (accepted, whatever became of the creation). */
-const HOLDS_CHARGE: ReadonlySet<KeyOutcome> = new Set([
-  KeyOutcome.Accepted,
-  KeyOutcome.Succeeded,
-  KeyOutcome.Lost,
-  KeyOutcome.TimedOut,
-]);
-
-/** Money of a key or a row (USD); `null` is unknown. */
-export interface Money {
-  chargedUsd: number | null;
-  refundedUsd: number | null;
-  netUsd: number | null;
-}
-
-/**
- * What a key's outcome says of its money. Refused keys cost nothing; a refunded key gave back all it was charged (net
- * 0, even when its price is unknown); an accepted key holds its charge; a key whose outcome is unknown may hold
- * money or not: unknown.
- */
-export function keyMoney(key: Pick<KeyRecord, 'outcome' | 'chargedUsd'>): Money {
-  const charged = key.chargedUsd ?? null;
-  if (key.outcome === KeyOutcome.Rejected || key.outcome === KeyOutcome.Declined) {
-    return { chargedUsd: 0, refundedUsd: 0, netUsd: 0 };
-  }
-  if (REFUNDED_IN_FULL.has(key.outcome)) return { chargedUsd: charged, refundedUsd: charged, netUsd: 0 };
-  if (HOLDS_CHARGE.has(key.outcome)) return { chargedUsd: charged, refundedUsd: 0, netUsd: charged };
-  return { chargedUsd: null, refundedUsd: null, netUsd: null };
-}
-
-/** A row's money: the sum of its keys', unknown as soon as one key's is. */
-export function rowMoney(keys: readonly Pick<KeyRecord, 'outcome' | 'chargedUsd'>[]): Money {
-  const sum = (pick: (m: Money) => number | null): number | null => {
-    let total = 0;
-    for (const key of keys) {
-      const v = pick(keyMoney(key));
-      if (v === null) return null;
-      total += v;
-    }
-    return roundUsd(total);
-  };
-  return { chargedUsd: sum((m) => m.chargedUsd), refundedUsd: sum((m) => m.refundedUsd), netUsd: sum((m) => m.netUsd) };
-}
-
-/** Rounds a USD figure to a millionth, the precision every figure is kept and compared at. */
-export function roundUsd(n: number): number {
-  return Math.round(n * 1e6) / 1e6;
-}
+import {
+  HOLDS_CHARGE,
+  KeyOutcome,
+  NO_MONEY_HELD,
+  REFUNDED_IN_FULL,
+  rowMoney,
+  RowState,
+  type KeyProgress,
+  type KeyRecord,
+  type ListPrice,
+  type PromptWorkflowInput,
+  type RowRecord,
+} from '../model';
 
 export class RowLedger {
   readonly record: RowRecord;

@@ -1,8 +1,7 @@
 import { ParentClosePolicy, executeChild, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { batchWorkflow, type BatchWorkflowInput } from './batch-workflow';
-import { batchWorkflowId } from './keys';
-import type { BatchProgress } from './model';
+import { batchWorkflowId, type BatchProgress } from '../model';
 import { HEARTBEAT_TIMEOUT } from './timeouts';
 
 export interface ScheduledBatchWorkflowInput extends Omit<BatchWorkflowInput, 'batchId' | 'file' | 'outDir' | 'state'> {

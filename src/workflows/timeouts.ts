@@ -1,9 +1,9 @@
 import type { ActivityOptions, LocalActivityOptions } from '@temporalio/common';
-import { FailureType } from '../api/failure-types';
+import { KEY_ENDING_FAILURES } from '../model';
 
 /**
- * The bounds of every activity the workflows schedule, in one place (the README's "Every wait and its bound"
- * table lists them). Changing them changes no workflow command, so running workflows replay unchanged; a new
+ * The bounds of every activity the workflows schedule, in one place (docs/waits.md lists them with every other
+ * wait). Changing them changes no workflow command, so running workflows replay unchanged; a new
  * value applies to the activities scheduled after the worker runs it.
  */
 
@@ -33,15 +33,7 @@ export const CREATE_IMAGE_OPTIONS: ActivityOptions = {
     initialInterval: '1 second',
     backoffCoefficient: 2,
     maximumInterval: '1 minute',
-    nonRetryableErrorTypes: [
-      FailureType.Unknown,
-      FailureType.Refunded,
-      FailureType.Rejected,
-      FailureType.BatchStop,
-      FailureType.CreationNotFound,
-      FailureType.MaxWait,
-      FailureType.Config,
-    ],
+    nonRetryableErrorTypes: [...KEY_ENDING_FAILURES],
   },
 };
 

@@ -1,7 +1,6 @@
 import { ApplicationFailureCategory } from '@temporalio/common';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { CreateImageInput, CreateImageResult } from '../../src/activities/types';
-import { FailureType } from '../../src/api/failure-types';
+import { FailureType, type CreateImageInput, type CreateImageResult } from '../../src/model';
 import { UNRECOGNIZED_NOT_FOUND_LIMIT } from '../../src/activities/image-activities';
 import { startStub, type StubReply, type StubServer } from '../api/helpers/stub-server';
 import { activitiesFor, runActivity } from './helpers';

@@ -1,7 +1,7 @@
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FailureType } from '../../src/api/failure-types';
+import { FailureType } from '../../src/model';
 import {
   AddressPolicy,
   addressClass,

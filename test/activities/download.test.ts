@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FailureType } from '../../src/api/failure-types';
+import { FailureType } from '../../src/model';
 import { SECRET_KEY, startStub, type StubReply, type StubServer } from '../api/helpers/stub-server';
 import { activitiesFor, runActivity, tempDir } from './helpers';
 

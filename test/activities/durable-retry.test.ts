@@ -7,7 +7,7 @@ import { bundleWorkflowCode, Worker, type WorkflowBundleWithSourceMap } from '@t
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../src/activities';
 import { ErrorCode } from '../../src/api/contract';
-import { FailureType } from '../../src/api/failure-types';
+import { FailureType } from '../../src/model';
 import { defaultServiceConfig } from '../../src/config/service-config';
 import { SECRET_KEY, startStub, type StubReply, type StubServer } from '../api/helpers/stub-server';
 import { createTimeSkippingEnv, useTestEnv } from '../helpers/temporal';

@@ -5,10 +5,9 @@ import { Agent } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { decodeDataUri, describeImageUrl, downloadImages } from '../../src/activities/download';
 import { noImageFailure } from '../../src/activities/image-limits';
-import { FailureType } from '../../src/api/failure-types';
+import { FailureType, KeyOutcome } from '../../src/model';
 import { ledgerFileOf } from '../../src/ledger/ledger';
 import { renderImage } from '../../src/simulator/png';
-import { KeyOutcome } from '../../src/workflows/model';
 import { startStub, type StubServer } from '../api/helpers/stub-server';
 import { activitiesFor, runActivity, tempDir } from './helpers';
 

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { Worker, bundleWorkflowCode } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
 import { lookupRowRecord } from '../../src/activities/rows';
-import { promptWorkflowId } from '../../src/workflows/keys';
+import { promptWorkflowId } from '../../src/model';
 import { rowRecord } from '../helpers/records';
 import { createLocalEnv, useTestEnv } from '../helpers/temporal';
 

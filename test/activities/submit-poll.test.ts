@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode, FailureMessage } from '../../src/api/contract';
-import { FailureType } from '../../src/api/failure-types';
+import { FailureType } from '../../src/model';
 import { startStub, type StubReply, type StubServer } from '../api/helpers/stub-server';
 import { activitiesFor, runActivity } from './helpers';
 

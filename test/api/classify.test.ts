@@ -1,14 +1,9 @@
 import { DEFAULT_COST_FIELDS, DEFAULT_PRICE_FIELDS } from '../../src/api/money';
 import { describe, expect, it } from 'vitest';
-import {
-  classifyResponse,
-  RequestKind,
-  toApplicationFailure,
-  type ClassifyInput,
-  type Outcome,
-} from '../../src/api/classify';
+import { classifyResponse, RequestKind, type ClassifyInput, type Outcome } from '../../src/api/classify';
+import { toApplicationFailure } from '../../src/activities/failures';
 import { DEFAULT_SUCCESS_STATUSES, ErrorCode, FailureMessage, HTTP_STATUS_OF } from '../../src/api/contract';
-import { BatchStopReason, FailureType } from '../../src/api/failure-types';
+import { BatchStopReason, FailureType } from '../../src/model';
 import { RequestTimeoutError } from '../../src/api/http';
 import { MAX_RETRY_AFTER_MS, parseRetryAfter } from '../../src/api/retry-after';
 

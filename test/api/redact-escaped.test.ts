@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { toApplicationFailure } from '../../src/api/classify';
+import { toApplicationFailure } from '../../src/activities/failures';
 import { ImageApiClient, type ClientOutcome } from '../../src/api/client';
 import { redactJsonValue, redactRawText } from '../../src/api/redact';
 import { defaultServiceConfig } from '../../src/config/service-config';

@@ -1,7 +1,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type BatchCursor, type BatchPage, type BatchRow, type ReadPageOptions, readBatchPage } from '../../src/batch';
+import type { BatchCursor } from '../../src/model';
+import { type BatchPage, type BatchRow, type ReadPageOptions, readBatchPage } from '../../src/batch';
 
 /** A temp folder for one test file; `cleanup` is called from `afterAll`. */
 export function tempDir(): {

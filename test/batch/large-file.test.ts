@@ -1,7 +1,8 @@
 import { createWriteStream, statSync } from 'node:fs';
 import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type BatchCursor, readBatchPage, validateBatchFile } from '../../src/batch';
+import type { BatchCursor } from '../../src/model';
+import { readBatchPage, validateBatchFile } from '../../src/batch';
 import { tempDir } from './helpers';
 
 const ROWS = 200_000;

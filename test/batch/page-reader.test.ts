@@ -1,6 +1,7 @@
 import { openSync, readSync, closeSync, utimesSync, appendFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type BatchCursor, readBatchPage } from '../../src/batch';
+import type { BatchCursor } from '../../src/model';
+import { BatchFileErrorReason, readBatchPage } from '../../src/batch';
 import { csvLine, readAllPages, tempDir } from './helpers';
 
 const tmp = tempDir();
@@ -153,6 +154,6 @@ describe('readBatchPage', () => {
     const first = await readBatchPage(path, undefined, { maxRows: 1 });
     appendFileSync(path, 'c,m\n');
     utimesSync(path, new Date(), new Date(Date.now() + 5000));
-    await expect(readBatchPage(path, first.nextCursor)).rejects.toMatchObject({ code: 'file.changed' });
+    await expect(readBatchPage(path, first.nextCursor)).rejects.toMatchObject({ reason: BatchFileErrorReason.Changed });
   });
 });

@@ -1,5 +1,12 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { type BatchProblem, BatchFileError, ProblemCode, validateBatchFile } from '../../src/batch';
+import {
+  type BatchProblem,
+  BatchFileError,
+  BatchFileErrorReason,
+  ProblemCode,
+  validateBatchFile,
+} from '../../src/batch';
+import { ErrorCode } from '../../src/model/errors';
 import { tempDir } from './helpers';
 
 const tmp = tempDir();
@@ -286,7 +293,8 @@ describe('validateBatchFile: bounds', () => {
   it('throws BatchFileError for a file that cannot be read', async () => {
     await expect(validateBatchFile(`${tmp.dir}/missing.csv`)).rejects.toMatchObject({
       name: 'BatchFileError',
-      code: 'file.unreadable',
+      code: ErrorCode.BatchFileUnreadable,
+      reason: BatchFileErrorReason.Unreadable,
     });
     await expect(validateBatchFile(tmp.dir)).rejects.toBeInstanceOf(BatchFileError);
   });

@@ -1,11 +1,7 @@
 import { writeFile } from 'node:fs/promises';
-import {
-  FaultKind,
-  type FaultInput,
-  type ProxyFaultSettingsInput,
-  type SimulatorConfigInput,
-} from '../../src/simulator';
+import { FaultKind, type FaultInput, type SimulatorConfigInput } from '../../src/simulator';
 import { uniformInt, type Random } from '../../src/simulator/random';
+import type { ProxyFaultSettingsInput } from '../helpers/fault-proxy';
 
 /**
  * What a chaos run does, fixed by its seed before it starts: the batch file, the simulator's and the proxy's

@@ -7,10 +7,12 @@ import { Client, Connection, WorkflowFailedError, type WorkflowHandle } from '@t
 import { startOrAttachBatch } from '../../src/cli/batches';
 import { reconcile } from '../../src/cli/commands/reconcile';
 import { results } from '../../src/cli/commands/results';
-import { DEMO_API_KEY, startFaultProxy, startSimulator, type FaultProxy, type Simulator } from '../../src/simulator';
+import { DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
 import { hash32, mulberry32, uniformInt, type Random } from '../../src/simulator/random';
 import { DevServer } from '../../src/temporal/dev-server';
-import { progressQuery, type BatchProgress, type batchWorkflow } from '../../src/workflows';
+import type { BatchProgress } from '../../src/model';
+import { progressQuery, type batchWorkflow } from '../../src/workflows';
+import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy';
 import { WorkerProcess, ensureDistIsFresh, rowOutcomes, within } from '../integration/helpers';
 import {
   CALM_LIMITS,

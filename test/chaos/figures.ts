@@ -5,7 +5,7 @@ import { DIFFERENCES_NAMED, describeDifference, spendTotalInWords, usd, type Spe
 
 /**
  * The figures table of a chaos run: one line per figure, with `ok` or `FAIL` where the figure is an invariant.
- * Plain text, so that it can be pasted into the README as it is.
+ * Plain text, so that it can be pasted into docs/chaos.md as it is.
  */
 export function formatFigures(report: ChaosReport, wallMs: number): string {
   const f = report.figures;

@@ -3,17 +3,17 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parse } from 'csv-parse/sync';
 import type { JsonlRecord, WrittenResults } from '../../src/results';
+import { CreationOutcome, type FaultKind, type Ledger, type LedgerCreation } from '../../src/simulator';
+import type { FaultProxyCounts } from '../helpers/fault-proxy';
 import {
-  CreationOutcome,
-  type FaultKind,
-  type FaultProxyCounts,
-  type Ledger,
-  type LedgerCreation,
-} from '../../src/simulator';
-import type { BatchProgress } from '../../src/workflows';
-import { idempotencyKeyFor, parseIdempotencyKey } from '../../src/workflows/keys';
+  idempotencyKeyFor,
+  KeyOutcome,
+  parseIdempotencyKey,
+  RowState,
+  type BatchProgress,
+  type RowRecord,
+} from '../../src/model';
 import type { ReconcileOutcome } from '../../src/cli/commands/reconcile';
-import { KeyOutcome, RowState, type RowRecord } from '../../src/workflows/model';
 import { sha256Of, type RowOutcome } from '../integration/helpers';
 import { ChaosEventKind, SIMULATOR_FAULT_KINDS } from './chaos-plan';
 import type { DoneEvent } from './chaos-scenario';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { idempotencyKeyFor } from '../../src/workflows/keys';
+import { idempotencyKeyFor } from '../../src/model';
 import {
   reconcileSpend,
   spendTotalInWords,

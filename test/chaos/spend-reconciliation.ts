@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { idempotencyKeyFor, parseIdempotencyKey } from '../../src/workflows/keys';
+import { idempotencyKeyFor, parseIdempotencyKey } from '../../src/model';
 
 /**
  * The spend reconciliation of a batch: what its results say it spent (results.jsonl, one record per row) against what

@@ -7,7 +7,7 @@ import { BatchFileChangedError, startOrAttachBatch } from '../../src/cli/batches
 import { appendLedger, fileFingerprint, ledgerFileOf, type BatchEvent } from '../../src/ledger';
 import { DevServer } from '../../src/temporal/dev-server';
 import { batchWorkflow } from '../../src/workflows';
-import { batchWorkflowId } from '../../src/workflows/keys';
+import { batchWorkflowId } from '../../src/model';
 import { baseEnv, cli, describeRun, ensureDistIsFresh } from './helpers';
 
 /**

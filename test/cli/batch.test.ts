@@ -6,7 +6,7 @@ import { Client, Connection } from '@temporalio/client';
 import { stringify } from 'csv-stringify/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FaultKind } from '../../src/simulator';
-import type { BatchProgress } from '../../src/workflows';
+import type { BatchProgress } from '../../src/model';
 import { cli, cliJson, describeRun, readCsv, waitUntil } from './helpers';
 import { chargedKeys, rowOfKey, startStack, type CliStack } from './stack';
 

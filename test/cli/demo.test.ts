@@ -29,9 +29,15 @@ it('demo --json runs the bundled batch to its end and writes the results and the
   expect(r.code, describeRun(args, r)).toBe(0);
   const res = JSON.parse(r.stdout) as DemoResult;
   // The terminal is for people: the worker's retries (the bundled batch loses a response on purpose) and their
-  // stacks go to the log file (seen: a WARN with a stack in the middle of the progress).
+  // stacks go to <home>/logs/worker.log (seen: a WARN with a stack in the middle of the progress).
   expect(r.stderr).not.toMatch(/\[WARN\]|\n\s+at /);
-  expect(await readFile(path.join(home, 'demo.log'), 'utf8')).toContain('[WARN] Activity failed');
+  const log = path.join(home, 'logs', 'worker.log');
+  expect(await readFile(log, 'utf8')).toContain('[WARN] Activity failed');
+  // ... and one line on stderr says how many warnings it got, what they were, and where it is.
+  const summary = r.stderr.split('\n').filter((line) => line.includes(' logged ('));
+  expect(summary).toHaveLength(1);
+  expect(summary[0]).toMatch(/^\d+ warnings? logged \(.*a lost response retried with its key.*\) — see /);
+  expect(summary[0]?.endsWith(`— see ${log}`)).toBe(true);
 
   expect(res.batchId).toBe('demo');
   expect(res.resumed).toBe(false);

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FaultKind, IdempotencyVariant } from '../../src/simulator';
 import type { ReconcileOutcome } from '../../src/cli/commands/reconcile';
-import { idempotencyKeyFor } from '../../src/workflows/keys';
+import { idempotencyKeyFor } from '../../src/model';
 import { cli, describeRun, readCsv } from './helpers';
 import { chargedKeys, startStack, type CliStack } from './stack';
 

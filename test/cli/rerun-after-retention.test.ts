@@ -9,7 +9,7 @@ import { DEFAULT_IDEMPOTENCY_HEADER } from '../../src/api/contract';
 import { ledgerFileOf, readLedgerOnce } from '../../src/ledger';
 import { DEMO_API_KEY, FaultKind, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
-import type { BatchProgress } from '../../src/workflows';
+import type { BatchProgress } from '../../src/model';
 import { WorkerProcess, baseEnv, cli, cliJson, describeRun, ensureDistIsFresh, readCsv } from './helpers';
 import { chargedKeys } from './stack';
 

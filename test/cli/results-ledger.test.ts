@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appendLedger, fileFingerprint, ledgerFileOf, requestFingerprint, type NewLedgerEvent } from '../../src/ledger';
 import { DevServer } from '../../src/temporal/dev-server';
-import type { RowRecord } from '../../src/workflows/model';
+import type { RowRecord } from '../../src/model';
 import { baseEnv, cli, describeRun, ensureDistIsFresh, readCsv } from './helpers';
 import { rowRecord } from '../helpers/records';
 

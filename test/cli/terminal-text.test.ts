@@ -3,7 +3,7 @@ import type * as Worker from '@temporalio/worker';
 import { main } from '../../src/cli/main';
 import { progressLine, waitText } from '../../src/cli/progress-line';
 import { terminalText } from '../../src/cli/terminal-text';
-import type { BatchProgress } from '../../src/workflows';
+import type { BatchProgress } from '../../src/model';
 
 /**
  * Issue #16 point 8: the service's texts (a top-up URL, reasons, messages, model names) reached the terminal raw,

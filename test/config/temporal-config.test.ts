@@ -1,6 +1,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { TLSConfig } from '@temporalio/common/lib/internal-non-workflow';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/config/service-config';
 import { connectionOptions, loadTemporalConfig } from '../../src/config/temporal-config';
@@ -15,6 +16,18 @@ function file(text: string, name = `f${++files}.toml`): string {
   const p = path.join(dir, name);
   writeFileSync(p, text);
   return p;
+}
+
+/** The TLS options of the connection; false when TLS is off, true for TLS with the system's roots and nothing else. */
+function tlsOf(env: Record<string, string>): TLSConfig | boolean | null | undefined {
+  return connectionOptions(loadTemporalConfig(env)).tls;
+}
+
+/** The TLS options of a connection that has some (mTLS, a server CA or name). */
+function tlsConfigOf(env: Record<string, string>): TLSConfig {
+  const tls = tlsOf(env);
+  if (typeof tls !== 'object' || tls === null) throw new Error(`expected TLS options, got ${String(tls)}`);
+  return tls;
 }
 
 function errorOf(env: Record<string, string>): ConfigError {
@@ -65,10 +78,15 @@ describe('loadTemporalConfig without a profile', () => {
 
   it('TEMPORAL_API_KEY implies TLS, and TEMPORAL_TLS=false turns it off again', () => {
     const withKey = loadTemporalConfig({ TEMPORAL_ADDRESS: 'x.tmprl.cloud:7233', TEMPORAL_API_KEY: CLOUD_KEY });
-    expect(connectionOptions(withKey)).toEqual({ address: 'x.tmprl.cloud:7233', tls: {}, apiKey: CLOUD_KEY });
-    const off = loadTemporalConfig({ TEMPORAL_API_KEY: CLOUD_KEY, TEMPORAL_TLS: 'false' });
-    expect(off.tls).toBeUndefined();
-    expect(loadTemporalConfig({ TEMPORAL_TLS: 'yes' }).tls).toEqual({});
+    expect(connectionOptions(withKey)).toEqual({ address: 'x.tmprl.cloud:7233', tls: true, apiKey: CLOUD_KEY });
+    expect(tlsOf({ TEMPORAL_API_KEY: CLOUD_KEY, TEMPORAL_TLS: 'false' })).toBe(false);
+    expect(tlsOf({ TEMPORAL_TLS: 'true' })).toEqual({});
+  });
+
+  it('TEMPORAL_TLS=yes or TRUE keeps TLS on (envconfig alone would read any value but 1 and true as off)', () => {
+    expect(tlsOf({ TEMPORAL_API_KEY: CLOUD_KEY, TEMPORAL_TLS: 'yes' })).toEqual({});
+    expect(tlsOf({ TEMPORAL_API_KEY: CLOUD_KEY, TEMPORAL_TLS: 'TRUE' })).toEqual({});
+    expect(tlsOf({ TEMPORAL_TLS: 'no' })).toBe(false);
   });
 
   it('mTLS from files: the connection options carry the bytes of each file', () => {
@@ -81,25 +99,24 @@ describe('loadTemporalConfig without a profile', () => {
       TEMPORAL_TLS_SERVER_CA_CERT_PATH: ca,
       TEMPORAL_TLS_SERVER_NAME: 'temporal.internal',
     });
-    const tls = connectionOptions(config).tls;
-    expect(Buffer.from(tls!.clientCertPair!.crt).toString()).toBe('-----CERT-----\n');
-    expect(Buffer.from(tls!.clientCertPair!.key).toString()).toBe('-----KEY-----\n');
-    expect(Buffer.from(tls!.serverRootCACertificate!).toString()).toBe('-----CA-----\n');
-    expect(tls!.serverNameOverride).toBe('temporal.internal');
+    const tls = connectionOptions(config).tls as TLSConfig;
+    expect(Buffer.from(tls.clientCertPair!.crt).toString()).toBe('-----CERT-----\n');
+    expect(Buffer.from(tls.clientCertPair!.key).toString()).toBe('-----KEY-----\n');
+    expect(Buffer.from(tls.serverRootCACertificate!).toString()).toBe('-----CA-----\n');
+    expect(tls.serverNameOverride).toBe('temporal.internal');
   });
 
   it('mTLS from PEM data in the environment', () => {
-    const config = loadTemporalConfig({
+    const pair = tlsConfigOf({
       TEMPORAL_TLS_CLIENT_CERT_DATA: 'CERT-PEM',
       TEMPORAL_TLS_CLIENT_KEY_DATA: 'KEY-PEM',
-    });
-    const pair = connectionOptions(config).tls!.clientCertPair!;
+    }).clientCertPair!;
     expect([Buffer.from(pair.crt).toString(), Buffer.from(pair.key).toString()]).toEqual(['CERT-PEM', 'KEY-PEM']);
   });
 
-  it('gRPC headers from TEMPORAL_GRPC_META_<NAME>', () => {
-    const config = loadTemporalConfig({ TEMPORAL_GRPC_META_X_TENANT_ID: 't-9' });
-    expect(connectionOptions(config).metadata).toEqual({ 'x-tenant-id': 't-9' });
+  it('gRPC headers from TEMPORAL_GRPC_META_<NAME>, every _ of the name a -', () => {
+    const config = loadTemporalConfig({ TEMPORAL_GRPC_META_X_TENANT_ID: 't-9', TEMPORAL_GRPC_META_X_A_B_C: 'v' });
+    expect(connectionOptions(config).metadata).toEqual({ 'x-tenant-id': 't-9', 'x-a-b-c': 'v' });
   });
 });
 
@@ -109,7 +126,7 @@ describe('loadTemporalConfig with a profile', () => {
     expect(config).toMatchObject({ address: 'my-ns.a1b2c.tmprl.cloud:7233', namespace: 'my-ns.a1b2c' });
     expect(connectionOptions(config)).toEqual({
       address: 'my-ns.a1b2c.tmprl.cloud:7233',
-      tls: {},
+      tls: true,
       apiKey: CLOUD_KEY,
       metadata: { 'tenant-id': 't-1' },
     });
@@ -118,7 +135,7 @@ describe('loadTemporalConfig with a profile', () => {
   it('uses the default profile when TEMPORAL_PROFILE is unset', () => {
     const config = loadTemporalConfig({ TEMPORAL_CONFIG_FILE: PROFILES });
     expect(config).toMatchObject({ address: 'default-host:7233', namespace: 'from-default' });
-    expect(config.tls).toBeUndefined();
+    expect(connectionOptions(config).tls).toBeUndefined();
   });
 
   it('each environment variable overrides its field of the profile, the others stay', () => {
@@ -126,20 +143,26 @@ describe('loadTemporalConfig with a profile', () => {
     const config = loadTemporalConfig({ ...env, TEMPORAL_NAMESPACE: 'other-ns', TEMPORAL_API_KEY: 'env-key' });
     expect(config).toMatchObject({ address: 'my-ns.a1b2c.tmprl.cloud:7233', namespace: 'other-ns' });
     expect(config.apiKey).toBe('env-key');
-    expect(loadTemporalConfig({ ...env, TEMPORAL_TLS: 'false' }).tls).toBeUndefined();
-    expect(loadTemporalConfig({ ...env, TEMPORAL_GRPC_META_TENANT_ID: '' }).grpcMetadata).toBeUndefined();
-    // A blank variable counts as unset (an override file cannot remove one): the profile's value applies.
+    expect(tlsOf({ ...env, TEMPORAL_TLS: 'false' })).toBe(false);
+    // An empty value removes the profile's header (its name in the file is tenant_id).
+    expect(loadTemporalConfig({ ...env, TEMPORAL_GRPC_META_TENANT_ID: '' }).grpcMeta).toBeUndefined();
+  });
+
+  it("a blank variable counts as unset (an override file cannot remove one): the profile's value applies", () => {
+    const env = { TEMPORAL_CONFIG_FILE: PROFILES, TEMPORAL_PROFILE: 'cloud' };
     expect(loadTemporalConfig({ ...env, TEMPORAL_ADDRESS: '', TEMPORAL_NAMESPACE: ' ' })).toMatchObject({
       address: 'my-ns.a1b2c.tmprl.cloud:7233',
       namespace: 'my-ns.a1b2c',
     });
+    expect(loadTemporalConfig({ ...env, TEMPORAL_API_KEY: '' }).apiKey).toBe(loadTemporalConfig(env).apiKey);
+    expect(tlsOf({ ...env, TEMPORAL_TLS: '' })).toEqual(tlsOf(env));
   });
 
   it("the profile's tls.disabled beats its API key; TEMPORAL_TLS beats the profile", () => {
     const env = { TEMPORAL_CONFIG_FILE: PROFILES, TEMPORAL_PROFILE: 'plain' };
     expect(loadTemporalConfig(env)).toMatchObject({ address: 'plain-host:7233', apiKey: 'k' });
-    expect(loadTemporalConfig(env).tls).toBeUndefined();
-    expect(loadTemporalConfig({ ...env, TEMPORAL_TLS: 'true' }).tls).toEqual({});
+    expect(tlsOf(env)).toBe(false);
+    expect(tlsOf({ ...env, TEMPORAL_TLS: 'true' })).toEqual({});
   });
 
   it('mTLS paths in the profile, with the server CA from the environment', () => {
@@ -157,10 +180,10 @@ describe('loadTemporalConfig with a profile', () => {
     expect(config.tls).toEqual({
       clientCert: { path: crt },
       clientKey: { path: key },
-      serverCaCert: { data: 'ENV-CA' },
+      serverCACert: { data: new TextEncoder().encode('ENV-CA') },
       serverName: 'n',
     });
-    const tls = connectionOptions(config).tls!;
+    const tls = connectionOptions(config).tls as TLSConfig;
     expect(Buffer.from(tls.clientCertPair!.crt).toString()).toBe('P-CERT');
     expect(Buffer.from(tls.serverRootCACertificate!).toString()).toBe('ENV-CA');
   });
@@ -236,6 +259,15 @@ describe('loadTemporalConfig errors name the variable or the file, never a key',
     expect(certErr.variable).toBe('TEMPORAL_CONFIG_FILE profile.p.tls.client_cert_path');
     expect(certErr.message).toContain('cannot read the file it names (ENOENT)');
     expect(certErr.message).not.toContain('/no/cert.pem');
+    // The variable does not replace the profile's other kind of the same PEM (envconfig refuses both).
+    const mixed = file(`[profile.p]\n[profile.p.tls]\nserver_ca_cert_path = ${JSON.stringify(PROFILES)}\n`);
+    const mixErr = errorOf({
+      TEMPORAL_CONFIG_FILE: mixed,
+      TEMPORAL_PROFILE: 'p',
+      TEMPORAL_TLS_SERVER_CA_CERT_DATA: 'X',
+    });
+    expect(mixErr.variable).toBe('TEMPORAL_CONFIG_FILE');
+    expect(mixErr.message).toContain('server_ca_cert_path and server_ca_cert_data');
   });
 
   it('a file that is not TOML: the reason and the line, without quoting the line (it may hold a key)', () => {

@@ -1,7 +1,7 @@
 import type { Dispatcher } from 'undici';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { AuthDetail } from '../../src/api/contract';
-import { BatchStopReason, FailureType, type BatchStopDetails } from '../../src/api/failure-types';
+import { BatchStopReason, FailureType, type BatchStopDetails } from '../../src/model';
 import type { ManualClock, Simulator } from '../../src/simulator';
 import {
   AUTH_STYLES,

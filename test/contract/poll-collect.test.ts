@@ -2,9 +2,8 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { CreateImageInput, PollCreationResult } from '../../src/activities/types';
+import { FailureType, type CreateImageInput, type PollCreationResult } from '../../src/model';
 import { ErrorCode, FailureMessage } from '../../src/api/contract';
-import { FailureType } from '../../src/api/failure-types';
 import { FaultKind, type ManualClock, type Simulator } from '../../src/simulator';
 import {
   AUTH_STYLES,

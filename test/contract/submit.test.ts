@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../src/api/contract';
-import { FailureType, type RefundedDetails, type RejectedDetails } from '../../src/api/failure-types';
+import { FailureType, type RefundedDetails, type RejectedDetails } from '../../src/model';
 import { FaultKind, type ManualClock, type Simulator } from '../../src/simulator';
 import {
   AUTH_STYLES,

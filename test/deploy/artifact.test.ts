@@ -21,7 +21,7 @@ interface ArtifactSummary {
 function distDigest(dir: string): { files: number; digest: string } {
   const entries: string[] = [];
   for (const e of readdirSync(dir, { withFileTypes: true, recursive: true })) {
-    // Dot files are not build output: `.tsbuildinfo`, and the workflow-bundle cache a worker writes at run time.
+    // Dot files are not build output: `.tsbuildinfo`. The workflow bundles are, and count.
     if (!e.isFile() || e.name.startsWith('.')) continue;
     const file = path.join(e.parentPath, e.name);
     entries.push(`${path.relative(dir, file)} ${createHash('sha256').update(readFileSync(file)).digest('hex')}`);

@@ -4,9 +4,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BatchNoAnswerError, QUERY_TIMEOUT_MS, followBatch, parseDurationMs } from '../../src/cli/batches';
+import { BatchNoAnswerError, QUERY_TIMEOUT_MS, followBatch } from '../../src/cli/batches';
 import { DevServer } from '../../src/temporal/dev-server';
-import { batchWorkflow, batchWorkflowId, type BatchWorkflowInput } from '../../src/workflows';
+import { batchWorkflowId } from '../../src/model';
+import { batchWorkflow, type BatchWorkflowInput } from '../../src/workflows';
 import { baseEnv, cli, describeRun, ensureDistIsFresh } from '../cli/helpers';
 
 /**
@@ -107,22 +108,4 @@ describe('the CLI bounds its waits on a batch nobody runs', () => {
     expect(reports[0]).toBeInstanceOf(BatchNoAnswerError);
     expect(reports[0]!.message).toContain('batch followed did not answer within 1 s');
   }, 60_000);
-});
-
-describe('parseDurationMs', () => {
-  it('reads seconds, minutes, hours and milliseconds; a bare number is minutes', () => {
-    expect(parseDurationMs('90s')).toBe(90_000);
-    expect(parseDurationMs('45m')).toBe(45 * 60_000);
-    expect(parseDurationMs('45min')).toBe(45 * 60_000);
-    expect(parseDurationMs('2h')).toBe(2 * 3_600_000);
-    expect(parseDurationMs('1.5h')).toBe(90 * 60_000);
-    expect(parseDurationMs('1500ms')).toBe(1_500);
-    expect(parseDurationMs('30')).toBe(30 * 60_000);
-  });
-
-  it('refuses what is not a duration of at least 1 s', () => {
-    for (const bad of ['', 'soon', '-5m', '500ms', '0', '10d', '1e3s']) {
-      expect(() => parseDurationMs(bad), bad).toThrow(/at least 1 s/);
-    }
-  });
 });

@@ -15,8 +15,8 @@ import {
   startSimulator,
   type Simulator,
 } from '../../src/simulator';
-import { promptWorkflow, rowResumeSignal, type PromptWorkflowInput } from '../../src/workflows';
-import { idempotencyKeyFor } from '../../src/workflows/keys';
+import { promptWorkflow, rowResumeSignal } from '../../src/workflows';
+import { idempotencyKeyFor, type PromptWorkflowInput } from '../../src/model';
 import { createTimeSkippingEnv, useTestEnv, workflowBundle } from '../helpers/temporal';
 import { SkippedTimeClock } from '../helpers/skipped-clock';
 

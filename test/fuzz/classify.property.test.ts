@@ -6,13 +6,13 @@ import {
   classifyResponse,
   OutcomeLimit,
   RequestKind,
-  toApplicationFailure,
   type ClassifyInput,
   type FailureOutcome,
   type Outcome,
 } from '../../src/api/classify';
+import { toApplicationFailure } from '../../src/activities/failures';
 import { DEFAULT_SUCCESS_STATUSES, ErrorCode, FAILED_STATUS } from '../../src/api/contract';
-import { BatchStopReason, FailureType } from '../../src/api/failure-types';
+import { BatchStopReason, FailureType } from '../../src/model';
 import { MAX_RETRY_AFTER_MS, parseRetryAfter } from '../../src/api/retry-after';
 import { MAX_CREATION_ID_LENGTH } from '../../src/api/schemas';
 import { deepArrays, deepObjects, runs } from './runs';

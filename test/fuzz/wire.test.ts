@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { downloadImages } from '../../src/activities/download';
 import { ImageApiClient } from '../../src/api/client';
-import { FailureType } from '../../src/api/failure-types';
+import { FailureType } from '../../src/model';
 import { createDownloadDispatcher, createServiceDispatcher, send, type SendResult } from '../../src/api/http';
 import { defaultServiceConfig, type ServiceConfig } from '../../src/config/service-config';
 import { activitiesFor, runActivity, tempDir } from '../activities/helpers';

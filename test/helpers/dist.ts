@@ -4,6 +4,7 @@ import { mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { refuseInUnitProject } from './project';
 
 /** The repository root. */
 export const REPO_ROOT = path.resolve(__dirname, '..', '..');
@@ -32,6 +33,7 @@ export function firstStaleSource(): string | undefined {
  * that fails fails the test.
  */
 export async function ensureDistIsFresh(): Promise<void> {
+  refuseInUnitProject('the built command or worker (dist/)');
   if (!firstStaleSource()) return;
   const lock = path.join(
     os.tmpdir(),
@@ -50,10 +52,16 @@ export async function ensureDistIsFresh(): Promise<void> {
   try {
     const stale = firstStaleSource();
     if (!stale) return;
+    // `npm run build`: tsc, then the workflow bundles (skipped when the workflow code did not change).
     const tsc = path.join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-    const build = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: REPO_ROOT, encoding: 'utf8' });
-    if (build.status !== 0) {
-      throw new Error(`dist/ is older than ${stale} and the build failed:\n${build.stdout}${build.stderr}`);
+    for (const args of [
+      [tsc, '-p', 'tsconfig.build.json'],
+      [path.join(REPO_ROOT, 'scripts', 'bundle-workflows.mjs')],
+    ]) {
+      const build = spawnSync(process.execPath, args, { cwd: REPO_ROOT, encoding: 'utf8' });
+      if (build.status !== 0) {
+        throw new Error(`dist/ is older than ${stale} and the build failed:\n${build.stdout}${build.stderr}`);
+      }
     }
   } finally {
     rmSync(lock, { recursive: true, force: true });

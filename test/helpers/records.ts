@@ -1,4 +1,4 @@
-import type { RowRecord } from '../../src/workflows/model';
+import type { RowRecord } from '../../src/model';
 
 /**
  * A row's record for tests that build one by hand: nothing sent, nothing charged, not resubmittable, unless `fields`

@@ -7,6 +7,7 @@ import { workflowsPath } from '../../src/worker';
 import { createActivities } from '../../src/activities';
 import { defaultServiceConfig, type ServiceConfig } from '../../src/config/service-config';
 import { DEMO_API_KEY } from '../../src/simulator';
+import { refuseInUnitProject } from './project';
 
 /**
  * Test environments on the project's pinned binaries (see scripts/setup.mjs). When a binary is missing the
@@ -16,6 +17,7 @@ import { DEMO_API_KEY } from '../../src/simulator';
 
 /** The time-skipping test server, on a free port. */
 export function createTimeSkippingEnv(): Promise<TestWorkflowEnvironment> {
+  refuseInUnitProject('the Temporal test server');
   return TestWorkflowEnvironment.createTimeSkipping({ server: { executable: executableFor(testServerPath()) } });
 }
 
@@ -23,6 +25,7 @@ export function createTimeSkippingEnv(): Promise<TestWorkflowEnvironment> {
 export function createLocalEnv(
   server: LocalTestWorkflowEnvironmentOptions['server'] = {},
 ): Promise<TestWorkflowEnvironment> {
+  refuseInUnitProject('the Temporal dev server');
   return TestWorkflowEnvironment.createLocal({
     server: { executable: executableFor(temporalCliPath()), ip: '127.0.0.1', ...server },
   });
@@ -55,7 +58,8 @@ export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
 }
 
 const noop = () => undefined;
-const quietBundlerLogger = { trace: noop, debug: noop, info: noop, warn: noop, error: console.error, log: noop };
+/** A bundler logger that prints errors only. */
+export const quietBundlerLogger = { trace: noop, debug: noop, info: noop, warn: noop, error: console.error, log: noop };
 
 /**
  * A worker with the real activities against a simulator at `baseUrl` (the demo key, a 200 ms poll interval, and any

@@ -10,7 +10,9 @@ import { defaultServiceConfig } from '../../src/config/service-config';
 import { DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
 import { createWorker } from '../../src/worker';
-import { batchWorkflow, batchWorkflowId, promptWorkflow } from '../../src/workflows';
+import { batchWorkflowId } from '../../src/model';
+import { batchWorkflow, promptWorkflow } from '../../src/workflows';
+import { ROW_HAPPY_PATH_EVENTS } from '../helpers/history-events';
 import { workflowBundle } from '../helpers/temporal';
 import { rowOutcomes, within, writeBatchCsv } from './helpers';
 
@@ -34,12 +36,8 @@ const BATCH_EVENTS_PER_ROW = 13;
  * its workflow task, six events).
  */
 const RUN_MAX_EVENTS = SUGGEST_AT + (PAGE_SIZE + WINDOW) * BATCH_EVENTS_PER_ROW + 6;
-/**
- * The budget of a row's happy path: 17 events on its own (two activities, four workflow tasks, start and
- * completion); 19 in a batch, where the collect activity reports the success and the `report-from-activity`
- * patch adds its marker and version search attribute.
- */
-const ROW_HAPPY_PATH_MAX_EVENTS = 20;
+/** The budget of a row's history here: a row of a batch's happy path (see ROW_HAPPY_PATH_EVENTS), plus one. */
+const ROW_HAPPY_PATH_MAX_EVENTS = ROW_HAPPY_PATH_EVENTS.inBatch + 1;
 
 let dir: string;
 let server: DevServer | undefined;

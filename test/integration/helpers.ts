@@ -4,7 +4,7 @@ import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
-import type { RowRecord } from '../../src/workflows';
+import type { RowRecord } from '../../src/model';
 import { REPO_ROOT, ensureDistIsFresh } from '../helpers/dist';
 import { WorkerProcess } from '../helpers/worker-process';
 

@@ -11,8 +11,7 @@ import { startOrAttachBatch } from '../../src/cli/batches';
 import { reconcile } from '../../src/cli/commands/reconcile';
 import { results } from '../../src/cli/commands/results';
 import { startSimulator, type Simulator, type SimulatorConfigInput } from '../../src/simulator';
-import type { BatchProgress } from '../../src/workflows';
-import { parseIdempotencyKey, promptWorkflowId } from '../../src/workflows/keys';
+import { parseIdempotencyKey, promptWorkflowId, type BatchProgress } from '../../src/model';
 import { createLocalEnv, simulatorWorker, useTestEnv } from '../helpers/temporal';
 
 /**

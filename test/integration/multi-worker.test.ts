@@ -5,11 +5,11 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MetricName, ResponseClass } from '../../src/metrics';
-import { parseIdempotencyKey } from '../../src/workflows/keys';
+import { batchWorkflowId, parseIdempotencyKey } from '../../src/model';
 import { DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
 import { freePort } from '../../src/util/net';
-import { batchWorkflow, batchWorkflowId } from '../../src/workflows';
+import { batchWorkflow } from '../../src/workflows';
 import { scrape, sumOf } from '../metrics/prometheus';
 import {
   WorkerProcess,

@@ -9,8 +9,7 @@ import { results } from '../../src/cli/commands/results';
 import { estimateLine, modelLines, validate } from '../../src/cli/commands/validate';
 import { PriceUnknownError } from '../../src/cli/prices';
 import { FaultKind, startSimulator, type Simulator, type SimulatorConfigInput } from '../../src/simulator';
-import type { BatchProgress } from '../../src/workflows';
-import { parseIdempotencyKey } from '../../src/workflows/keys';
+import { parseIdempotencyKey, type BatchProgress } from '../../src/model';
 import { createLocalEnv, simulatorWorker, useTestEnv } from '../helpers/temporal';
 
 /**

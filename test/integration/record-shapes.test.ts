@@ -7,7 +7,7 @@ import { startOrAttachBatch } from '../../src/cli/batches';
 import { results } from '../../src/cli/commands/results';
 import type { ServiceConfig } from '../../src/config/service-config';
 import { startSimulator, type Simulator, type SimulatorConfigInput } from '../../src/simulator';
-import type { BatchProgress } from '../../src/workflows';
+import type { BatchProgress } from '../../src/model';
 import { createLocalEnv, simulatorWorker, useTestEnv } from '../helpers/temporal';
 
 /**

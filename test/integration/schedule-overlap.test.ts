@@ -3,6 +3,7 @@ import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   controlSchedule,
@@ -12,7 +13,7 @@ import {
 } from '../../src/cli/commands/schedule';
 import { CreationOutcome, startSimulator, type Simulator } from '../../src/simulator';
 import type { ScheduledBatchResult } from '../../src/workflows';
-import { parseIdempotencyKey } from '../../src/workflows/keys';
+import { parseIdempotencyKey } from '../../src/model';
 import { createLocalEnv, simulatorWorker, useTestEnv } from '../helpers/temporal';
 import { waitUntil, within, writeBatchCsv } from './helpers';
 
@@ -81,7 +82,7 @@ async function rowsClosed(batchId: string, rowIds: readonly string[]): Promise<b
       const { status } = await env().client.workflow.getHandle(`${batchId}/${rowId}`).describe();
       if (status.name === 'RUNNING') return false;
     } catch (err) {
-      if (!(err instanceof Error && err.name === 'WorkflowNotFoundError')) throw err;
+      if (!(err instanceof WorkflowNotFoundError)) throw err;
     }
   }
   return true;
@@ -95,7 +96,7 @@ async function rowCloseTimes(batchId: string, rowIds: readonly string[]): Promis
       const { closeTime } = await env().client.workflow.getHandle(`${batchId}/${rowId}`).describe();
       if (closeTime) out.set(rowId, closeTime.getTime());
     } catch (err) {
-      if (!(err instanceof Error && err.name === 'WorkflowNotFoundError')) throw err;
+      if (!(err instanceof WorkflowNotFoundError)) throw err;
     }
   }
   return out;

@@ -17,10 +17,9 @@ import {
   progressQuery,
   resumeSignal,
   rowWaitingSignal,
-  type BatchProgress,
   type batchWorkflow,
 } from '../../src/workflows';
-import { batchWorkflowId, parseIdempotencyKey } from '../../src/workflows/keys';
+import { batchWorkflowId, parseIdempotencyKey, type BatchProgress } from '../../src/model';
 import { runs } from '../fuzz/runs';
 import { createLocalEnv, useTestEnv, workflowBundle } from '../helpers/temporal';
 import { WorkerProcess, ensureDistIsFresh, within } from './helpers';
@@ -314,7 +313,7 @@ class Watch {
  * the batch ignores makes one. A query that reaches the dead worker's sticky queue is handed to the new worker as a
  * legacy query, and with SDK 1.24 that query's replay ran the workflow code on a signal recorded after the last
  * completed task (the batch's cancel), which the next task then completed with commands a replay does not give
- * (a nondeterminism error; README, "Known issues"). That is the SDK's to fix, not this test's subject (the cap
+ * (a nondeterminism error; docs/known-issues.md). That is the SDK's to fix, not this test's subject (the cap
  * through a kill), so this test waits it out; `imagebatch status` meets it only in the same window.
  */
 async function awaitTakeover(handle: BatchHandle, pid: number, deadline: number): Promise<string> {

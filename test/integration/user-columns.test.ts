@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOrAttachBatch } from '../../src/cli/batches';
 import { results } from '../../src/cli/commands/results';
 import { loadServiceConfig, type ServiceConfig } from '../../src/config/service-config';
-import type { UserColumns } from '../../src/batch';
+import type { UserColumns } from '../../src/model';
 import { startSimulator, type Simulator, type SimulatorConfigInput } from '../../src/simulator';
 import { createLocalEnv, simulatorWorker, useTestEnv } from '../helpers/temporal';
 

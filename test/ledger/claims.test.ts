@@ -13,7 +13,7 @@ import {
   releaseRow,
   scheduleDirOf,
 } from '../../src/ledger/claims';
-import { ID_PATTERN } from '../../src/workflows/keys';
+import { ID_PATTERN } from '../../src/model';
 
 let dir: string;
 let n = 0;

@@ -10,7 +10,7 @@ import {
   requestFingerprint,
   type NewLedgerEvent,
 } from '../../src/ledger';
-import type { RowRecord } from '../../src/workflows/model';
+import type { RowRecord } from '../../src/model';
 
 let dir: string;
 let file: string;

@@ -1,7 +1,7 @@
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
-import { toApplicationFailure } from '../../src/api/classify';
-import { FailureType } from '../../src/api/failure-types';
+import { toApplicationFailure } from '../../src/activities/failures';
+import { FailureType } from '../../src/model';
 import { loadMetricsConfig } from '../../src/config/metrics-config';
 import { ConfigError } from '../../src/config/service-config';
 import { describeAttempt } from '../../src/metrics';

@@ -1,6 +1,7 @@
 import type { MetricCounter, MetricMeter, MetricTags } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
-import { classifyResponse, RequestKind, toApplicationFailure, type FailureOutcome } from '../../src/api/classify';
+import { classifyResponse, RequestKind, type FailureOutcome } from '../../src/api/classify';
+import { toApplicationFailure } from '../../src/activities/failures';
 import { describeAttempt, WorkerMetrics } from '../../src/metrics';
 import { MetricName, TOO_MANY_REQUESTS_REASONS } from '../../src/metrics/names';
 

@@ -6,12 +6,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FailureType } from '../../src/api/failure-types';
+import { batchWorkflowId, FailureType } from '../../src/model';
 import { MetricName } from '../../src/metrics';
 import { CreationOutcome, DEMO_API_KEY, FaultKind, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
 import { freePort } from '../../src/util/net';
-import { batchWorkflow, batchWorkflowId } from '../../src/workflows';
+import { batchWorkflow } from '../../src/workflows';
 import {
   WorkerProcess,
   ensureDistIsFresh,

@@ -23,16 +23,15 @@ import { defaultServiceConfig } from '../../src/config/service-config';
 import { DEMO_ACCOUNT_ID, DEMO_API_KEY, FaultKind, startSimulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
 import { createWorker } from '../../src/worker';
+import { batchWorkflowId, type PromptWorkflowInput } from '../../src/model';
 import {
   batchWorkflow,
-  batchWorkflowId,
   cancelSignal,
   pauseSignal,
   progressQuery,
   promptWorkflow,
   resumeSignal,
   type BatchWorkflowInput,
-  type PromptWorkflowInput,
 } from '../../src/workflows';
 
 // IMAGEBATCH_HISTORIES_DIR records elsewhere (e.g. to add a new version's histories beside the old ones).

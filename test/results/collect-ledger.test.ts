@@ -6,8 +6,7 @@ import { defaultFailureConverter, defaultPayloadConverter } from '@temporalio/co
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appendLedger, ledgerFileOf, readLedgerOnce, requestFingerprint, type NewLedgerEvent } from '../../src/ledger';
 import { collectResults } from '../../src/results';
-import { promptWorkflowId } from '../../src/workflows/keys';
-import type { RowRecord } from '../../src/workflows/model';
+import { promptWorkflowId, type RowRecord } from '../../src/model';
 import { rowRecord } from '../helpers/records';
 
 /**

@@ -9,8 +9,7 @@ import { type BatchRow, readBatchPage, validateBatchFile } from '../../src/batch
 import { FailureMessage } from '../../src/api/contract';
 import { collectResults, type ResultRow, writeResults } from '../../src/results';
 import { adviceFor, isUnresolved } from '../../src/results/write';
-import { promptWorkflowId } from '../../src/workflows/keys';
-import type { KeyOutcome, KeyRecord, RowRecord } from '../../src/workflows/model';
+import { promptWorkflowId, type KeyOutcome, type KeyRecord, type RowRecord } from '../../src/model';
 import { rowRecord } from '../helpers/records';
 
 let dir: string;

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimOwner, claimRow, scheduleDirOf } from '../../src/ledger/claims';
 import { appendLedger, ledgerFileOf, requestFingerprint, type NewLedgerEvent } from '../../src/ledger/ledger';
 import { prepareScheduledInput } from '../../src/schedules/prepare';
-import { KeyOutcome, RowState, type KeyOutcome as KeyOutcomeT, type RowRecord } from '../../src/workflows/model';
+import { KeyOutcome, RowState, type KeyOutcome as KeyOutcomeT, type RowRecord } from '../../src/model';
 import { rowRecord } from '../helpers/records';
 
 let dir: string;

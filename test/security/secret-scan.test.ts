@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { secretArgumentProblem } from '../../src/cli/secret-args';
 import type { WrittenResults } from '../../src/results';
 import { FaultKind, startSimulator, type Simulator } from '../../src/simulator';
-import type { BatchProgress } from '../../src/workflows';
+import type { BatchProgress } from '../../src/model';
 import { BIN, baseEnv, cli, cliJson, describeRun, waitUntil, type CliResult } from '../cli/helpers';
 import { ensureDistIsFresh } from '../helpers/dist';
 import {

@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Client } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { FaultProxyConfigError, startFaultProxy, type FaultProxy } from '../../src/simulator';
+import { FaultProxyConfigError, startFaultProxy, type FaultProxy } from '../helpers/fault-proxy';
 import { waitUntil } from '../integration/helpers';
 
 /**

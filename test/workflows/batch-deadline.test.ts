@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { batchWorkflow, batchWorkflowId } from '../../src/workflows';
+import { batchWorkflowId } from '../../src/model';
+import { batchWorkflow } from '../../src/workflows';
 import { createTimeSkippingEnv, useTestEnv } from '../helpers/temporal';
 import { rows, startBatch } from './batch-fakes';
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { batchWorkflowId, cancelSignal, resumeSignal, type RowRecord } from '../../src/workflows';
-import { promptWorkflowId } from '../../src/workflows/keys';
+import { cancelSignal, resumeSignal } from '../../src/workflows';
+import { batchWorkflowId, promptWorkflowId, type RowRecord } from '../../src/model';
+import { ROW_HAPPY_PATH_EVENTS } from '../helpers/history-events';
 import { createLocalEnv, useTestEnv } from '../helpers/temporal';
 import { rows, startBatch } from './batch-fakes';
 
@@ -20,7 +21,7 @@ async function recordOf(workflowId: string): Promise<RowRecord> {
  * batch ends. Before the one-channel rework each of these waited forever (the tests ran into their bounded loops).
  */
 describe('one channel: a row reports its end to its batch itself (dev server)', () => {
-  it('every report is a signal from its row workflow carrying the record; a happy row takes at most 19 events', async () => {
+  it('every report is a signal from its row workflow carrying the record; a happy row takes at most ROW_HAPPY_PATH_EVENTS.inBatch events', async () => {
     const all = rows(4);
     const { worker, batchId, launch } = await startBatch(env, all, () => 'ok', { concurrency: 2 });
     const progress = await worker.runUntil(async () => {
@@ -50,7 +51,7 @@ describe('one channel: a row reports its end to its batch itself (dev server)', 
     const rowEvents = (await env().client.workflow.getHandle(promptWorkflowId(batchId, 'row-1')).fetchHistory()).events
       ?.length;
     console.log(`history events of a row of a batch, happy path: ${rowEvents}`);
-    expect(rowEvents).toBeLessThanOrEqual(19);
+    expect(rowEvents).toBeLessThanOrEqual(ROW_HAPPY_PATH_EVENTS.inBatch);
   }, 120_000);
 });
 

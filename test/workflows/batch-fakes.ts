@@ -4,23 +4,19 @@ import { Context } from '@temporalio/activity';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import type { Client } from '@temporalio/client';
-import type {
-  BatchCursor,
-  BatchRowInput,
-  CreateImageInput,
-  CreateImageResult,
-  ReadBatchPageInput,
-  ReadBatchPageResult,
-} from '../../src/activities/types';
-import { FailureType } from '../../src/api/failure-types';
-import type { RecordRowInput } from '../../src/activities/ledger-activities';
 import {
-  batchWorkflow,
   batchWorkflowId,
-  progressQuery,
+  FailureType,
+  type BatchCursor,
   type BatchProgress,
-  type BatchWorkflowInput,
-} from '../../src/workflows';
+  type BatchRowInput,
+  type CreateImageInput,
+  type CreateImageResult,
+  type ReadBatchPageInput,
+  type ReadBatchPageResult,
+} from '../../src/model';
+import type { RecordRowInput } from '../../src/activities/ledger-activities';
+import { batchWorkflow, progressQuery, type BatchWorkflowInput } from '../../src/workflows';
 import { whileHeartbeating } from '../../src/activities/heartbeat';
 import { createRowActivities } from '../../src/activities/rows';
 import { workflowBundle } from '../helpers/temporal';

@@ -1,6 +1,5 @@
 import { ApplicationFailure } from '@temporalio/common';
-import type { CreateImageInput, CreateImageResult, KeyProgress } from '../../src/activities/types';
-import { FailureType } from '../../src/api/failure-types';
+import { FailureType, type CreateImageInput, type CreateImageResult, type KeyProgress } from '../../src/model';
 import type { RecordRowInput } from '../../src/activities/ledger-activities';
 
 /** One scripted answer of a fake activity: a value, or a failure of the given type. */

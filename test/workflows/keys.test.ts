@@ -6,7 +6,7 @@ import {
   legacyIdempotencyKeyFor,
   parseIdempotencyKey,
   promptWorkflowId,
-} from '../../src/workflows/keys';
+} from '../../src/model';
 
 const id = fc.stringMatching(/^[A-Za-z0-9._:-]{1,128}$/);
 

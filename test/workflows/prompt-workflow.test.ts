@@ -2,11 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { Worker } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
 import { FailureMessage } from '../../src/api/contract';
-import { FailureType } from '../../src/api/failure-types';
-import { idempotencyKeyFor } from '../../src/workflows/keys';
+import { FailureType, idempotencyKeyFor, type PromptWorkflowInput } from '../../src/model';
 import { promptWorkflow, rowResumeSignal } from '../../src/workflows';
-import type { PromptWorkflowInput } from '../../src/workflows/model';
 import { maxWaitMessage } from '../../src/workflows/timeouts';
+import { ROW_HAPPY_PATH_EVENTS } from '../helpers/history-events';
 import { createTimeSkippingEnv, useTestEnv, workflowBundle } from '../helpers/temporal';
 import { failedWith, scriptedActivities, succeeded, type Step } from './fake-activities';
 
@@ -48,7 +47,7 @@ async function run(
 const key = (rowId: string, n: number) => idempotencyKeyFor('b1', rowId, n);
 
 describe('promptWorkflow (scripted activities, time-skipping server)', () => {
-  it('happy path: one key, one creation, images, its record on disk: 14 history events alone', async () => {
+  it('happy path: one key, one creation, images, its record on disk: ROW_HAPPY_PATH_EVENTS.alone history events', async () => {
     const { result, calls, events } = await run({ createImage: [succeeded('c1')] }, input('r1'));
     expect(result.state).toBe('succeeded');
     expect(result.creationIds).toEqual(['c1']);
@@ -71,7 +70,7 @@ describe('promptWorkflow (scripted activities, time-skipping server)', () => {
     // Its record went to its batch's ledger on disk, once, as it ended.
     expect(calls.recordRow).toEqual([{ outDir: '/tmp/out', record: result }]);
     console.log(`history events of a row alone, happy path: ${events}`);
-    expect(events).toBe(14);
+    expect(events).toBe(ROW_HAPPY_PATH_EVENTS.alone);
   });
 
   it('a retryable failure string starts a new attempt with a new key, and succeeds', async () => {
@@ -280,7 +279,7 @@ describe('promptWorkflow (scripted activities, time-skipping server)', () => {
     expect(result.state).toBe('succeeded');
     expect(new Set(calls.createImage.map((c) => c.idempotencyKey))).toEqual(new Set([key('r10', 1)]));
     expect(calls.createImage).toHaveLength(4);
-    expect(events).toBe(14);
+    expect(events).toBe(ROW_HAPPY_PATH_EVENTS.alone);
   });
 
   it('cancelled while its key is in flight: completes with its record, the key unknown (it may have been charged)', async () => {

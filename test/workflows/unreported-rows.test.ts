@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { cancelSignal, pauseSignal } from '../../src/workflows';
-import { promptWorkflowId } from '../../src/workflows/keys';
+import { promptWorkflowId } from '../../src/model';
 import { createLocalEnv, useTestEnv } from '../helpers/temporal';
 import { rows, startBatch } from './batch-fakes';
 

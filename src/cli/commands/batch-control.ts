@@ -1,7 +1,6 @@
 import type { Client } from '@temporalio/client';
-import { cancelSignal, pauseSignal, resumeSignal, type BatchProgress } from '../../workflows';
-import type { ResumeOptions } from '../../workflows/model';
-import { batchWorkflowId } from '../../workflows/keys';
+import { cancelSignal, pauseSignal, resumeSignal } from '../../workflows';
+import { batchWorkflowId, type BatchProgress, type ResumeOptions } from '../../model';
 import { BatchNoAnswerError, queryProgress } from '../batches';
 
 /** Where a batch is: its live progress while it runs, its result once it has ended. */

@@ -1,4 +1,5 @@
 import { setMaxListeners } from 'node:events';
+import { appendFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
@@ -11,9 +12,14 @@ import { ledgerFileOf, readLedgerOnce } from '../../ledger';
 import { DevServer } from '../../temporal/dev-server';
 import { projectRoot } from '../../temporal/toolchain';
 import { createWorker, TASK_QUEUE } from '../../worker';
-import type { BatchProgress } from '../../workflows';
+import type { BatchProgress } from '../../model';
 import { followBatch, startOrAttachBatch } from '../batches';
-import { progressLine } from '../progress-line';
+import { z } from 'zod';
+import { defineCommand } from '../command';
+import { flag } from '../options';
+import { ProgressDisplay } from '../progress-display';
+import { spendText } from '../progress-line';
+import { sdkLog } from '../sdk-log';
 
 /** Options of {@link demo}. */
 export interface DemoOptions {
@@ -25,8 +31,13 @@ export interface DemoOptions {
   home: string;
   /** Lines for a person (progress, addresses); the command's result is the return value. */
   log: (line: string) => void;
-  /** Progress updates; on a TTY the entry point redraws one line. */
-  onProgress?: (line: string, p: BatchProgress) => void;
+  /** Progress updates of the batch, of `totalRows` rows. */
+  onProgress?: (p: BatchProgress, totalRows: number) => void;
+  /**
+   * What the embedded Temporal dev server prints, as it comes.
+   * @default dropped
+   */
+  onServerOutput?: (text: string) => void;
   /** Aborted on Ctrl-C: everything started is stopped cleanly and the batch resumes on the next run. */
   signal?: AbortSignal;
   /**
@@ -121,7 +132,10 @@ export async function demo(options: DemoOptions): Promise<DemoResult> {
   const dbFile = path.join(options.home, 'temporal.sqlite');
   const codec = payloadCodecFromEnv(options.env ?? process.env); // checked before anything starts
   options.log(`starting the embedded Temporal dev server (state in ${dbFile})`);
-  const server = await DevServer.start({ dbFile });
+  const server = await DevServer.start({
+    dbFile,
+    ...(options.onServerOutput ? { onOutput: options.onServerOutput } : {}),
+  });
   const sim = await startSimulator(demoSimulatorConfig(options.home));
   const nativeConnection = await NativeConnection.connect({ address: server.address });
   const connection = await Connection.connect({ address: server.address });
@@ -164,7 +178,7 @@ export async function demo(options: DemoOptions): Promise<DemoResult> {
         `${attached ? 'resuming' : 'running'} batch "${DEMO_BATCH_ID}": ${report.validRows} rows from ${file} ` +
           `(about $${estimate.toFixed(2)} if every row succeeds at once; Ctrl-C stops, running again resumes)`,
       );
-      const progress = await followBatch(handle, (p) => options.onProgress?.(progressLine(p, report.validRows), p), {
+      const progress = await followBatch(handle, (p) => options.onProgress?.(p, report.validRows), {
         ...(options.signal ? { signal: options.signal } : {}),
       });
       // The output folder's ledger too: what the rows wrote there, and what reconcile resolved later.
@@ -196,3 +210,69 @@ export async function demo(options: DemoOptions): Promise<DemoResult> {
     await server.stop();
   }
 }
+
+/**
+ * `imagebatch demo`: progress on stderr (redrawn on a terminal), the summary or `--json` on stdout. The worker's and
+ * the dev server's logs go to `<home>/logs/` (with `--verbose`, to stderr); a last line on stderr says how many
+ * warnings the worker logged and what they were.
+ */
+export const demoCommand = defineCommand({
+  name: 'demo',
+  description: 'Run the bundled batch on the embedded Temporal dev server and the simulator (nothing to configure)',
+  options: [
+    { flags: '--home <dir>', description: 'folder for the demo state and results', default: '.imagebatch' },
+    { flags: '--json', description: 'print the result as JSON' },
+    { flags: '--verbose', description: 'the worker and dev server logs on stderr instead of <home>/logs/' },
+  ],
+  schema: z.object({ home: z.string(), json: flag, verbose: flag }),
+  async run(opts, { stdout, stderr: write, stderrIsTTY, env, signal }) {
+    const home = path.resolve(opts.home);
+    const logs = path.join(home, 'logs');
+    const display = new ProgressDisplay({ write, tty: stderrIsTTY && !opts.json, env });
+    const serverLog = path.join(logs, 'dev-server.log');
+    if (opts.verbose) sdkLog.toWriter((text) => display.line(text));
+    else sdkLog.toFile(path.join(logs, 'worker.log'), 'imagebatch demo');
+    /** The last line: what the worker logged, when it logged warnings. */
+    const warnings = () => {
+      const line = sdkLog.summary();
+      if (line) write(`${line}\n`);
+    };
+    let res: DemoResult;
+    try {
+      res = await demo({
+        home,
+        log: (line) => display.line(line),
+        signal,
+        env,
+        onProgress: (p, totalRows) => display.update(p, totalRows),
+        onServerOutput: opts.verbose ? (text) => display.line(text) : (text) => appendFileSync(serverLog, text),
+      });
+    } catch (err) {
+      display.end();
+      warnings();
+      throw err;
+    }
+    display.end();
+    if (opts.json) {
+      stdout(`${JSON.stringify(res, null, 2)}\n`);
+      warnings();
+      return;
+    }
+    const c = res.progress.counts;
+    stdout(
+      [
+        `Batch "${res.batchId}" ${res.progress.status}: ${c.succeeded} succeeded, ${c.images_unsaved} images unsaved, ` +
+          `${c.failed} failed, ${c.unknown} unknown, ${c.cancelled} cancelled, ${c.not_run} not run; ` +
+          `${spendText(res.progress)} (refunded $${res.progress.refundedUsd.toFixed(2)}).`,
+        `Gallery:  ${res.galleryUrl}`,
+        `Results:  ${res.results.resultsCsv}`,
+        `          ${res.results.resultsJsonl}`,
+        ...resultFilesSummary(res.batchId, res.results),
+        ...(res.webUi ? [`Temporal Web UI (while a demo runs): ${res.webUi}`] : []),
+        ...(opts.verbose ? [] : [`Logs:     ${logs} (worker.log: the worker's retries and warnings; dev-server.log)`]),
+        '',
+      ].join('\n'),
+    );
+    warnings();
+  },
+});

@@ -14,18 +14,17 @@ import { ConfigError, loadServiceConfig } from '../../config/service-config';
 import { doctorWorkflow } from '../../workflows';
 import { connectClient } from '../client';
 import { terminalText } from '../terminal-text';
+import { z } from 'zod';
+import { defineCommand } from '../command';
+import { ExitCode } from '../errors';
+import { duration, flag } from '../options';
 
-/** Exit codes of `imagebatch doctor` (the values of `ExitCode` in main.ts). */
-export const DoctorExit = {
-  /** Every check passed (warnings and guesses allowed). */
-  Ok: 0,
-  /** A check failed (something that would break a batch), or the checks could not run (no worker). */
-  Failure: 1,
-  /** Wrong options. */
-  Usage: 2,
-  /** `--spend-one --model` names a model the account's catalog lacks: nothing was submitted. */
-  InvalidInput: 3,
-} as const;
+/**
+ * Exit codes of `imagebatch doctor`: 0 every check passed (warnings and guesses allowed); 1 a check failed (something
+ * that would break a batch) or the checks could not run (no worker); 2 wrong options; 3 `--spend-one --model` names
+ * a model the account's catalog lacks (nothing was submitted).
+ */
+export const DoctorExit = ExitCode;
 
 /** The longest `--max-wait`: the worker's activity has 20 minutes in all. */
 export const DOCTOR_MAX_WAIT_MS = 15 * 60_000;
@@ -53,7 +52,7 @@ export interface DoctorCommandOptions {
    * @default 'doctor-out'
    */
   out?: string;
-  /** @default 5 minutes */
+  /** Longest wait for the paid creation, at most {@link DOCTOR_MAX_WAIT_MS} (the CLI checks it). @default 5 minutes */
   maxWaitMs?: number;
   json?: boolean;
   /** Environment of the settings (local mode) and of the Temporal connection. */
@@ -135,9 +134,6 @@ function usageProblem(options: DoctorCommandOptions): string | undefined {
   if (!options.model) return '--spend-one needs --model <id> (one of the models doctor lists)';
   if (options.testId !== undefined && !TEST_ID.test(options.testId)) {
     return '--test-id must be 1 to 64 letters, digits, ".", "_" or "-"';
-  }
-  if (options.maxWaitMs !== undefined && (options.maxWaitMs < 1000 || options.maxWaitMs > DOCTOR_MAX_WAIT_MS)) {
-    return `--max-wait must be between 1s and ${DOCTOR_MAX_WAIT_MS / 60_000}m`;
   }
   return undefined;
 }
@@ -256,3 +252,48 @@ export function doctorTable(report: DoctorReport, exitCode: number): string {
   );
   return `${lines.join('\n')}\n`;
 }
+
+/** `imagebatch doctor`: its exit code is {@link doctorExitCode}'s. */
+export const doctorCommand = defineCommand({
+  name: 'doctor',
+  description:
+    "Check the image service with a worker's settings and key, without spending (--spend-one: one paid test)",
+  options: [
+    {
+      flags: '--local',
+      description: "run the checks in this process, with its own IMAGEGEN_* settings and key (not a worker's)",
+    },
+    { flags: '--spend-one', description: 'submit ONE paid creation, show its record and mapping, save its image(s)' },
+    { flags: '--model <id>', description: '--spend-one: the model to test' },
+    {
+      flags: '--test-id <name>',
+      description: '--spend-one: names the test; its key is imagebatch-doctor/<name>/<model>',
+    },
+    { flags: '--out <dir>', description: '--spend-one: folder of the record and the images (default doctor-out)' },
+    {
+      flags: '--max-wait <duration>',
+      description: '--spend-one: longest wait for the creation (default 5m, at most 15m)',
+    },
+    { flags: '--json', description: 'print the report as JSON' },
+  ],
+  schema: z.object({
+    local: flag,
+    spendOne: flag,
+    model: z.string().optional(),
+    testId: z.string().optional(),
+    out: z.string().optional(),
+    maxWait: duration({ maxMs: DOCTOR_MAX_WAIT_MS, examples: '90s or 5m' }).optional(),
+    json: flag,
+  }),
+  async run({ maxWait, ...opts }, { stdout, stderr, env, signal }) {
+    const { exitCode } = await doctor({
+      ...opts,
+      maxWaitMs: maxWait,
+      env,
+      signal,
+      write: stdout,
+      warn: (line) => stderr(`${line}\n`),
+    });
+    return exitCode;
+  },
+});

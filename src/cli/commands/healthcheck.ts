@@ -1,7 +1,11 @@
 import os from 'node:os';
 import type { Client } from '@temporalio/client';
-import { optionalTsToMs } from '@temporalio/common/lib/time';
+import type { Timestamp } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
+import { z } from 'zod';
+import { connectClient } from '../client';
+import { defineCommand } from '../command';
+import { ExitCode } from '../errors';
 
 /** Options of {@link workerHealth}. */
 export interface WorkerHealthOptions {
@@ -54,7 +58,7 @@ export async function workerHealth(options: WorkerHealthOptions): Promise<Worker
       taskQueueType,
     });
     const ours = (pollers ?? []).filter((p) => p.identity?.endsWith(`@${hostname}`));
-    const recent = ours.some((p) => now - (optionalTsToMs(p.lastAccessTime) ?? 0) <= maxAge);
+    const recent = ours.some((p) => now - timestampMs(p.lastAccessTime) <= maxAge);
     if (!recent) missing.push(`${name} tasks (${ours.length === 0 ? 'no poller of this host' : 'last poll too old'})`);
   }
   const where = `task queue ${options.taskQueue} (namespace ${options.namespace}) on host ${hostname}`;
@@ -62,3 +66,26 @@ export async function workerHealth(options: WorkerHealthOptions): Promise<Worker
     ? { healthy: true, detail: `a worker polls ${where}` }
     : { healthy: false, detail: `no worker polls ${where} for ${missing.join(' and ')}` };
 }
+
+/** Milliseconds since the epoch of a protobuf timestamp; 0 when there is none. */
+function timestampMs(ts: Timestamp | null | undefined): number {
+  const seconds = ts?.seconds ?? 0;
+  return (typeof seconds === 'number' ? seconds : seconds.toNumber()) * 1000 + Math.floor((ts?.nanos ?? 0) / 1e6);
+}
+
+/** `imagebatch healthcheck`: exit 0 when this host's worker polls its task queue, 1 when not. */
+export const healthcheckCommand = defineCommand({
+  name: 'healthcheck',
+  description: "Exit 0 when this host's worker polls its task queue (the container health check)",
+  schema: z.object({}),
+  async run(_opts, { stderr, env }) {
+    const { client, config, close } = await connectClient(env);
+    try {
+      const health = await workerHealth({ client, namespace: config.namespace, taskQueue: config.taskQueue });
+      stderr(`${health.detail}\n`);
+      return health.healthy ? ExitCode.Ok : ExitCode.Failure;
+    } finally {
+      await close();
+    }
+  },
+});

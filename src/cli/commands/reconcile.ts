@@ -1,8 +1,15 @@
-import type { Client } from '@temporalio/client';
+import path from 'node:path';
+import { type Client, WorkflowNotFoundError } from '@temporalio/client';
 import { WorkflowIdConflictPolicy } from '@temporalio/common';
 import type { WrittenResults } from '../../results';
 import { reconcileWorkflow, type ReconcileSummary } from '../../workflows';
-import { batchWorkflowId } from '../../workflows/keys';
+import { batchWorkflowId } from '../../model';
+import { z } from 'zod';
+import { connectClient } from '../client';
+import { defineCommand } from '../command';
+import { ExitCode } from '../errors';
+import { batchId, duration, flag } from '../options';
+import { terminalText } from '../terminal-text';
 import { batchMemo, results } from './results';
 
 export interface ReconcileOptions {
@@ -16,7 +23,7 @@ export interface ReconcileOptions {
   outDir?: string;
   /**
    * Longest wait for a followed creation to end.
-   * @default the row's default (30 minutes)
+   * @default the row's default, DEFAULT_MAX_POLL_WAIT_MS (src/workflows/timeouts.ts)
    */
   maxPollWaitMs?: number;
 }
@@ -79,7 +86,40 @@ async function batchStatusName(client: Client, batchId: string): Promise<string 
   try {
     return (await client.workflow.getHandle(batchWorkflowId(batchId)).describe()).status.name;
   } catch (err) {
-    if (err instanceof Error && err.name === 'WorkflowNotFoundError') return undefined;
+    if (err instanceof WorkflowNotFoundError) return undefined;
     throw err;
   }
 }
+
+/** `imagebatch reconcile BATCH`: exit 1 while rows stay reported or it stopped. */
+export const reconcileCommand = defineCommand({
+  name: 'reconcile',
+  description:
+    'Resolve the rows whose money is unresolved (unknown, max wait reached, images unsaved) with their own keys, ' +
+    'never a new one; rows that cannot be resolved are reported. A worker must be running',
+  args: [{ name: 'batch', description: 'the batch id' }],
+  options: [
+    { flags: '--out <dir>', description: "the batch's output folder (needed once Temporal has forgotten the batch)" },
+    { flags: '--max-poll-wait <duration>', description: 'longest wait for a followed creation to end (default 30m)' },
+    { flags: '--json', description: 'print the summary as JSON' },
+  ],
+  schema: z.object({ batch: batchId, out: z.string().optional(), maxPollWait: duration().optional(), json: flag }),
+  async run(opts, { stdout, env, signal }) {
+    const { client, config, close } = await connectClient(env);
+    try {
+      const outcome = await client.withAbortSignal(signal, () =>
+        reconcile({
+          client,
+          taskQueue: config.taskQueue,
+          batchId: opts.batch,
+          ...(opts.out ? { outDir: path.resolve(opts.out) } : {}),
+          ...(opts.maxPollWait === undefined ? {} : { maxPollWaitMs: opts.maxPollWait }),
+        }),
+      );
+      stdout(opts.json ? `${JSON.stringify(outcome)}\n` : `${reconcileLines(outcome).map(terminalText).join('\n')}\n`);
+      return outcome.summary.reported > 0 || outcome.summary.stoppedBy ? ExitCode.Failure : ExitCode.Ok;
+    } finally {
+      await close();
+    }
+  },
+});

@@ -1,7 +1,13 @@
-import type { Client } from '@temporalio/client';
+import path from 'node:path';
+import { type Client, WorkflowNotFoundError } from '@temporalio/client';
+import { z } from 'zod';
 import { ledgerFileOf, readLedgerOnce, type LedgerView } from '../../ledger';
 import { collectResults, writeResults, type WrittenResults } from '../../results';
-import { batchWorkflowId } from '../../workflows/keys';
+import { batchWorkflowId } from '../../model';
+import { withClient } from '../client';
+import { defineCommand } from '../command';
+import { batchId, flag } from '../options';
+import { resultFilesSummary } from './demo';
 
 export interface ResultsOptions {
   client: Client;
@@ -63,7 +69,37 @@ export async function batchMemo(client: Client, batchId: string): Promise<BatchM
     const description = await client.workflow.getHandle(batchWorkflowId(batchId)).describe();
     return description.memo ?? {};
   } catch (err) {
-    if (err instanceof Error && err.name === 'WorkflowNotFoundError') return undefined;
+    if (err instanceof WorkflowNotFoundError) return undefined;
     throw err;
   }
 }
+
+/** `imagebatch results BATCH`: writes the result files and prints where they are. */
+export const resultsCommand = defineCommand({
+  name: 'results',
+  description: 'Write results.csv, results.jsonl, errors.csv and the index.html gallery (also while it runs)',
+  args: [{ name: 'batch', description: 'the batch id' }],
+  options: [
+    {
+      flags: '--out <dir>',
+      description:
+        'where to write (default: the batch output folder); for a batch Temporal no longer knows, its output folder',
+    },
+    { flags: '--json', description: 'print the written paths as JSON' },
+  ],
+  schema: z.object({ batch: batchId, out: z.string().optional(), json: flag }),
+  async run(opts, { stdout, env }) {
+    await withClient(async (client) => {
+      const written = await results({
+        client,
+        batchId: opts.batch,
+        ...(opts.out ? { outDir: path.resolve(opts.out) } : {}),
+      });
+      stdout(
+        opts.json
+          ? `${JSON.stringify(written)}\n`
+          : `${written.rows} rows -> ${written.resultsCsv}\ngallery: ${written.gallery}\n${resultFilesSummary(opts.batch, written).join('\n')}\n`,
+      );
+    }, env);
+  },
+});

@@ -1,10 +1,15 @@
-import type { Client, ScheduleDescription } from '@temporalio/client';
-import { msToNumber } from '@temporalio/common/lib/time';
-import { ScheduleOverlapPolicy } from '@temporalio/client';
+import path from 'node:path';
+import { type Client, type ScheduleDescription, ScheduleOverlapPolicy } from '@temporalio/client';
+import type { Duration } from '@temporalio/common';
+import { z } from 'zod';
 import { scheduledBatchWorkflow, type ScheduledBatchWorkflowInput } from '../../workflows';
-import { ID_PATTERN } from '../../workflows/keys';
-import { validateBatchFile, type UserColumns } from '../../batch';
-import { checkPricesForCap } from '../prices';
+import { ID_PATTERN, type UserColumns } from '../../model';
+import { validateBatchFile } from '../../batch';
+import { connectClient, withClient } from '../client';
+import { COLUMN_OPTIONS, columnSchema, userColumnsInput } from '../columns';
+import { defineCommand, type CommandDefinition, type CommandGroup } from '../command';
+import { ID_RULE, batchId, dollars, duration, flag, positiveInt } from '../options';
+import { checkPricesForCap, priceOptions, priceSchema, pricesInput } from '../prices';
 
 /** Overlap policies a person can choose (what happens when a run is due while the previous one runs). */
 export const OVERLAP_POLICIES = [
@@ -17,17 +22,18 @@ export const OVERLAP_POLICIES = [
 ] as const;
 export type OverlapPolicyName = (typeof OVERLAP_POLICIES)[number];
 
-export interface CreateScheduleOptions {
+/** When a schedule runs: a cron expression, or an interval (at least a second; the CLI checks it). */
+export type ScheduleSpec = { cron: string; every?: never } | { every: Duration; cron?: never };
+
+export type CreateScheduleOptions = ScheduleSpec & CreateScheduleSettings;
+
+export interface CreateScheduleSettings {
   client: Client;
   taskQueue: string;
   scheduleId: string;
   /** A file path the workers can read, or an http(s) URL. */
   source: string;
   outDir: string;
-  /** A cron expression, or ... */
-  cron?: string;
-  /** ... an interval such as `1h` or `30 minutes`. */
-  every?: string;
   /** @default 'skip' */
   overlap?: OverlapPolicyName;
   skipSucceeded?: boolean;
@@ -46,11 +52,8 @@ export interface CreateScheduleOptions {
 /** `imagebatch schedule create`: a Temporal Schedule that starts a fresh batch from the source on each tick. */
 export async function createSchedule(options: CreateScheduleOptions): Promise<{ scheduleId: string }> {
   if (!ID_PATTERN.test(options.scheduleId)) {
-    throw new Error(
-      `schedule id ${JSON.stringify(options.scheduleId)} must be 1 to 128 characters of A-Z a-z 0-9 . _ : -, not only dots`,
-    );
+    throw new Error(`schedule id ${JSON.stringify(options.scheduleId)} ${ID_RULE}`);
   }
-  if (!options.cron === !options.every) throw new Error('give exactly one of --cron and --every');
   const input: ScheduledBatchWorkflowInput = {
     scheduleId: options.scheduleId,
     source: options.source,
@@ -74,7 +77,7 @@ export async function createSchedule(options: CreateScheduleOptions): Promise<{ 
   }
   await options.client.schedule.create({
     scheduleId: options.scheduleId,
-    spec: options.cron ? { cronExpressions: [options.cron] } : { intervals: [{ every: intervalMs(options.every!) }] },
+    spec: options.cron !== undefined ? { cronExpressions: [options.cron] } : { intervals: [{ every: options.every }] },
     action: {
       type: 'startWorkflow',
       workflowType: scheduledBatchWorkflow,
@@ -86,18 +89,6 @@ export async function createSchedule(options: CreateScheduleOptions): Promise<{ 
     state: { paused: options.paused ?? false, note: `imagebatch schedule for ${options.source}` },
   });
   return { scheduleId: options.scheduleId };
-}
-
-function intervalMs(every: string): number {
-  let ms: number;
-  try {
-    ms = msToNumber(every as Parameters<typeof msToNumber>[0]);
-  } catch {
-    ms = NaN;
-  }
-  if (!Number.isFinite(ms) || ms < 1000)
-    throw new Error(`--every ${JSON.stringify(every)} is not an interval such as 1h or "30 minutes"`);
-  return ms;
 }
 
 function overlapOf(name: OverlapPolicyName) {
@@ -169,3 +160,152 @@ export async function controlSchedule(client: Client, scheduleId: string, action
       return handle.delete();
   }
 }
+
+const print = (json: boolean | undefined, data: unknown, text: string) =>
+  json ? `${JSON.stringify(data)}\n` : text.endsWith('\n') || text === '' ? text : `${text}\n`;
+
+/** Exactly one of the two. */
+const exactlyOne = { message: 'give exactly one of --cron and --every', path: ['cron'] };
+
+/** `imagebatch schedule create ID`: checks a local file's prices for a cap before it creates the schedule. */
+const createCommand = defineCommand({
+  name: 'create',
+  description: 'Create a schedule that starts a batch from --file on a --cron or --every interval',
+  args: [{ name: 'id', description: 'the schedule id' }],
+  options: [
+    {
+      flags: '--file <path-or-url>',
+      description: 'batch file the workers can read, or an http(s) URL, read on every run',
+      required: true,
+    },
+    { flags: '--cron <expr>', description: 'cron expression, e.g. "0 * * * *"' },
+    { flags: '--every <interval>', description: 'interval, e.g. 1h or "30 minutes"' },
+    { flags: '--out <dir>', description: 'output folder (each run writes below it)', default: 'out' },
+    {
+      flags: '--overlap <policy>',
+      description: `when a run is due while one runs: ${OVERLAP_POLICIES.join(', ')}`,
+      default: 'skip',
+    },
+    {
+      flags: '--skip-succeeded',
+      description: "leave out rows (by id) any earlier run may have paid for, from the runs' ledgers",
+    },
+    { flags: '--model <id>', description: 'model of rows that name none' },
+    { flags: '--concurrency <n>', description: 'rows in flight at most' },
+    { flags: '--max-attempts <n>', description: 'attempts per row' },
+    { flags: '--spend-cap <usd>', description: 'spend cap of each run (each row reserves its price before it starts)' },
+    ...priceOptions(),
+    ...COLUMN_OPTIONS,
+    { flags: '--paused', description: 'create it paused' },
+    { flags: '--json', description: 'print as JSON' },
+  ],
+  schema: z
+    .object({
+      id: batchId,
+      file: z.string(),
+      cron: z.string().optional(),
+      every: duration({ examples: '1h or "30 minutes"' }).optional(),
+      out: z.string(),
+      overlap: z.enum(OVERLAP_POLICIES, {
+        error: (issue) => `must be one of ${OVERLAP_POLICIES.join(', ')} (got ${JSON.stringify(issue.input)})`,
+      }),
+      skipSucceeded: flag,
+      model: z.string().optional(),
+      concurrency: positiveInt.optional(),
+      maxAttempts: positiveInt.optional(),
+      spendCap: dollars.optional(),
+      ...priceSchema,
+      ...columnSchema,
+      paused: flag,
+      json: flag,
+    })
+    .refine((o) => (o.cron === undefined) !== (o.every === undefined), exactlyOne),
+  async run(o, { stdout, env }) {
+    const columns = userColumnsInput(o);
+    const prices = await pricesInput(o);
+    const spec: ScheduleSpec = o.cron !== undefined ? { cron: o.cron } : { every: o.every! };
+    const { client, config, close } = await connectClient(env);
+    try {
+      const source = /^https?:\/\//i.test(o.file) ? o.file : path.resolve(o.file);
+      const res = await createSchedule({
+        client,
+        taskQueue: config.taskQueue,
+        scheduleId: o.id,
+        source,
+        outDir: path.resolve(o.out),
+        overlap: o.overlap,
+        ...spec,
+        ...(o.skipSucceeded ? { skipSucceeded: true } : {}),
+        ...(o.model ? { defaultModel: o.model } : {}),
+        ...(o.concurrency ? { concurrency: o.concurrency } : {}),
+        ...(o.maxAttempts ? { maxAttempts: o.maxAttempts } : {}),
+        ...(o.spendCap === undefined ? {} : { spendCapUsd: o.spendCap }),
+        ...prices,
+        ...columns,
+        ...(o.paused ? { paused: true } : {}),
+      });
+      stdout(print(o.json, res, `schedule ${o.id} created`));
+    } finally {
+      await close();
+    }
+  },
+});
+
+const lsCommand = defineCommand({
+  name: 'ls',
+  description: 'Schedules and whether they are paused',
+  options: [{ flags: '--json', description: 'print as JSON' }],
+  schema: z.object({ json: flag }),
+  async run(o, { stdout, env }) {
+    await withClient(async (client) => {
+      const list = await listSchedules(client);
+      stdout(print(o.json, list, list.map((s) => `${s.scheduleId}\t${s.paused ? 'paused' : 'active'}`).join('\n')));
+    }, env);
+  },
+});
+
+const describeCommand = defineCommand({
+  name: 'describe',
+  description: 'Next runs and recent runs of a schedule',
+  args: [{ name: 'id', description: 'the schedule id' }],
+  options: [{ flags: '--json', description: 'print as JSON' }],
+  schema: z.object({ id: batchId, json: flag }),
+  async run(o, { stdout, env }) {
+    await withClient(async (client) => {
+      const d = await describeSchedule(client, o.id);
+      stdout(
+        print(
+          o.json,
+          d,
+          [
+            `${d.scheduleId}: ${d.paused ? 'paused' : 'active'}${d.note ? ` (${d.note})` : ''}`,
+            `next: ${d.nextRuns.join(', ') || '-'}`,
+            ...d.recentRuns.map((r) => `ran ${r.scheduledAt}: ${r.workflowId}`),
+          ].join('\n'),
+        ),
+      );
+    }, env);
+  },
+});
+
+const actionCommands = Object.values(ScheduleAction).map((action) =>
+  defineCommand({
+    name: action,
+    description: `${action[0]!.toUpperCase()}${action.slice(1)} a schedule`,
+    args: [{ name: 'id', description: 'the schedule id' }],
+    schema: z.object({ id: batchId }),
+    async run(o, { stdout, env }) {
+      await withClient(async (client) => {
+        await controlSchedule(client, o.id, action);
+        stdout(`schedule ${o.id}: ${action} done\n`);
+      }, env);
+    },
+  }),
+);
+
+/** `imagebatch schedule create|ls|describe|pause|unpause|trigger|delete`. */
+export const scheduleCommands: CommandGroup = {
+  name: 'schedule',
+  description: 'Scheduled pipelines: a fresh batch from a file or URL',
+  commands: [createCommand, lsCommand, describeCommand, ...actionCommands] as readonly CommandDefinition[],
+};

@@ -1,6 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import { startSimulator, type Simulator, type SimulatorConfigInput } from '../../simulator';
 import { describeIssues, simulatorConfigSchema, SimulatorConfigError } from '../../simulator/config';
+import { z } from 'zod';
+import { defineCommand } from '../command';
+import { flag, port } from '../options';
 
 /** Options of {@link simulator}. */
 export interface SimulatorOptions {
@@ -63,3 +66,38 @@ export async function simulator(options: SimulatorOptions = {}): Promise<Simulat
     ledgerUrl: `http://127.0.0.1:${sim.port}/_sim/ledger`,
   };
 }
+
+/** Resolves once `signal` is aborted (Ctrl-C): a server command runs until then. */
+export const aborted = (signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener('abort', () => resolve(), { once: true });
+  });
+
+/** `imagebatch simulator`: runs until Ctrl-C. */
+export const simulatorCommand = defineCommand({
+  name: 'simulator',
+  description: 'Run the image-service simulator (a dry-run target; keys from its config, never from arguments)',
+  options: [
+    { flags: '--port <n>', description: 'API port on 127.0.0.1 (0: any free port)' },
+    { flags: '--files-port <n>', description: 'image file port on 127.0.0.1 (0: any free port)' },
+    { flags: '--config <file>', description: 'JSON configuration file' },
+    { flags: '--json', description: 'print the addresses as JSON' },
+  ],
+  schema: z.object({ port: port.optional(), filesPort: port.optional(), config: z.string().optional(), json: flag }),
+  async run(opts, { stdout, signal }) {
+    const started = await simulator({
+      ...(opts.port === undefined ? {} : { port: opts.port }),
+      ...(opts.filesPort === undefined ? {} : { filesPort: opts.filesPort }),
+      ...(opts.config === undefined ? {} : { configFile: opts.config }),
+    });
+    const { baseUrl, filesUrl, ledgerUrl } = started;
+    stdout(
+      opts.json
+        ? `${JSON.stringify({ baseUrl, filesUrl, ledgerUrl })}\n`
+        : `simulator API: ${baseUrl}\nimage files:   ${filesUrl}\nledger:        ${ledgerUrl}\n(Ctrl-C stops it)\n`,
+    );
+    await aborted(signal);
+    await started.simulator.close();
+  },
+});

@@ -1,6 +1,22 @@
 import type { Client } from '@temporalio/client';
-import { validateBatchFile, type BatchReport, type UserColumns } from '../../batch';
-import { estimateOf, priceModels, readCatalog, type ModelPrice } from '../prices';
+import type { UserColumns } from '../../model';
+import { validateBatchFile, type BatchReport } from '../../batch';
+import { z } from 'zod';
+import { connectClient } from '../client';
+import { COLUMN_OPTIONS, columnSchema, userColumnsInput } from '../columns';
+import { defineCommand } from '../command';
+import { ExitCode } from '../errors';
+import { flag } from '../options';
+import {
+  estimateOf,
+  priceModels,
+  priceOptions,
+  priceSchema,
+  readCatalog,
+  userPrices,
+  type ModelPrice,
+} from '../prices';
+import { terminalText } from '../terminal-text';
 
 export interface ValidateOptions {
   file: string;
@@ -75,3 +91,68 @@ export function estimateLine(res: ValidateResult): string | undefined {
     ? `estimated cost: $${res.estimatedCostUsd.toFixed(2)}`
     : `estimated cost: at least $${res.estimatedCostUsd.toFixed(2)}, plus the rows of ${unknown.join(', ')} (price unknown)`;
 }
+
+/** `imagebatch validate FILE`: exit 3 when the file has problems (or, with `--catalog`, a model is not available). */
+export const validateCommand = defineCommand({
+  name: 'validate',
+  description: 'Check a batch file: every problem with its line number; nothing is started or charged',
+  args: [{ name: 'file', description: 'the batch file (CSV)' }],
+  options: [
+    { flags: '--model <id>', description: 'model of rows that name none' },
+    {
+      flags: '--catalog',
+      description: "also check models against the account's catalog and estimate the cost (asks a running worker)",
+    },
+    ...priceOptions(),
+    ...COLUMN_OPTIONS,
+    { flags: '--json', description: 'print the report as JSON' },
+  ],
+  schema: z.object({
+    file: z.string(),
+    model: z.string().optional(),
+    catalog: flag,
+    ...priceSchema,
+    ...columnSchema,
+    json: flag,
+  }),
+  async run(opts, { stdout, stderr, env }) {
+    const { file } = opts;
+    const prices = await userPrices(opts);
+    const columns = userColumnsInput(opts);
+    const check = async (catalog?: { client: Client; taskQueue: string }) =>
+      validate({
+        file,
+        prices,
+        ...columns,
+        ...(opts.model ? { defaultModel: opts.model } : {}),
+        ...(catalog ? { catalog } : {}),
+      });
+    const res = opts.catalog
+      ? await (async () => {
+          const { client, config, close } = await connectClient(env);
+          try {
+            return await check({ client, taskQueue: config.taskQueue });
+          } finally {
+            await close();
+          }
+        })()
+      : await check();
+    const { report } = res;
+    if (opts.json) stdout(`${JSON.stringify(res, null, 2)}\n`);
+    else {
+      for (const p of report.problems) stderr(`${file}:${p.line}${p.field ? ` (${p.field})` : ''}: ${p.message}\n`);
+      if (report.problemsDropped > 0) stderr(`${file}: ... and ${report.problemsDropped} more problems\n`);
+      if (res.catalogProblem) stderr(`imagebatch: the catalog could not be read: ${res.catalogProblem}\n`);
+      const models = res.models
+        ? modelLines(res).map(terminalText)
+        : Object.entries(report.models).map(([m, u]) => `${m}: ${u.rows} rows, ${u.images} images`);
+      const line = estimateLine(res);
+      const estimate = line === undefined ? '' : `\n${line}`;
+      stdout(
+        `${report.rows} rows, ${report.validRows} valid, ${report.problemCount} problem(s)` +
+          `${models.length ? `\n${models.join('\n')}` : ''}${estimate}\n`,
+      );
+    }
+    return res.ok ? ExitCode.Ok : ExitCode.InvalidInput;
+  },
+});

@@ -1,3 +1,4 @@
+import path from 'node:path';
 import { DefaultLogger, NativeConnection } from '@temporalio/worker';
 import { Client, Connection } from '@temporalio/client';
 import { lazyApiKeyProvider, loadApiKey } from '../../api/api-key';
@@ -7,6 +8,8 @@ import { loadServiceConfig } from '../../config/service-config';
 import { connectionOptions, loadTemporalConfig } from '../../config/temporal-config';
 import { installWorkerRuntime, WorkerMetrics } from '../../metrics';
 import { createWorker, SHUTDOWN_GRACE_MS } from '../../worker';
+import { z } from 'zod';
+import { defineCommand } from '../command';
 
 /** Options of {@link runWorker}. */
 export interface RunWorkerOptions {
@@ -88,3 +91,26 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSum
     await connection.close();
   }
 }
+
+/** `imagebatch worker`: runs until SIGINT/SIGTERM. */
+export const workerCommand = defineCommand({
+  name: 'worker',
+  description:
+    'Run a worker for a Temporal cluster. Settings come from the environment only: TEMPORAL_ADDRESS, ' +
+    'TEMPORAL_NAMESPACE, TEMPORAL_API_KEY / TEMPORAL_TLS_*, IMAGEBATCH_RATE_LIMIT, IMAGEGEN_BASE_URL, ' +
+    'IMAGEGEN_API_KEY or IMAGEGEN_API_KEY_FILE, IMAGEBATCH_PAYLOAD_KEY or _FILE, IMAGEBATCH_METRICS_ADDRESS ' +
+    '(see docs/settings.md)',
+  options: [
+    { flags: '--output-root <dir>', description: 'folder that relative batch output folders are resolved against' },
+  ],
+  schema: z.object({ outputRoot: z.string().optional() }),
+  async run(opts, { stderr, env, signal }) {
+    await runWorker({
+      env,
+      signal,
+      log: (line) => stderr(`${line}\n`),
+      ...(opts.outputRoot ? { outputRoot: path.resolve(opts.outputRoot) } : {}),
+    });
+    stderr('worker stopped\n');
+  },
+});

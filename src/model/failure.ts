@@ -1,7 +1,7 @@
 /**
  * The `type` of every `ApplicationFailure` an image-service activity throws. Workflows branch on these
- * strings (never on messages); `classify.ts` maps each response of the interface to exactly one of them.
- * Workflow code imports this file, so it must stay free of I/O and Node built-ins.
+ * strings (never on messages); `src/api/classify.ts` maps each response of the interface to exactly one outcome,
+ * and `src/activities/failures.ts` turns that outcome into a failure of one of these types.
  */
 export const FailureType = {
   /**
@@ -117,4 +117,37 @@ export interface DownloadFailedDetails {
   index: number;
   reason: string;
   httpStatus?: number;
+}
+
+/**
+ * The failure types that end a key at once: the activity never retries them (they are `nonRetryable`, and the
+ * retry policy of `createImage` lists them too, as a second guard), and the row and reconcile workflows branch on
+ * each (and on a non-retryable {@link FailureType.DownloadFailed}, which is retryable at times and so not listed).
+ * The one list of them.
+ */
+export const KEY_ENDING_FAILURES = [
+  FailureType.Unknown,
+  FailureType.Refunded,
+  FailureType.Rejected,
+  FailureType.BatchStop,
+  FailureType.CreationNotFound,
+  FailureType.MaxWait,
+  FailureType.Config,
+] as const satisfies readonly FailureType[];
+export type KeyEndingFailure = (typeof KEY_ENDING_FAILURES)[number];
+
+/** Whether a failure type ends a key at once (one of {@link KEY_ENDING_FAILURES}). */
+export function endsKey(type: string | undefined | null): type is KeyEndingFailure {
+  return (KEY_ENDING_FAILURES as readonly string[]).includes(type ?? '');
+}
+
+/**
+ * The failure types a workflow branches on when `createImage` fails: those that end a key, and a failed download
+ * (which ends it once it is no longer retried). Any other type reaching a workflow is a bug, thrown on.
+ */
+export type HandledFailure = KeyEndingFailure | typeof FailureType.DownloadFailed;
+
+/** The failure type as one a workflow branches on ({@link HandledFailure}); undefined for any other. */
+export function handledFailure(type: string | undefined | null): HandledFailure | undefined {
+  return endsKey(type) || type === FailureType.DownloadFailed ? type : undefined;
 }

@@ -1,11 +1,11 @@
 import net, { type AddressInfo, type Socket } from 'node:net';
 import { z } from 'zod';
-import { describeIssues } from './config';
-import { mulberry32, uniformInt, type SeededRandom } from './random';
+import { describeIssues } from '../../src/simulator/config';
+import { mulberry32, uniformInt, type SeededRandom } from '../../src/simulator/random';
 
 /**
- * A TCP fault proxy for loopback tests (toxiproxy is not packaged here): it forwards bytes between a client and
- * one upstream port and, by seeded probability, breaks exchanges the way networks do. The simulator's own
+ * A TCP fault proxy for loopback tests (toxiproxy is not packaged here; test code, not shipped): it forwards bytes
+ * between a client and one upstream port and, by seeded probability, breaks exchanges the way networks do. The simulator's own
  * faults happen inside the service; these happen on the wire, to polls and submissions alike, and often after
  * the service has committed (the answer is lost, not the request).
  *

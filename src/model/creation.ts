@@ -1,12 +1,9 @@
-import type { UserColumns } from '../batch/header';
-import type { BatchCursor } from '../batch/page-reader';
-
 /**
- * The activity contract between workflows and the image-service activities. Workflow code imports these
- * types only. One activity attempt sends at most one request to the service, so that Temporal's task-queue
- * activity rate limit is the per-key request rate across every worker, and waits between attempts
- * (Retry-After, poll interval, backoff) are activity retries with `nextRetryDelay`: durable, and adding no
- * history events.
+ * A creation (the service's job) and what the activities say of it: the request a row sends, the images it
+ * yields, its price, and the activity contract between workflows and the image-service activities. One activity
+ * attempt sends at most one request to the service, so that Temporal's task-queue activity rate limit is the
+ * per-key request rate across every worker, and waits between attempts (Retry-After, poll interval, backoff) are
+ * activity retries with `nextRetryDelay`: durable, and adding no history events.
  */
 
 /** The body fields a row may carry (gaps.md, "Submit request body"). */
@@ -116,7 +113,8 @@ export interface ModelInfo {
  * One idempotency key of a row, from submission to saved images, in one activity: every attempt sends at most one
  * request to the service (the submission while no creation is known, then one poll), and what an attempt learned
  * (the creation id, when it was accepted, the last poll) goes to the next attempt in heartbeat details. A row's
- * happy path is one activity, so a row of a batch reports its end itself in a few history events (README, "One channel, one record").
+ * happy path is one activity, so a row of a batch reports its end itself in a few history events (docs/design.md,
+ * "A row's history").
  */
 export interface CreateImageInput {
   /** Deterministic: the same batch, row and attempt always give the same key. */
@@ -159,33 +157,3 @@ export interface KeyProgress {
 export type CreateImageResult =
   | { outcome: 'succeeded'; creationId: string; costUsd?: number; images: DownloadedImage[] }
   | { outcome: 'failed'; creationId: string; costUsd?: number; error: string; retryable: boolean };
-
-/** Where the page reader stopped: the next page starts exactly here. Opaque to workflows. */
-export type { BatchCursor };
-
-export interface ReadBatchPageInput {
-  /** Path of the batch file, as the worker sees it. */
-  file: string;
-  /** Undefined for the first page. */
-  cursor?: BatchCursor;
-  /** Rows per page at most. */
-  maxRows: number;
-  /** Model for rows without a `model` column value. */
-  defaultModel?: string;
-  /** Columns the user owns (`--carry`, `--column`). @default none */
-  userColumns?: UserColumns;
-}
-
-export interface BatchRowInput {
-  rowId: string;
-  line: number;
-  request: CreationRequest;
-}
-
-export interface ReadBatchPageResult {
-  rows: BatchRowInput[];
-  /** Rows of this page that were invalid (never started; `imagebatch validate` lists them). */
-  invalidRows: number;
-  nextCursor: BatchCursor;
-  done: boolean;
-}

@@ -1,8 +1,8 @@
 /**
- * The data of the workflows: inputs, results, progress. Types only, shared by workflows, the CLI and tests.
+ * What is known of a row and its keys: how each key ended, what it cost, and the row's complete record. The row
+ * workflow writes it (src/workflows/row-record.ts); the ledger, results and reconcile read it.
  */
-import type { BatchStopDetails } from '../api/failure-types';
-import type { CreationRequest, DownloadedImage, ListPrice, PriceSource } from '../activities/types';
+import type { DownloadedImage, PriceSource } from './creation';
 
 /** Final state of a row. Every row ends in exactly one, with its {@link RowRecord}. */
 export const RowState = {
@@ -104,91 +104,72 @@ export interface RowRecord {
   resubmittable: boolean;
 }
 
-export interface PromptWorkflowInput {
-  batchId: string;
-  rowId: string;
-  /** Line of the row in the batch file, for messages. */
-  line?: number;
-  request: CreationRequest;
-  /**
-   * The request's price before it is sent (catalog, else the user's), for keys whose creation does not say what it
-   * cost: a refunded key is refunded this much, a charged one charged it.
-   * @default unknown
-   */
-  price?: ListPrice;
-  /**
-   * Attempts at most (each a new idempotency key). Only refunded failures start a new attempt.
-   * @default 3
-   */
-  maxAttempts?: number;
-  /** Output folder of the batch, where the images go. */
-  outDir: string;
-  /**
-   * Longest wait for one creation to end after its acceptance, polls and waits included, before the row gives up
-   * on it with a clear message.
-   * @default 30 minutes
-   */
-  maxPollWaitMs?: number;
-  /**
-   * Workflow id of the batch to report to; rows started alone report to nobody.
-   * @default undefined
-   */
-  parentWorkflowId?: string;
-  /**
-   * While blocked by a batch-level stop, how often the row makes sure its batch still runs; a row whose batch is
-   * gone ends `cancelled`.
-   * @default ROW_CHECK_EVERY_MS (5 minutes)
-   */
-  batchCheckEveryMs?: number;
+/** Key outcomes that leave no money held: the key was judged and refused, or charged and refunded in full. */
+export const NO_MONEY_HELD: ReadonlySet<KeyOutcome> = new Set([
+  KeyOutcome.Failed,
+  KeyOutcome.Refunded,
+  KeyOutcome.Rejected,
+  KeyOutcome.Declined,
+]);
+
+/**
+ * Whether a row's record leaves money unresolved: its outcome is unknown, its images were not saved, or a key of it
+ * may hold money without a creation that succeeded (a cancelled row whose key was in flight). `reconcile` works on
+ * these rows, and only these.
+ */
+export function needsReconcile(record: RowRecord): boolean {
+  if (record.state === RowState.Succeeded) return false;
+  if (record.state === RowState.Unknown || record.state === RowState.ImagesUnsaved) return true;
+  return record.keys.some((k) => !NO_MONEY_HELD.has(k.outcome));
 }
 
-/** Why a batch is not starting new rows right now. */
-export type WaitReason =
-  | { kind: 'paused'; reason: string }
-  | { kind: 'batch_stop'; details: BatchStopDetails }
-  | { kind: 'spend_cap'; capUsd: number; spentUsd: number; reservedUsd: number }
-  /** A spend cap is set and the price of these models is not known (the next row's, or of rows in flight or ended). */
-  | { kind: 'price_unknown'; capUsd: number; models: string[] }
-  | { kind: 'window_full'; concurrency: number }
-  | { kind: 'reading' };
+/** Key outcomes that were charged up front and refunded in full. */
+export const REFUNDED_IN_FULL: ReadonlySet<KeyOutcome> = new Set([KeyOutcome.Failed, KeyOutcome.Refunded]);
+/** Key outcomes that were charged and hold the charge (accepted, whatever became of the creation). */
+export const HOLDS_CHARGE: ReadonlySet<KeyOutcome> = new Set([
+  KeyOutcome.Accepted,
+  KeyOutcome.Succeeded,
+  KeyOutcome.Lost,
+  KeyOutcome.TimedOut,
+]);
 
-export interface BatchProgress {
-  batchId: string;
-  status: 'running' | 'paused' | 'cancelling' | 'completed' | 'cancelled';
-  rowsRead: number;
-  /** Rows of the file that were invalid (they never start; `imagebatch validate` lists them). */
-  invalidRows: number;
-  started: number;
-  inFlight: number;
-  counts: Record<RowState, number>;
-  /** Net spend of the rows that ended whose spend is known (USD): the batch spent at least this. */
-  spentUsd: number;
-  /** Refunds of the rows that ended whose refunds are known (USD). */
-  refundedUsd: number;
-  /** Rows that ended whose spend is not known (no price shown, or the outcome unknown): on top of `spentUsd`. */
-  unknownSpendRows: number;
-  /** Reserved against the spend cap for the rows in flight (their list prices, USD). */
-  reservedUsd: number;
-  /** Rows in flight whose price is not known (nothing reserved for them). */
-  unpricedInFlight: number;
-  /** The spend cap, when the batch has one. */
-  spendCapUsd?: number;
-  /** What the cap leaves: cap less spent, reserved and the worst case of rows of unknown outcome (never below 0). */
-  leftUsd?: number;
-  /** Rows ended per second since the batch started (workflow time). */
-  rowsPerSecond: number;
-  waiting?: WaitReason;
-  /** How many continue-as-new hops this batch has made. */
-  runs: number;
-  /** Keys rows tried after their first (each after a refunded failure or a 402), as far as the rows said. */
-  newKeys: number;
-  done: boolean;
+/** Money of a key or a row (USD); `null` is unknown. */
+export interface Money {
+  chargedUsd: number | null;
+  refundedUsd: number | null;
+  netUsd: number | null;
 }
 
-/** What a resume may change (`imagebatch resume`). */
-export interface ResumeOptions {
-  /** A new spend cap (USD). */
-  spendCapUsd?: number;
-  /** Prices per image (USD) by model, added to the batch's own (`--price`); the catalog's still come first. */
-  prices?: Record<string, number>;
+/**
+ * What a key's outcome says of its money. Refused keys cost nothing; a refunded key gave back all it was charged (net
+ * 0, even when its price is unknown); an accepted key holds its charge; a key whose outcome is unknown may hold
+ * money or not: unknown.
+ */
+export function keyMoney(key: Pick<KeyRecord, 'outcome' | 'chargedUsd'>): Money {
+  const charged = key.chargedUsd ?? null;
+  if (key.outcome === KeyOutcome.Rejected || key.outcome === KeyOutcome.Declined) {
+    return { chargedUsd: 0, refundedUsd: 0, netUsd: 0 };
+  }
+  if (REFUNDED_IN_FULL.has(key.outcome)) return { chargedUsd: charged, refundedUsd: charged, netUsd: 0 };
+  if (HOLDS_CHARGE.has(key.outcome)) return { chargedUsd: charged, refundedUsd: 0, netUsd: charged };
+  return { chargedUsd: null, refundedUsd: null, netUsd: null };
+}
+
+/** A row's money: the sum of its keys', unknown as soon as one key's is. */
+export function rowMoney(keys: readonly Pick<KeyRecord, 'outcome' | 'chargedUsd'>[]): Money {
+  const sum = (pick: (m: Money) => number | null): number | null => {
+    let total = 0;
+    for (const key of keys) {
+      const v = pick(keyMoney(key));
+      if (v === null) return null;
+      total += v;
+    }
+    return roundUsd(total);
+  };
+  return { chargedUsd: sum((m) => m.chargedUsd), refundedUsd: sum((m) => m.refundedUsd), netUsd: sum((m) => m.netUsd) };
+}
+
+/** Rounds a USD figure to a millionth, the precision every figure is kept and compared at. */
+export function roundUsd(n: number): number {
+  return Math.round(n * 1e6) / 1e6;
 }

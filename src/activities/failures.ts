@@ -1,0 +1,108 @@
+import { ApplicationFailure, ApplicationFailureCategory, type ApplicationFailureOptions } from '@temporalio/common';
+import type { FailureOutcome } from '../api/classify';
+import { endsKey, FailureType } from '../model';
+
+/**
+ * Where an outcome of the image service (src/api/classify.ts, plain data) becomes the `ApplicationFailure` an
+ * activity throws and a workflow branches on, by its {@link FailureType}. The only place: the API layer knows
+ * nothing of Temporal, and workflows read the type, never the message.
+ */
+
+/**
+ * A failure of one of our types. Non-retryable exactly when the type ends a key (`KEY_ENDING_FAILURES` in
+ * src/model/failure.ts, the list the retry policy of `createImage` gives too).
+ */
+function failure(options: Omit<ApplicationFailureOptions, 'nonRetryable'> & { type: FailureType }): ApplicationFailure {
+  return ApplicationFailure.create({ ...options, nonRetryable: endsKey(options.type) });
+}
+
+/**
+ * A non-retryable answer of the interface that the workflow handles (a refund, a rejection, a batch stop): benign,
+ * so the SDK logs it at DEBUG rather than as a worker warning.
+ */
+function handledAnswer(type: FailureType, message: string, details: unknown): ApplicationFailure {
+  return failure({ type, message, category: ApplicationFailureCategory.BENIGN, details: [details] });
+}
+
+/**
+ * The ApplicationFailure for a failing outcome. `retryDelayMs` is the wait before the next attempt for the
+ * outcomes whose wait the caller computes (backoff after an unknown outcome, the poll interval).
+ */
+export function toApplicationFailure(outcome: FailureOutcome, retryDelayMs?: number): ApplicationFailure {
+  const delay = (ms: number | undefined) => (ms === undefined ? {} : { nextRetryDelay: Math.max(1, Math.ceil(ms)) });
+  switch (outcome.kind) {
+    case 'rateLimited': {
+      const { kind: _kind, ...info } = outcome;
+      return failure({
+        type: FailureType.RateLimited,
+        message: outcome.local
+          ? `held back locally: the key was told to wait (${outcome.retryAfterMs} ms left)`
+          : `HTTP ${outcome.httpStatus} ${outcome.code}: ${outcome.message} (retry after ${outcome.retryAfterMs} ms)`,
+        // Expected flow control, not an error: logged at DEBUG by the SDK, not WARN.
+        category: ApplicationFailureCategory.BENIGN,
+        ...delay(outcome.retryAfterMs),
+        details: [info],
+      });
+    }
+    case 'ambiguous':
+      return failure({
+        type: FailureType.Ambiguous,
+        message: `outcome unknown: ${outcome.lastError}`,
+        ...delay(Math.max(retryDelayMs ?? 0, outcome.retryAfterMs ?? 0) || retryDelayMs),
+        details: [
+          {
+            lastError: outcome.lastError,
+            ...(outcome.httpStatus ? { httpStatus: outcome.httpStatus } : {}),
+            ...(outcome.unrecognizedNotFound ? { unrecognizedNotFound: true } : {}),
+          },
+        ],
+      });
+    case 'malformed':
+      return failure({
+        type: FailureType.Malformed,
+        message: `unexpected response: ${outcome.lastError}`,
+        ...delay(retryDelayMs),
+        details: [{ lastError: outcome.lastError, ...(outcome.httpStatus ? { httpStatus: outcome.httpStatus } : {}) }],
+      });
+    case 'inFlight':
+      return failure({
+        type: FailureType.Pending,
+        message: `creation in flight (status ${outcome.status})`,
+        category: ApplicationFailureCategory.BENIGN,
+        ...delay(retryDelayMs),
+        details: [{ status: outcome.status }],
+      });
+    case 'refunded':
+      return handledAnswer(
+        FailureType.Refunded,
+        `HTTP ${outcome.details.httpStatus} ${outcome.details.code}: ${outcome.details.message} (refunded)`,
+        outcome.details,
+      );
+    case 'rejected':
+      return handledAnswer(
+        FailureType.Rejected,
+        `HTTP ${outcome.details.httpStatus} ${outcome.details.code}: ${outcome.details.message}`,
+        outcome.details,
+      );
+    case 'batchStop':
+      return handledAnswer(
+        FailureType.BatchStop,
+        `HTTP ${outcome.details.httpStatus} ${outcome.details.reason}: ${outcome.details.message}`,
+        outcome.details,
+      );
+    case 'notFound':
+      return failure({
+        type: FailureType.CreationNotFound,
+        message: `HTTP ${outcome.httpStatus} ${outcome.code}: ${outcome.message}`,
+        details: [{ httpStatus: outcome.httpStatus, code: outcome.code, message: outcome.message }],
+      });
+    case 'unknown':
+      return failure({
+        type: FailureType.Unknown,
+        message: `outcome unknown after ${outcome.details.tries} tries with key ${outcome.details.idempotencyKey}: ${outcome.details.lastError}`,
+        details: [outcome.details],
+      });
+    case 'config':
+      return failure({ type: FailureType.Config, message: outcome.message });
+  }
+}

@@ -1,0 +1,80 @@
+import type { z } from 'zod';
+
+/**
+ * What a command is, for the table main.ts builds the program from: its name, arguments, options and description,
+ * the schema that checks commander's raw values, and `run`, which takes the checked values and owns its output.
+ */
+
+/** Where a command writes and what it is given; main.ts passes the process's, tests their own. */
+export interface CommandContext {
+  /** The command's result (text or JSON), on standard output. */
+  stdout: (text: string) => void;
+  /** What a person reads, on standard error: whole lines (ending in `\n`), or a progress line redrawn in place. */
+  stderr: (text: string) => void;
+  /** Whether standard error is a terminal (a progress line is then redrawn in place). */
+  stderrIsTTY: boolean;
+  /** Where the Temporal and service settings come from. */
+  env: Readonly<Record<string, string | undefined>>;
+  /** Aborted on Ctrl-C (SIGINT) and SIGTERM: the command stops what it started. */
+  signal: AbortSignal;
+}
+
+/** A positional argument; every one is required. */
+export interface ArgumentSpec {
+  /** Its name in the usage line (`run <file>`) and its key in the schema's input. */
+  name: string;
+  description: string;
+}
+
+/** An option as commander takes it. Its key in the schema's input is commander's (`--spend-cap` is `spendCap`). */
+export interface OptionSpec {
+  /** Commander's flags: `--spend-cap <usd>`, or `--json` for a switch. */
+  flags: string;
+  description: string;
+  /**
+   * The raw value when the option is not given, shown in the help and checked like a given one.
+   * @default none: the key is absent
+   */
+  default?: string;
+  /**
+   * The option may be given several times: its raw value is the list of the values given.
+   * @default false
+   */
+  repeatable?: boolean;
+  /**
+   * Commander refuses the command without it.
+   * @default false
+   */
+  required?: boolean;
+}
+
+/** One command of the table. */
+export interface CommandDefinition<S extends z.ZodType = z.ZodType> {
+  /** The word after `imagebatch` (or after its group's name: `schedule create`). */
+  name: string;
+  description: string;
+  /** @default none */
+  args?: readonly ArgumentSpec[];
+  /** @default none */
+  options?: readonly OptionSpec[];
+  /** Text shown after the options in `--help`. @default none */
+  helpAfter?: string;
+  /**
+   * Checks the raw values, arguments by name and options by key, and gives `run` its typed input. An issue's path
+   * names the option or argument; its message says what is wrong.
+   */
+  schema: S;
+  /** Runs the command; resolves to its exit code (nothing: 0). Throws for a failure (main.ts maps it to a code). */
+  run(input: z.output<S>, context: CommandContext): Promise<number | void>;
+}
+
+/** Commands under one word (`imagebatch schedule ...`). */
+export interface CommandGroup {
+  name: string;
+  description: string;
+  commands: readonly CommandDefinition[];
+}
+
+/** A command definition, its `run` typed from its schema. */
+export const defineCommand = <S extends z.ZodType>(definition: CommandDefinition<S>): CommandDefinition<S> =>
+  definition;

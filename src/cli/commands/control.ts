@@ -1,0 +1,37 @@
+import { z } from 'zod';
+import { withClient } from '../client';
+import { defineCommand } from '../command';
+import { batchId, dollars, flag } from '../options';
+import { priceOptions, priceSchema, userPrices } from '../prices';
+import { BatchAction, controlBatch } from './batch-control';
+
+const DESCRIPTIONS: Record<BatchAction, string> = {
+  pause: 'Pause a batch: no new row starts, rows in flight finish',
+  resume: 'Resume a paused or stopped batch (after a top-up, a new key, or with a higher --spend-cap)',
+  cancel: 'Cancel a batch: no new row starts, rows in flight are cancelled',
+};
+
+/** `imagebatch pause|resume|cancel BATCH`: a signal to the running batch; prints its state after it. */
+export const controlCommands = Object.values(BatchAction).map((action) =>
+  defineCommand({
+    name: action,
+    description: DESCRIPTIONS[action],
+    args: [{ name: 'batch', description: 'the batch id' }],
+    options: [
+      { flags: '--spend-cap <usd>', description: 'resume only: a new spend cap' },
+      ...priceOptions('resume only: '),
+      { flags: '--json', description: 'print the progress as JSON' },
+    ],
+    schema: z.object({ batch: batchId, spendCap: dollars.optional(), ...priceSchema, json: flag }),
+    async run(opts, { stdout, env }) {
+      const prices = await userPrices(opts);
+      await withClient(async (client) => {
+        const p = await controlBatch(client, opts.batch, action, {
+          ...(opts.spendCap === undefined ? {} : { spendCapUsd: opts.spendCap }),
+          ...(Object.keys(prices).length > 0 ? { prices } : {}),
+        });
+        stdout(opts.json ? `${JSON.stringify(p)}\n` : `${action}: ${p.status}\n`);
+      }, env);
+    },
+  }),
+);

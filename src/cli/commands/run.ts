@@ -1,0 +1,119 @@
+import path from 'node:path';
+import { z } from 'zod';
+import { followBatch, startOrAttachBatch } from '../batches';
+import { connectClient } from '../client';
+import { COLUMN_OPTIONS, columnSchema, userColumnsInput } from '../columns';
+import { defineCommand } from '../command';
+import { batchId, deadline, duration, flag, positiveInt, dollars } from '../options';
+import { priceOptions, priceSchema, pricesInput } from '../prices';
+import { ProgressDisplay } from '../progress-display';
+import { progressLine } from '../progress-line';
+import { terminalText } from '../terminal-text';
+
+/** The batch id of a file run without `--batch-id`: its name without the extension, other characters as `-`. */
+const batchIdOf = (file: string) =>
+  path
+    .basename(file)
+    .replace(/\.[^.]*$/, '')
+    .replace(/[^A-Za-z0-9._:-]/g, '-');
+
+/** `imagebatch run FILE`: start a batch, or attach to the running one with the same id; `--follow` to its end. */
+export const runCommand = defineCommand({
+  name: 'run',
+  description: 'Start a batch (or attach to the running one with the same id); a worker must be running',
+  args: [{ name: 'file', description: 'the batch file (CSV)' }],
+  options: [
+    {
+      flags: '--batch-id <id>',
+      description: 'batch id (default: the file name); the same id again resumes, never repays',
+    },
+    { flags: '--model <id>', description: 'model of rows that name none' },
+    { flags: '--out <dir>', description: 'output folder for images and results', default: 'out' },
+    { flags: '--concurrency <n>', description: 'rows in flight at most', default: '8' },
+    {
+      flags: '--max-attempts <n>',
+      description: 'attempts per row (only refunded failures are retried)',
+      default: '3',
+    },
+    {
+      flags: '--spend-cap <usd>',
+      description:
+        'the most the batch may spend: each row reserves its price before it starts (every model needs a known price)',
+    },
+    ...priceOptions(),
+    ...COLUMN_OPTIONS,
+    {
+      flags: '--deadline <iso>',
+      description: 'rows not started by then end as not_run (ISO 8601, e.g. 2030-01-31T18:00:00Z)',
+    },
+    {
+      flags: '--max-poll-wait <duration>',
+      description: 'longest wait for one creation to end (90s, 45m, 2h; default 30m); the row then fails and says so',
+    },
+    { flags: '--follow', description: 'show progress until the batch ends' },
+    { flags: '--json', description: 'print the final progress as JSON' },
+  ],
+  schema: z.object({
+    file: z.string(),
+    batchId: batchId.optional(),
+    model: z.string().optional(),
+    out: z.string(),
+    concurrency: positiveInt,
+    maxAttempts: positiveInt,
+    spendCap: dollars.optional(),
+    ...priceSchema,
+    ...columnSchema,
+    deadline: deadline.optional(),
+    maxPollWait: duration().optional(),
+    follow: flag,
+    json: flag,
+  }),
+  async run(opts, { stdout, stderr, stderrIsTTY, env, signal }) {
+    const columns = userColumnsInput(opts);
+    const prices = await pricesInput(opts);
+    const batchId = opts.batchId ?? batchIdOf(opts.file);
+    const { client, config, close } = await connectClient(env);
+    try {
+      const { handle, attached, report } = await startOrAttachBatch({
+        client,
+        taskQueue: config.taskQueue,
+        batchId,
+        file: opts.file,
+        outDir: opts.out,
+        concurrency: opts.concurrency,
+        maxAttempts: opts.maxAttempts,
+        ...(opts.model ? { defaultModel: opts.model } : {}),
+        ...(opts.spendCap === undefined ? {} : { spendCapUsd: opts.spendCap }),
+        ...prices,
+        ...columns,
+        ...(opts.deadline ? { deadline: opts.deadline } : {}),
+        ...(opts.maxPollWait === undefined ? {} : { maxPollWaitMs: opts.maxPollWait }),
+      });
+      stderr(`${attached ? 'attached to' : 'started'} batch ${batchId} (${report.validRows} rows)\n`);
+      if (!opts.follow) {
+        if (opts.json) stdout(`${JSON.stringify({ batchId, attached })}\n`);
+        return;
+      }
+      const tty = stderrIsTTY && !opts.json;
+      const display = new ProgressDisplay({ write: stderr, tty, env });
+      const final = await client
+        .withAbortSignal(signal, () =>
+          followBatch(
+            handle,
+            // Not on a terminal, the last progress is the command's result (stdout), not a line of stderr.
+            (p) => {
+              if (!opts.json && (tty || !p.done)) display.update(p, report.validRows);
+            },
+            {
+              onNoAnswer: (err) =>
+                display.line(`imagebatch: ${terminalText(err.message)} (still waiting; Ctrl-C stops)`),
+            },
+          ),
+        )
+        .finally(() => display.end());
+      stdout(opts.json ? `${JSON.stringify(final)}\n` : `${progressLine(final, report.validRows)}\n`);
+    } finally {
+      await close();
+    }
+  },
+});

@@ -1,0 +1,54 @@
+/** A batch as it runs: its progress, why it waits, and what a resume may change. */
+import type { BatchStopDetails } from './failure';
+import type { RowState } from './record';
+
+/** Why a batch is not starting new rows right now. */
+export type WaitReason =
+  | { kind: 'paused'; reason: string }
+  | { kind: 'batch_stop'; details: BatchStopDetails }
+  | { kind: 'spend_cap'; capUsd: number; spentUsd: number; reservedUsd: number }
+  /** A spend cap is set and the price of these models is not known (the next row's, or of rows in flight or ended). */
+  | { kind: 'price_unknown'; capUsd: number; models: string[] }
+  | { kind: 'window_full'; concurrency: number }
+  | { kind: 'reading' };
+
+export interface BatchProgress {
+  batchId: string;
+  status: 'running' | 'paused' | 'cancelling' | 'completed' | 'cancelled';
+  rowsRead: number;
+  /** Rows of the file that were invalid (they never start; `imagebatch validate` lists them). */
+  invalidRows: number;
+  started: number;
+  inFlight: number;
+  counts: Record<RowState, number>;
+  /** Net spend of the rows that ended whose spend is known (USD): the batch spent at least this. */
+  spentUsd: number;
+  /** Refunds of the rows that ended whose refunds are known (USD). */
+  refundedUsd: number;
+  /** Rows that ended whose spend is not known (no price shown, or the outcome unknown): on top of `spentUsd`. */
+  unknownSpendRows: number;
+  /** Reserved against the spend cap for the rows in flight (their list prices, USD). */
+  reservedUsd: number;
+  /** Rows in flight whose price is not known (nothing reserved for them). */
+  unpricedInFlight: number;
+  /** The spend cap, when the batch has one. */
+  spendCapUsd?: number;
+  /** What the cap leaves: cap less spent, reserved and the worst case of rows of unknown outcome (never below 0). */
+  leftUsd?: number;
+  /** Rows ended per second since the batch started (workflow time). */
+  rowsPerSecond: number;
+  waiting?: WaitReason;
+  /** How many continue-as-new hops this batch has made. */
+  runs: number;
+  /** Keys rows tried after their first (each after a refunded failure or a 402), as far as the rows said. */
+  newKeys: number;
+  done: boolean;
+}
+
+/** What a resume may change (`imagebatch resume`). */
+export interface ResumeOptions {
+  /** A new spend cap (USD). */
+  spendCapUsd?: number;
+  /** Prices per image (USD) by model, added to the batch's own (`--price`); the catalog's still come first. */
+  prices?: Record<string, number>;
+}

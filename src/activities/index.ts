@@ -68,7 +68,24 @@ export interface ActivityDeps {
  * Builds the activities with their dependencies, in the style of Temporal's samples: the worker registers
  * the returned object, and workflows import only its type.
  */
-export function createActivities(deps: ActivityDeps = {}) {
+export function createActivities(deps: ActivityDeps = {}): Omit<StepActivities, StepActivityName> {
+  const all = Object.entries(createActivitiesWithSteps(deps));
+  return Object.fromEntries(all.filter(([name]) => !(STEP_ACTIVITIES as readonly string[]).includes(name))) as Omit<
+    StepActivities,
+    StepActivityName
+  >;
+}
+
+/** The single-request activities: in {@link createActivitiesWithSteps}, never on the worker. */
+const STEP_ACTIVITIES = ['submitCreation', 'pollCreation', 'downloadImages'] as const;
+type StepActivityName = (typeof STEP_ACTIVITIES)[number];
+
+/**
+ * {@link createActivities} plus three single-request activities no workflow of ours schedules (`submitCreation`,
+ * `pollCreation`, `downloadImages`): the contract and activity tests drive the service one request at a time
+ * through them. The worker never registers them.
+ */
+export function createActivitiesWithSteps(deps: ActivityDeps = {}) {
   const now = deps.now ?? Date.now;
   // Read (and validated) now, so that a wrong setting stops the worker at start-up, naming its variable.
   const config = deps.config ?? loadServiceConfig(process.env);
@@ -109,6 +126,8 @@ export function createActivities(deps: ActivityDeps = {}) {
 }
 
 export type Activities = ReturnType<typeof createActivities>;
+/** The activities of {@link createActivitiesWithSteps}, for tests that drive one request at a time. */
+export type StepActivities = ReturnType<typeof createActivitiesWithSteps>;
 
 /** The Temporal activity logger (it adds the activity's ids); silent outside an activity. */
 const activityLogger: Logger = {

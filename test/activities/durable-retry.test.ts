@@ -5,7 +5,7 @@ import path from 'node:path';
 import { activityInfo, ApplicationFailure, heartbeat } from '@temporalio/activity';
 import { bundleWorkflowCode, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createActivities } from '../../src/activities';
+import { createActivitiesWithSteps } from '../../src/activities';
 import { ErrorCode } from '../../src/api/contract';
 import { FailureType } from '../../src/model';
 import { defaultServiceConfig } from '../../src/config/service-config';
@@ -50,7 +50,7 @@ async function realActivities(reply: (i: number) => StubReply, maxAmbiguousTries
   const server = await startStub((_r, i) => reply(i));
   servers.push(server);
   const clock = { t: 1_000_000 };
-  const activities = createActivities({
+  const activities = createActivitiesWithSteps({
     config: defaultServiceConfig({ baseUrl: server.url, maxAmbiguousTries, minPollIntervalMs: 2000 }),
     apiKey: () => SECRET_KEY,
     now: () => clock.t,

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
-import { createActivities, type ActivityDeps } from '../../src/activities';
+import { createActivitiesWithSteps, type ActivityDeps } from '../../src/activities';
 import type { Logger } from '../../src/api/client';
 import { defaultServiceConfig, type ServiceConfig } from '../../src/config/service-config';
 import { SECRET_KEY } from '../api/helpers/stub-server';
@@ -32,7 +32,7 @@ export function activitiesFor(
 ) {
   const logger = capturingLogger();
   const clock = { t: 1_000_000 };
-  const activities = createActivities({
+  const activities = createActivitiesWithSteps({
     config: defaultServiceConfig({ baseUrl, ...overrides }),
     apiKey: () => SECRET_KEY,
     now: () => clock.t,

@@ -4,7 +4,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createActivities } from '../../src/activities';
+import { createActivitiesWithSteps } from '../../src/activities';
 import { ErrorCode, FailureMessage } from '../../src/api/contract';
 import { defaultServiceConfig } from '../../src/config/service-config';
 import { SECRET_KEY, startStub, type StubReply, type StubServer } from '../api/helpers/stub-server';
@@ -91,7 +91,7 @@ describe('the API key never leaves the request headers', () => {
         captured.push(args.map(String).join(' '));
       }),
     );
-    const activities = createActivities({
+    const activities = createActivitiesWithSteps({
       config: defaultServiceConfig({
         baseUrl: api.url,
         authHeader,
@@ -174,7 +174,7 @@ describe('the API key never leaves the request headers', () => {
         );
       }
       await run(() =>
-        createActivities({
+        createActivitiesWithSteps({
           apiKey: () => `${SECRET_KEY}!`,
           config: defaultServiceConfig({ baseUrl: api.url }),
         }).fetchModels(),

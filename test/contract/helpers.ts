@@ -8,7 +8,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger, type LogEntry } from '@temporalio/worker';
 import { Pool, type Dispatcher } from 'undici';
 import { expect } from 'vitest';
-import { createActivities, type Activities } from '../../src/activities';
+import { createActivitiesWithSteps, type StepActivities as Activities } from '../../src/activities';
 import { defaultServiceConfig, type AuthHeaderStyle, type ServiceConfig } from '../../src/config/service-config';
 import {
   DEMO_API_KEY,
@@ -115,7 +115,7 @@ export function harness(
     backoffMaxMs: 60_000,
     ...options.config,
   });
-  const activities = createActivities({
+  const activities = createActivitiesWithSteps({
     config,
     apiKey: () => key,
     now: () => clock.now(),

@@ -7,14 +7,13 @@ import type { Dispatcher } from 'undici';
 import { ApiKeyError, assertApiKeyFormat, keyFingerprint, type ApiKeyProvider } from '../api/api-key';
 import { ImageApiClient, idempotencyKeyProblem, type ClientOutcome } from '../api/client';
 import { API_PREFIX, ErrorCode } from '../api/contract';
-import { AddressPolicy, createGuardedDownloadDispatcher, parseAllowList } from '../api/download-guard';
 import { BatchStopReason, type ImageRef, type ModelInfo, type PollCreationResult } from '../model';
 import { createServiceDispatcher, send } from '../api/http';
 import { readUsd } from '../api/money';
 import { redactJsonValue, redactRawText } from '../api/redact';
 import { parseJson } from '../api/schemas';
 import { AuthHeaderStyle, SERVICE_CONFIG_ENV, type ServiceConfig } from '../config/service-config';
-import { downloadImages } from './download';
+import { downloadImages, guardedDownloadDispatcher } from './download';
 import { whileHeartbeating } from './heartbeat';
 
 /**
@@ -628,7 +627,7 @@ async function spendOne(ctx: SpendContext): Promise<SpendOneReport> {
     found: `${hosts.join(', ')}${hosts.every((h) => h === baseHost) ? ' (the base URL host)' : ` (not the base URL host ${baseHost})`}; downloaded without the key`,
   });
   try {
-    const downloadDispatcher = ctx.deps.downloadDispatcher ?? guardedDispatcher(config);
+    const downloadDispatcher = ctx.deps.downloadDispatcher ?? guardedDownloadDispatcher(config, 2);
     try {
       const saved = await downloadImages(
         { batchId: 'doctor', rowId: 'spend-one', creationId, images, outDir },
@@ -911,18 +910,6 @@ async function writeRecords(file: string, records: Record<string, RecordEntry>):
   const temp = `${file}.${process.pid}.tmp`;
   await writeFile(temp, `${JSON.stringify(records, null, 2)}\n`);
   await rename(temp, file);
-}
-
-function guardedDispatcher(config: ServiceConfig): Dispatcher {
-  const allow = parseAllowList(config.downloadAllowHosts.join(','));
-  if (typeof allow === 'string') throw new Error(`${SERVICE_CONFIG_ENV.downloadAllowHosts}: ${allow}`);
-  return createGuardedDownloadDispatcher({
-    policy: new AddressPolicy({ allow, baseUrl: config.baseUrl }),
-    connections: 2,
-    connectTimeoutMs: config.connectTimeoutMs,
-    headersTimeoutMs: config.headersTimeoutMs,
-    bodyTimeoutMs: config.bodyTimeoutMs,
-  });
 }
 
 function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {

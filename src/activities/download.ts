@@ -12,7 +12,14 @@ import {
   type DownloadImagesInput,
   type ImageRef,
 } from '../model';
-import { refusalOf } from '../api/download-guard';
+import {
+  AddressPolicy,
+  DOWNLOAD_ALLOW_HOSTS_ENV,
+  createGuardedDownloadDispatcher,
+  parseAllowList,
+  refusalOf,
+} from '../api/download-guard';
+import { ConfigError, type ServiceConfig } from '../config/service-config';
 import { abandon, declaredLength, describeError, requestTimeoutOf, startDeadline, type Deadline } from '../api/http';
 import { SNIFF_BYTES, sniffImageType } from '../api/image-type';
 import { MAX_IMAGE_URL_LENGTH } from '../api/schemas';
@@ -461,4 +468,20 @@ async function sha256File(file: string): Promise<string> {
 function header(headers: Record<string, string | string[] | undefined>, name: string): string | undefined {
   const v = headers[name];
   return Array.isArray(v) ? v[0] : v;
+}
+
+/**
+ * The dispatcher images are downloaded through: every connection checked by the address policy (see
+ * src/api/download-guard.ts). A wrong allow list is a {@link ConfigError} naming its variable.
+ */
+export function guardedDownloadDispatcher(config: ServiceConfig, connections = config.httpConnections): Dispatcher {
+  const allow = parseAllowList((config.downloadAllowHosts ?? []).join(','));
+  if (typeof allow === 'string') throw new ConfigError(DOWNLOAD_ALLOW_HOSTS_ENV, allow);
+  return createGuardedDownloadDispatcher({
+    policy: new AddressPolicy({ allow, baseUrl: config.baseUrl }),
+    connections,
+    connectTimeoutMs: config.connectTimeoutMs,
+    headersTimeoutMs: config.headersTimeoutMs,
+    bodyTimeoutMs: config.bodyTimeoutMs,
+  });
 }

@@ -23,12 +23,11 @@ import {
 import { ImageApiClient, type ClientOutcome, type Logger } from '../api/client';
 import type { HoldRegistry } from '../api/holds';
 import type { ApiKeyProvider } from '../api/api-key';
-import { AddressPolicy, createGuardedDownloadDispatcher, parseAllowList } from '../api/download-guard';
 import type { ServiceConfig } from '../config/service-config';
 import { claimRow, scheduleDirOf } from '../ledger/claims';
 import { appendLedger, keyMayBeStoredSince, ledgerFileOf, readLedger, requestFingerprint } from '../ledger/ledger';
 import { formatWait } from '../workflows/timeouts';
-import { clipSource, describeImageUrl, downloadImages } from './download';
+import { clipSource, describeImageUrl, downloadImages, guardedDownloadDispatcher } from './download';
 import { checkImageCount, creationByteBudget, noImageFailure } from './image-limits';
 import { toApplicationFailure } from './failures';
 import { currentDetails, heartbeat, whileHeartbeating } from './heartbeat';
@@ -130,7 +129,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
   /** Downloads `input`'s images; `maxTotalBytes` is a creation's byte budget (see image-limits.ts). */
   async function download(input: DownloadImagesInput, maxTotalBytes?: number): Promise<DownloadedImage[]> {
     const ctx = Context.current();
-    downloadDispatcher ??= guardedDispatcher(deps.config);
+    downloadDispatcher ??= guardedDownloadDispatcher(deps.config);
     const work = downloadImages(input, {
       dispatcher: downloadDispatcher,
       outputRoot: deps.outputRoot,
@@ -646,20 +645,6 @@ function keyIds(input: CreateImageInput): { batchId: string; rowId: string; idem
 }
 
 /** The key outcome a non-retryable failure of createImage stands for, if it ends the key. */
-/** The download dispatcher: every connection checked by the address policy (see src/api/download-guard.ts). */
-function guardedDispatcher(config: ServiceConfig): Dispatcher {
-  const allow = parseAllowList((config.downloadAllowHosts ?? []).join(','));
-  if (typeof allow === 'string') throw new Error(`IMAGEGEN_DOWNLOAD_ALLOW_HOSTS: ${allow}`);
-  return createGuardedDownloadDispatcher({
-    policy: new AddressPolicy({ allow, baseUrl: config.baseUrl }),
-    connections: config.httpConnections,
-    connectTimeoutMs: config.connectTimeoutMs,
-    headersTimeoutMs: config.headersTimeoutMs,
-    bodyTimeoutMs: config.bodyTimeoutMs,
-  });
-}
-
-/** How a failure that ends a key ends it, in the ledger; undefined when it ends nothing known yet. */
 function keyOutcomeOfFailure(err: ApplicationFailure, known: KeyProgress): KeyOutcome | undefined {
   switch (handledFailure(err.type)) {
     case FailureType.Refunded:

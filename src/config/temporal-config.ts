@@ -62,10 +62,10 @@ function check<T>(schema: z.ZodType<T>, value: unknown, source: string, name = s
   return parsed.data;
 }
 
-/** One of our variables (not envconfig's), validated; undefined when unset or blank. */
+/** One of our variables (not envconfig's), validated; undefined when unset (`env` holds no blank values). */
 function read<T>(env: Env, name: string, schema: z.ZodType<T>): T | undefined {
   const raw = env[name];
-  return raw === undefined || raw.trim() === '' ? undefined : check(schema, raw, name);
+  return raw === undefined ? undefined : check(schema, raw, name);
 }
 
 const nonEmpty = z.string().trim().min(1, 'must not be empty');

@@ -1,11 +1,12 @@
 import { existsSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
+import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FaultKind, IdempotencyVariant } from '../../src/simulator';
+import { DEMO_API_KEY, FaultKind, IdempotencyVariant } from '../../src/simulator';
+import { DevServer } from '../../src/temporal/dev-server';
 import type { ReconcileOutcome } from '../../src/cli/commands/reconcile';
 import { idempotencyKeyFor } from '../../src/model';
-import { cli, describeRun, readCsv } from './helpers';
+import { WorkerProcess, baseEnv, cli, describeRun, readCsv } from './helpers';
 import { chargedKeys, startStack, type CliStack } from './stack';
 
 /**
@@ -40,6 +41,8 @@ beforeAll(async () => {
       idempotency: { variant: IdempotencyVariant.AllJudged },
       scripts: [
         { match: '[reset]', faults: [FaultKind.ResetAfterCommit] },
+        // The same for the last test's row (a script's faults are used once).
+        { match: '[lost]', faults: [FaultKind.ResetAfterCommit] },
         { match: '[oops]', faults: [FaultKind.InternalBeforeCharge] },
         { match: '[slow]', faults: [{ kind: FaultKind.Slow, delayMs: 8_000 }] },
       ],
@@ -142,5 +145,69 @@ describe('imagebatch reconcile', { timeout: 180_000 }, () => {
     const r = await cli(args, env());
     expect(r.code, describeRun(args, r)).toBe(1);
     expect(r.stderr).toContain('batch rec-slow is still running: reconcile it once it has ended');
+  });
+
+  it('after Temporal has forgotten the batch: with --out, from the ledger alone, no new charge', async () => {
+    const GONE = 'rec-gone';
+    const goneFile = path.join(stack.dir, 'gone.csv');
+    const goneOut = path.join(stack.dir, 'out-gone');
+    await writeFile(goneFile, 'id,prompt\ng1,a heron at dawn\ng2,[lost] a kite over the dunes\n');
+    // As in the first test: an unknown outcome is given up after one try, and no image is saved.
+    await stack.restartWorker({ IMAGEGEN_MAX_AMBIGUOUS_TRIES: '1', IMAGEGEN_MAX_DOWNLOAD_BYTES: '16' });
+    const args = ['run', goneFile, '--batch-id', GONE, '--model', 'flux-dev', '--out', goneOut, '--follow', '--json'];
+    const run = await cli(args, env());
+    expect(run.code, describeRun(args, run)).toBe(0);
+    const goneStates = async () => {
+      const rows = await readCsv(path.join(goneOut, 'results.csv'));
+      return Object.fromEntries(rows.map((r) => [r.row_id!, r.state!]));
+    };
+    expect(await cli(['results', GONE], env()).then((r) => r.code)).toBe(0);
+    expect(await goneStates()).toEqual({ g1: 'images_unsaved', g2: 'unknown' });
+    const chargedBefore = chargedKeys(stack.sim, GONE).sort();
+    expect(chargedBefore).toEqual([idempotencyKeyFor(GONE, 'g1', 1), idempotencyKeyFor(GONE, 'g2', 1)]);
+
+    // Temporal's retention passes: a new, empty dev server and a worker on it (ordinary settings), same service.
+    const fresh = await DevServer.start({ uiPort: false });
+    let worker: WorkerProcess | undefined;
+    try {
+      const temporal = { TEMPORAL_ADDRESS: fresh.address, TEMPORAL_TASK_QUEUE: 'imagebatch-cli' };
+      worker = await WorkerProcess.start({
+        env: baseEnv({
+          ...temporal,
+          IMAGEGEN_BASE_URL: stack.sim.baseUrl,
+          IMAGEGEN_API_KEY: DEMO_API_KEY,
+          IMAGEGEN_MIN_POLL_INTERVAL_MS: '150',
+        }),
+      });
+      const freshEnv = { env: baseEnv(temporal), timeoutMs: 90_000 };
+      const status = await cli(['status', GONE], freshEnv);
+      expect(status.code, describeRun(['status', GONE], status)).toBe(1);
+
+      // Without --out there is no folder to read: said, naming --out, and nothing started.
+      const bare = await cli(['reconcile', GONE], freshEnv);
+      expect(bare.code, describeRun(['reconcile', GONE], bare)).toBe(1);
+      expect(bare.stderr).toContain(`batch ${GONE} is not known to Temporal`);
+      expect(bare.stderr).toContain('give its output folder with --out');
+      expect(bare.stdout).toBe('');
+
+      // With --out: both rows resolved from the ledger, results.csv written again, no new charge.
+      await rm(path.join(goneOut, 'results.csv'));
+      const withOut = ['reconcile', GONE, '--out', goneOut, '--json'];
+      const r = await cli(withOut, freshEnv);
+      expect(r.code, `${describeRun(withOut, r)}\nworker:\n${worker.output().slice(-4000)}`).toBe(0);
+      const outcome = JSON.parse(r.stdout) as ReconcileOutcome;
+      expect(outcome.summary).toMatchObject({ examined: 2, resolved: 2, reported: 0 });
+      expect(outcome.written.resultsCsv).toBe(path.join(goneOut, 'results.csv'));
+      expect(chargedKeys(stack.sim, GONE).sort()).toEqual(chargedBefore);
+      expect(await goneStates()).toEqual({ g1: 'succeeded', g2: 'succeeded' });
+      for (const row of await readCsv(path.join(goneOut, 'results.csv'))) {
+        expect(row.images).not.toBe('');
+        for (const image of row.images!.split(' ')) expect(existsSync(path.join(goneOut, image))).toBe(true);
+      }
+      expect(await readCsv(path.join(goneOut, 'unresolved.csv'))).toEqual([]);
+    } finally {
+      await worker?.stop();
+      await fresh.stop();
+    }
   });
 });

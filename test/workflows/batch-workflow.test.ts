@@ -109,4 +109,47 @@ describe('batchWorkflow (scripted activities, time-skipping server)', () => {
     });
     expect(progress.counts.succeeded).toBe(5);
   });
+
+  it('the spend cap holds through continue-as-new with rows in flight: spent + reserved never passes it', async () => {
+    // 30 rows at 0.04: the cap lets 12 run (0.48), the 13th would pass it. A run continues as new after 60 events,
+    // with up to 3 rows in flight whose reservations the next run must carry.
+    const cap = 0.5;
+    const all = rows(30);
+    const { worker, fake, launch } = await startBatch(env, all, () => 'slow', {
+      concurrency: 3,
+      pageSize: 2,
+      maxHistoryEvents: 60,
+      spendCapUsd: cap,
+    });
+    const seen: string[] = [];
+    const final = await worker.runUntil(async () => {
+      const handle = await launch();
+      let samples = 0;
+      const held = await handle.progress((p) => {
+        samples += 1;
+        if (p.spentUsd + p.reservedUsd > cap + 1e-9) seen.push(`spent ${p.spentUsd} + reserved ${p.reservedUsd}`);
+        const byCap =
+          p.waiting?.kind === 'spend_cap' ||
+          (p.waiting?.kind === 'paused' && p.waiting.reason.startsWith('spend cap of'));
+        return byCap && p.inFlight === 0;
+      });
+      expect(samples).toBeGreaterThan(1);
+      expect(held.runs).toBeGreaterThan(1);
+      expect(held.status).toBe('paused');
+      expect(held.spendCapUsd).toBe(cap);
+      expect(held.counts.succeeded).toBe(12);
+      expect(held.spentUsd).toBeCloseTo(0.48);
+      expect(held.reservedUsd).toBe(0);
+      expect(held.leftUsd).toBeCloseTo(0.02);
+      await handle.signal(cancelSignal);
+      return handle.result();
+    });
+    expect(seen, 'progress samples past the cap').toEqual([]);
+    expect(final.status).toBe('cancelled');
+    expect(final.runs).toBeGreaterThan(1);
+    // What the fake service charged, 0.04 a submission, stays within the cap and is the batch's spend.
+    expect(fake.stats.submits).toBe(12);
+    expect(final.spentUsd).toBeCloseTo(fake.stats.submits * 0.04);
+    expect(final.counts.not_run).toBe(18);
+  }, 120_000);
 });

@@ -22,6 +22,8 @@ const layers = {
   config: { may: ['util', 'api'] },
   codec: { may: ['config'] },
   temporal: { may: ['util'] },
+  // Local mode: the home's server and worker processes, found or started (the CLI runs the worker itself).
+  local: { may: ['util', 'temporal'] },
   batch: { may: ['util'], packages: 'no-temporal' },
   ledger: { may: ['util'], packages: 'no-temporal' },
   schedules: { may: ['util', 'batch', 'ledger'], packages: 'no-temporal' },

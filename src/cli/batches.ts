@@ -45,15 +45,51 @@ const describeFingerprint = (fp: FileFingerprint) => `${fp.size} bytes, sha256 $
 
 const sameFingerprint = (a: FileFingerprint, b: FileFingerprint) => a.size === b.size && a.sha256 === b.sha256;
 
-/** Options of {@link startOrAttachBatch}. */
-export interface StartBatchOptions extends Omit<BatchWorkflowInput, 'state' | 'file' | 'outDir'> {
-  client: Client;
-  taskQueue: string;
+/** A batch as the command line gives it: the workflow's input before the file was read. */
+export interface BatchOptions extends Omit<BatchWorkflowInput, 'state' | 'file' | 'outDir'> {
   /** The batch file, as the workers see it (made absolute). */
   file: string;
   /** Output folder, as the workers see it (made absolute). */
   outDir: string;
 }
+
+/** A batch whose id and whole file were checked, before anything connects: what {@link startOrAttachBatch} starts. */
+export interface PreparedBatch {
+  /** The workflow's input, with the file and the output folder made absolute. */
+  input: BatchWorkflowInput;
+  /** The file's report (a file with problems is a {@link BatchValidationError} instead). */
+  report: BatchReport;
+  /** The file's size and SHA-256 when it was checked. */
+  fingerprint: FileFingerprint;
+}
+
+/**
+ * Checks a batch before anything connects: its id, then the whole file (nothing starts if any row is wrong: a
+ * {@link BatchValidationError}; a file that cannot be read is a BatchFileError naming it), and takes the file's
+ * fingerprint. A command calls it before it connects to Temporal, so a wrong file is said at once.
+ */
+export async function prepareBatch(options: BatchOptions): Promise<PreparedBatch> {
+  if (!ID_PATTERN.test(options.batchId)) {
+    throw new Error(`batch id ${JSON.stringify(options.batchId)} ${ID_RULE}`);
+  }
+  const input: BatchWorkflowInput = {
+    ...options,
+    file: path.resolve(options.file),
+    outDir: path.resolve(options.outDir),
+  };
+  const report = await validateBatchFile(input.file, {
+    ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
+    ...(input.userColumns ? { userColumns: input.userColumns } : {}),
+  });
+  if (!report.ok) throw new BatchValidationError(report);
+  return { input, report, fingerprint: await fileFingerprint(input.file) };
+}
+
+/**
+ * Options of {@link startOrAttachBatch}: the client and task queue, and the batch from {@link prepareBatch}
+ * (`prepared`), or its options (prepared first, after connecting: for callers whose file is their own).
+ */
+export type StartBatchOptions = { client: Client; taskQueue: string } & ({ prepared: PreparedBatch } | BatchOptions);
 
 export interface StartedBatch {
   handle: WorkflowHandle<typeof batchWorkflow>;
@@ -63,9 +99,9 @@ export interface StartedBatch {
 }
 
 /**
- * Validates the whole file first (nothing starts if any row is wrong), then starts the batch, or attaches to
- * the running batch of the same id. A batch id whose batch has ended starts again: every row that exists is
- * counted from its own result, nothing is submitted twice.
+ * Starts a prepared batch (see {@link prepareBatch}), or attaches to the running batch of the same id. A batch id
+ * whose batch has ended starts again: every row that exists is counted from its own result, nothing is submitted
+ * twice.
  *
  * A batch id is bound to its file: the file's fingerprint is compared with the one in the memo of the batch
  * workflow Temporal still has, and with the batch events of the output folder's ledger (which outlives
@@ -74,17 +110,8 @@ export interface StartedBatch {
  * in the ledger (best effort) before it starts.
  */
 export async function startOrAttachBatch(options: StartBatchOptions): Promise<StartedBatch> {
-  const { client, taskQueue, ...rest } = options;
-  if (!ID_PATTERN.test(rest.batchId)) {
-    throw new Error(`batch id ${JSON.stringify(rest.batchId)} ${ID_RULE}`);
-  }
-  const input: BatchWorkflowInput = { ...rest, file: path.resolve(rest.file), outDir: path.resolve(rest.outDir) };
-  const report = await validateBatchFile(input.file, {
-    ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
-    ...(input.userColumns ? { userColumns: input.userColumns } : {}),
-  });
-  if (!report.ok) throw new BatchValidationError(report);
-  const fingerprint = await fileFingerprint(input.file);
+  const { client, taskQueue, ...batch } = options;
+  const { input, report, fingerprint } = 'prepared' in batch ? batch.prepared : await prepareBatch(batch);
   const workflowId = batchWorkflowId(input.batchId);
   const existing = await describeBatch(client, workflowId);
   // A cap is kept only with a price for every model: checked before anything starts (not when attaching).

@@ -1,29 +1,102 @@
+import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
+import { loadApiKey } from '../api/api-key';
 import { clientDataConverter, payloadCodecFromEnv } from '../codec';
+import { loadServiceConfig } from '../config/service-config';
 import { connectionOptions, loadTemporalConfig, type TemporalConfig } from '../config/temporal-config';
+import { IMAGEBATCH_LOCAL_ENV, localHome, localModeAllowed, localPaths } from '../local/home';
+import { AddressSource, connectError } from './connect-error';
+import { ensureLocal, localTemporalEnv, type LocalNeed, type LocalRunning } from '../local/local';
+import { projectRoot } from '../temporal/toolchain';
 
-/** A Temporal client from the standard environment variables, and how to close it. */
-export async function connectClient(
-  env: Readonly<Record<string, string | undefined>>,
-): Promise<{ client: Client; config: TemporalConfig; close: () => Promise<void> }> {
-  const config = loadTemporalConfig(env);
+type Env = Readonly<Record<string, string | undefined>>;
+
+const CONNECT_TIMEOUT_MS = 10_000;
+
+/** Options of {@link connectClient}. */
+export interface ConnectOptions {
+  /**
+   * In local mode (no Temporal address configured), what must run in the home: the server, or the worker too.
+   * @default 'server'
+   */
+  local?: LocalNeed;
+  /**
+   * Lines for a person: what local mode started.
+   * @default dropped
+   */
+  log?: (line: string) => void;
+}
+
+/** A connected client, its settings, how to close it, and local mode's server and worker when it is local. */
+export interface ConnectedClient {
+  client: Client;
+  config: TemporalConfig;
+  close: () => Promise<void>;
+  /** Set in local mode: what runs in the home (and what this call started). */
+  local?: LocalRunning & { home: string };
+}
+
+/** How a local worker is started: this Node, the CLI's entry point, `local worker`. */
+export const LOCAL_WORKER_COMMAND = [
+  process.execPath,
+  path.join(projectRoot, 'bin', 'imagebatch.js'),
+  'local',
+  'worker',
+] as const;
+
+/**
+ * A Temporal client from the standard environment variables, and how to close it. With no address configured (no
+ * `TEMPORAL_ADDRESS`, no profile naming one) it is local mode, unless `IMAGEBATCH_LOCAL=off`: the home's server,
+ * started if it does not run, and its worker when `options.local` asks for it (src/local).
+ */
+export async function connectClient(env: Env, options: ConnectOptions = {}): Promise<ConnectedClient> {
+  let config = loadTemporalConfig(env);
   // The same payload keys as the worker's (IMAGEBATCH_PAYLOAD_KEY): inputs, signals, queries and results are encrypted.
   const codec = payloadCodecFromEnv(env);
-  const connection = await Connection.connect({ ...connectionOptions(config), connectTimeout: 10_000 });
+  let local: ConnectedClient['local'];
+  if (config.addressFrom === undefined && localModeAllowed(env)) {
+    const need = options.local ?? 'server';
+    // The worker's settings are checked here, where a wrong one is one line naming it, before anything starts.
+    if (need === 'worker') {
+      loadServiceConfig(env);
+      loadApiKey(env);
+    }
+    const home = localHome(env);
+    const running = await ensureLocal({
+      paths: localPaths(home),
+      need,
+      env,
+      workerCommand: LOCAL_WORKER_COMMAND,
+      log: options.log ?? (() => undefined),
+    });
+    local = { ...running, home };
+    config = loadTemporalConfig(localTemporalEnv(env, running.server.address));
+  }
+  const connection = await Connection.connect({
+    ...connectionOptions(config),
+    connectTimeout: CONNECT_TIMEOUT_MS,
+  }).catch((error: unknown) => {
+    const source = local
+      ? AddressSource.Local
+      : (config.addressFrom ?? `the default address (${IMAGEBATCH_LOCAL_ENV}=off)`);
+    throw connectError({ error, address: config.address, source, timeoutMs: CONNECT_TIMEOUT_MS });
+  });
   const dataConverter = codec ? { dataConverter: clientDataConverter(codec) } : {};
   return {
     client: new Client({ connection, namespace: config.namespace, ...dataConverter }),
     config,
     close: () => connection.close(),
+    ...(local ? { local } : {}),
   };
 }
 
-/** Runs `fn` with a client from the environment, and closes it whatever happens. */
+/** Runs `fn` with a client from the environment (local mode: the home's server), and closes it whatever happens. */
 export async function withClient(
   fn: (client: Client) => Promise<void>,
-  env: Readonly<Record<string, string | undefined>> = process.env,
+  env: Env = process.env,
+  options: ConnectOptions = {},
 ): Promise<void> {
-  const { client, close } = await connectClient(env);
+  const { client, close } = await connectClient(env, options);
   try {
     await fn(client);
   } finally {

@@ -57,6 +57,11 @@ export interface CommandDefinition<S extends z.ZodType = z.ZodType> {
   args?: readonly ArgumentSpec[];
   /** @default none */
   options?: readonly OptionSpec[];
+  /**
+   * Left out of `--help` (a command other commands start, not a person).
+   * @default false
+   */
+  hidden?: boolean;
   /** Text shown after the options in `--help`. @default none */
   helpAfter?: string;
   /**

@@ -10,6 +10,7 @@ import { controlCommands } from './commands/control';
 import { demoCommand } from './commands/demo';
 import { doctorCommand } from './commands/doctor';
 import { healthcheckCommand } from './commands/healthcheck';
+import { localCommands } from './commands/local';
 import { lsCommand } from './commands/ls';
 import { reconcileCommand } from './commands/reconcile';
 import { resultsCommand } from './commands/results';
@@ -41,6 +42,7 @@ const COMMANDS: readonly (CommandDefinition | CommandGroup)[] = [
   resultsCommand,
   reconcileCommand,
   doctorCommand,
+  localCommands,
   scheduleCommands,
 ];
 
@@ -50,6 +52,7 @@ const EXIT_CODES: Partial<Record<ErrorCode, ExitCode>> = {
   [ErrorCode.PriceOptionInvalid]: ExitCode.Usage,
   [ErrorCode.ColumnOptionInvalid]: ExitCode.Usage,
   [ErrorCode.BatchInvalid]: ExitCode.InvalidInput,
+  [ErrorCode.BatchFileUnreadable]: ExitCode.InvalidInput,
   [ErrorCode.BatchFileChanged]: ExitCode.InvalidInput,
   [ErrorCode.PriceUnknown]: ExitCode.InvalidInput,
 };
@@ -70,7 +73,9 @@ function addCommand(
   context: CommandContext,
   result: { code: number },
 ): void {
-  const command = parent.command(definition.name).description(definition.description);
+  const command = parent
+    .command(definition.name, definition.hidden ? { hidden: true } : {})
+    .description(definition.description);
   const args = definition.args ?? [];
   for (const arg of args) command.argument(`<${arg.name}>`, arg.description);
   for (const spec of definition.options ?? []) {
@@ -126,8 +131,10 @@ export async function main(argv: readonly string[], io: Partial<CliIO> = {}): Pr
     return ExitCode.Usage;
   }
   // The SDK's own log lines (worker state, bundler output) only when something is wrong. The worker installs its
-  // own runtime (runWorker), with the Prometheus exporter when IMAGEBATCH_METRICS_ADDRESS asks for it.
-  if (argv[2] !== 'worker') {
+  // own runtime (runWorker), with the Prometheus exporter when IMAGEBATCH_METRICS_ADDRESS asks for it; so does the local
+  // worker (`local worker`).
+  const runsWorker = argv[2] === 'worker' || (argv[2] === 'local' && argv[3] === 'worker');
+  if (!runsWorker) {
     const level = process.env.IMAGEBATCH_LOG_LEVEL === 'debug' ? 'DEBUG' : 'WARN';
     Runtime.install({ logger: new DefaultLogger(level, (entry) => sdkLog.write(entry)) });
   }

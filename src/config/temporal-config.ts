@@ -1,7 +1,7 @@
 import { accessSync, constants } from 'node:fs';
 import { loadClientConfigProfile, toClientOptions, type ClientConfigProfile } from '@temporalio/envconfig';
 import { z } from 'zod';
-import { gotValue, unreadableFile, withoutValue } from './redact';
+import { describeValue, gotValue, unreadableFile, withoutValue } from './redact';
 import { ConfigError } from './service-config';
 import { loadTemporalProfile } from './temporal-profile';
 
@@ -16,11 +16,17 @@ import { loadTemporalProfile } from './temporal-profile';
 export interface TemporalConfig extends ClientConfigProfile {
   /**
    * Front-end address, `host:port`.
-   * @default '127.0.0.1:7233'
+   * @default DEFAULT_TEMPORAL_ADDRESS
    */
   address: string;
   /** @default 'default' */
   namespace: string;
+  /**
+   * Where `address` came from: `TEMPORAL_ADDRESS`, or the profile (`profile "<name>" in <file>`); undefined when nothing
+   * names one, which is local mode for the CLI (src/local) and {@link DEFAULT_TEMPORAL_ADDRESS} for `imagebatch worker`.
+   * @default undefined
+   */
+  addressFrom?: string;
   /**
    * `TEMPORAL_TASK_QUEUE` (not part of a profile).
    * @default 'imagebatch'
@@ -38,6 +44,9 @@ export interface TemporalConfig extends ClientConfigProfile {
    */
   maxConcurrentActivities: number;
 }
+
+/** The address `imagebatch worker` connects to when nothing names one. */
+export const DEFAULT_TEMPORAL_ADDRESS = '127.0.0.1:7233';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -160,7 +169,15 @@ export function loadTemporalConfig(given: Env = process.env): TemporalConfig {
   }
   return {
     ...profile,
-    address: address === undefined ? '127.0.0.1:7233' : field(address, 'TEMPORAL_ADDRESS', 'address', hostPort),
+    address: address === undefined ? DEFAULT_TEMPORAL_ADDRESS : field(address, 'TEMPORAL_ADDRESS', 'address', hostPort),
+    ...(address === undefined
+      ? {}
+      : {
+          addressFrom:
+            env.TEMPORAL_ADDRESS !== undefined
+              ? 'TEMPORAL_ADDRESS'
+              : `profile ${describeValue('TEMPORAL_PROFILE', file?.name)} in ${file?.label}`,
+        }),
     namespace: namespace === undefined ? 'default' : field(namespace, 'TEMPORAL_NAMESPACE', 'namespace', nonEmpty),
     ...(apiKey === undefined ? {} : { apiKey: field(apiKey, 'TEMPORAL_API_KEY', 'api_key', nonEmpty) }),
     grpcMeta: grpcHeaders(env, grpcMeta, at),

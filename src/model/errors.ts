@@ -46,6 +46,12 @@ export const ErrorCode = {
   CodecRequestInvalid: 'CODEC_REQUEST_INVALID',
   /** The simulator's client went away before its request body was complete (the simulator answers nobody). */
   ClientGone: 'CLIENT_GONE',
+  /** The CLI cannot reach Temporal at the address it was given (or the local server's). */
+  TemporalUnreachable: 'TEMPORAL_UNREACHABLE',
+  /** The local worker runs with other image-service settings than the command's shell. */
+  LocalSettingsDiffer: 'LOCAL_SETTINGS_DIFFER',
+  /** The local Temporal server or worker did not start. */
+  LocalStartFailed: 'LOCAL_START_FAILED',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
@@ -66,6 +66,12 @@ export interface DevServerOptions {
    * @default dropped (the last few KiB of standard error still go into a start-up failure's message)
    */
   onOutput?: (text: string) => void;
+  /**
+   * Run the server in a session of its own, writing to this log file (appended), so that it outlives this process:
+   * local mode's server (src/local). `onOutput` is then not called; a start-up failure quotes the log's tail.
+   * @default undefined (a child of this process, stopped with it)
+   */
+  detachedLogFile?: string;
 }
 
 /** Retention of the dev server's `default` namespace (its own is 24 h): a batch run on Friday is still known on Monday. */
@@ -124,7 +130,19 @@ export class DevServer {
     for (const [name, type] of Object.entries(options.searchAttributes ?? {})) {
       args.push('--search-attribute', `${name}=${type}`);
     }
-    const child = spawn(executable, args, { stdio: ['ignore', options.onOutput ? 'pipe' : 'ignore', 'pipe'] });
+    let child: ChildProcess;
+    if (options.detachedLogFile) {
+      mkdirSync(path.dirname(options.detachedLogFile), { recursive: true });
+      const fd = openSync(options.detachedLogFile, 'a');
+      try {
+        child = spawn(executable, args, { stdio: ['ignore', fd, fd], detached: true });
+      } finally {
+        closeSync(fd);
+      }
+      child.unref();
+    } else {
+      child = spawn(executable, args, { stdio: ['ignore', options.onOutput ? 'pipe' : 'ignore', 'pipe'] });
+    }
     const server = new DevServer(
       child,
       `${host}:${port}`,
@@ -148,7 +166,9 @@ export class DevServer {
     let lastError: unknown;
     while (Date.now() < deadline) {
       if (exitCode !== undefined) {
-        throw new Error(`Temporal dev server exited with code ${exitCode} during start-up: ${this.stderrTail.trim()}`);
+        throw new Error(
+          `Temporal dev server exited with code ${exitCode} during start-up: ${this.outputTail().trim()}`,
+        );
       }
       try {
         const connection = await Connection.connect({ address: this.address, connectTimeout: 1000 });
@@ -172,6 +192,17 @@ export class DevServer {
     throw new Error(
       `Temporal dev server did not answer on ${this.address} within ${timeoutMs} ms: ${String(lastError)}`,
     );
+  }
+
+  /** The last few KiB the server wrote to standard error (or to its log file, when detached). */
+  private outputTail(): string {
+    const logFile = this.options.detachedLogFile;
+    if (!logFile) return this.stderrTail;
+    try {
+      return readFileSync(logFile, 'utf8').slice(-STDERR_TAIL);
+    } catch {
+      return '';
+    }
   }
 
   /** Sets the `default` namespace's workflow execution retention (whole seconds), kept in a `dbFile` too. */

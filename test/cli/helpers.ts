@@ -24,7 +24,8 @@ export function baseEnv(extra: Record<string, string> = {}): Record<string, stri
     }
     env[k] = v;
   }
-  return { ...env, ...extra };
+  // A test that means local mode says so: otherwise a command with no TEMPORAL_ADDRESS would start a local server.
+  return { ...env, IMAGEBATCH_LOCAL: 'off', ...extra };
 }
 
 export interface CliResult {

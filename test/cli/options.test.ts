@@ -1,4 +1,7 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import type * as Worker from '@temporalio/worker';
 import { main } from '../../src/cli/main';
 import { duration } from '../../src/cli/options';
@@ -59,6 +62,8 @@ describe('a bad option value exits 2 naming the option, before anything starts',
     [['run', 'x.csv', '--max-poll-wait', '500ms'], '--max-poll-wait', /at least 1 s, such as 90s, 45m or 2h/],
     [['run', 'x.csv', '--max-poll-wait', 'soon'], '--max-poll-wait', /got "soon"/],
     [['run', 'x.csv', '--batch-id', 'a/b'], '--batch-id', /A-Z a-z 0-9/],
+    [['run', 'x.csv', '--batch-id', '..'], '--batch-id', /not only dots \(got "\.\."\)/],
+    [['schedule', 'create', '.', '--file', 'x.csv', '--every', '1h'], '<id>', /not only dots/],
     [['resume', 'b1', '--spend-cap', 'abc'], '--spend-cap', /dollars/],
     [['pause', 'b1', '--spend-cap', 'NaN'], '--spend-cap', /dollars/],
     [['status', 'a b'], '<batch>', /A-Z a-z 0-9/],
@@ -90,8 +95,12 @@ describe('a bad option value exits 2 naming the option, before anything starts',
 });
 
 describe('good values pass the checks', () => {
-  it('run with every checked option reaches the connection', async () => {
-    const args = ['run', 'x.csv', '--spend-cap', '12.5', '--concurrency', '4', '--max-attempts', '2'];
+  it('run with every checked option and a good file reaches the connection', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'imagebatch-options-'));
+    const file = path.join(dir, 'x.csv');
+    await writeFile(file, 'prompt,model\na cat,m\n');
+    onTestFinished(() => rm(dir, { recursive: true, force: true }));
+    const args = ['run', file, '--spend-cap', '12.5', '--concurrency', '4', '--max-attempts', '2'];
     args.push('--deadline', '2030-01-01T00:00:00Z', '--max-poll-wait', '90s', '--batch-id', 'b.1');
     const code = await run(...args);
     expect(code).toBe(1);

@@ -23,15 +23,20 @@ export const controlCommands = Object.values(BatchAction).map((action) =>
       { flags: '--json', description: 'print the progress as JSON' },
     ],
     schema: z.object({ batch: batchId, spendCap: dollars.optional(), ...priceSchema, json: flag }),
-    async run(opts, { stdout, env }) {
+    async run(opts, { stdout, stderr, env }) {
       const prices = await userPrices(opts);
-      await withClient(async (client) => {
-        const p = await controlBatch(client, opts.batch, action, {
-          ...(opts.spendCap === undefined ? {} : { spendCapUsd: opts.spendCap }),
-          ...(Object.keys(prices).length > 0 ? { prices } : {}),
-        });
-        stdout(opts.json ? `${JSON.stringify(p)}\n` : `${action}: ${p.status}\n`);
-      }, env);
+      await withClient(
+        async (client) => {
+          const p = await controlBatch(client, opts.batch, action, {
+            ...(opts.spendCap === undefined ? {} : { spendCapUsd: opts.spendCap }),
+            ...(Object.keys(prices).length > 0 ? { prices } : {}),
+          });
+          stdout(opts.json ? `${JSON.stringify(p)}\n` : `${action}: ${p.status}\n`);
+          // Local mode: a resumed batch needs the local worker running.
+        },
+        env,
+        { local: action === BatchAction.Resume ? 'worker' : 'server', log: (line) => stderr(`${line}\n`) },
+      );
     },
   }),
 );

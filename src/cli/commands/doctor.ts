@@ -165,7 +165,7 @@ async function runOnWorker(
 ): Promise<{ report: DoctorReport; workflowId: string } | { problem: string }> {
   const connected = options.temporal
     ? { ...options.temporal, close: async () => undefined }
-    : await connectClient(options.env).then(({ client, config, close }) => ({
+    : await connectClient(options.env, { local: 'worker' }).then(({ client, config, close }) => ({
         client,
         taskQueue: config.taskQueue,
         namespace: config.namespace,

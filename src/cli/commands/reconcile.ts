@@ -104,8 +104,8 @@ export const reconcileCommand = defineCommand({
     { flags: '--json', description: 'print the summary as JSON' },
   ],
   schema: z.object({ batch: batchId, out: z.string().optional(), maxPollWait: duration().optional(), json: flag }),
-  async run(opts, { stdout, env, signal }) {
-    const { client, config, close } = await connectClient(env);
+  async run(opts, { stdout, stderr, env, signal }) {
+    const { client, config, close } = await connectClient(env, { local: 'worker', log: (line) => stderr(`${line}\n`) });
     try {
       const outcome = await client.withAbortSignal(signal, () =>
         reconcile({

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
-import { followBatch, startOrAttachBatch } from '../batches';
+import { followBatch, prepareBatch, startOrAttachBatch } from '../batches';
 import { connectClient } from '../client';
 import { COLUMN_OPTIONS, columnSchema, userColumnsInput } from '../columns';
 import { defineCommand } from '../command';
@@ -9,6 +9,10 @@ import { priceOptions, priceSchema, pricesInput } from '../prices';
 import { ProgressDisplay } from '../progress-display';
 import { progressLine } from '../progress-line';
 import { terminalText } from '../terminal-text';
+import { ExitCode } from '../errors';
+import { webUiOf } from '../../local/local';
+import { resultFilesSummary } from './demo';
+import { results } from './results';
 
 /** The batch id of a file run without `--batch-id`: its name without the extension, other characters as `-`. */
 const batchIdOf = (file: string) =>
@@ -20,7 +24,8 @@ const batchIdOf = (file: string) =>
 /** `imagebatch run FILE`: start a batch, or attach to the running one with the same id; `--follow` to its end. */
 export const runCommand = defineCommand({
   name: 'run',
-  description: 'Start a batch (or attach to the running one with the same id); a worker must be running',
+  description:
+    'Start a batch (or attach to the running one with the same id): on TEMPORAL_ADDRESS, or locally when none is set',
   args: [{ name: 'file', description: 'the batch file (CSV)' }],
   options: [
     {
@@ -50,7 +55,8 @@ export const runCommand = defineCommand({
       flags: '--max-poll-wait <duration>',
       description: 'longest wait for one creation to end (90s, 45m, 2h; default 30m); the row then fails and says so',
     },
-    { flags: '--follow', description: 'show progress until the batch ends' },
+    { flags: '--follow', description: 'show progress until the batch ends (local mode does unless --detach)' },
+    { flags: '--detach', description: 'local mode: start the batch and return (it runs in the local worker)' },
     { flags: '--json', description: 'print the final progress as JSON' },
   ],
   schema: z.object({
@@ -66,31 +72,42 @@ export const runCommand = defineCommand({
     deadline: deadline.optional(),
     maxPollWait: duration().optional(),
     follow: flag,
+    detach: flag,
     json: flag,
   }),
   async run(opts, { stdout, stderr, stderrIsTTY, env, signal }) {
     const columns = userColumnsInput(opts);
     const prices = await pricesInput(opts);
     const batchId = opts.batchId ?? batchIdOf(opts.file);
-    const { client, config, close } = await connectClient(env);
+    // The file is read and checked before anything connects: a wrong file is said at once.
+    const prepared = await prepareBatch({
+      batchId,
+      file: opts.file,
+      outDir: opts.out,
+      concurrency: opts.concurrency,
+      maxAttempts: opts.maxAttempts,
+      ...(opts.model ? { defaultModel: opts.model } : {}),
+      ...(opts.spendCap === undefined ? {} : { spendCapUsd: opts.spendCap }),
+      ...prices,
+      ...columns,
+      ...(opts.deadline ? { deadline: opts.deadline } : {}),
+      ...(opts.maxPollWait === undefined ? {} : { maxPollWaitMs: opts.maxPollWait }),
+    });
+    const { client, config, close, local } = await connectClient(env, {
+      local: 'worker',
+      log: (line) => stderr(`${line}\n`),
+    });
     try {
-      const { handle, attached, report } = await startOrAttachBatch({
-        client,
-        taskQueue: config.taskQueue,
-        batchId,
-        file: opts.file,
-        outDir: opts.out,
-        concurrency: opts.concurrency,
-        maxAttempts: opts.maxAttempts,
-        ...(opts.model ? { defaultModel: opts.model } : {}),
-        ...(opts.spendCap === undefined ? {} : { spendCapUsd: opts.spendCap }),
-        ...prices,
-        ...columns,
-        ...(opts.deadline ? { deadline: opts.deadline } : {}),
-        ...(opts.maxPollWait === undefined ? {} : { maxPollWaitMs: opts.maxPollWait }),
-      });
+      if (local) {
+        stderr(
+          `running locally: state in ${local.home}, Temporal ${local.server.address}, ` +
+            `Web UI ${webUiOf(local.server)} (imagebatch local status)\n`,
+        );
+      }
+      const { handle, attached, report } = await startOrAttachBatch({ client, taskQueue: config.taskQueue, prepared });
       stderr(`${attached ? 'attached to' : 'started'} batch ${batchId} (${report.validRows} rows)\n`);
-      if (!opts.follow) {
+      // Local mode follows unless told not to: the batch is this command's work on this machine.
+      if (!(opts.follow || (local && !opts.detach))) {
         if (opts.json) stdout(`${JSON.stringify({ batchId, attached })}\n`);
         return;
       }
@@ -110,8 +127,34 @@ export const runCommand = defineCommand({
             },
           ),
         )
+        .catch((err: unknown) => {
+          if (!signal.aborted) throw err;
+          return undefined;
+        })
         .finally(() => display.end());
+      if (final === undefined) {
+        // Ctrl-C stops following, nothing else: the batch goes on where its worker runs.
+        const where = local
+          ? `in the local worker (pid ${local.worker?.pid}); imagebatch local stop pauses it, this command again resumes it`
+          : `on the workers of ${config.address}`;
+        stderr(`stopped following; batch ${batchId} goes on ${where} (imagebatch status ${batchId})\n`);
+        return ExitCode.Interrupted;
+      }
       stdout(opts.json ? `${JSON.stringify(final)}\n` : `${progressLine(final, report.validRows)}\n`);
+      if (!final.done) return;
+      if (!local) {
+        // The workers' output folder may not be visible from here: `results` writes the files where they are.
+        stderr(`results: imagebatch results ${batchId}\n`);
+        return;
+      }
+      // On this machine the output folder is ours: the result files are written at the end, as the demo does.
+      const written = await results({ client, batchId });
+      stderr(
+        [
+          `results: ${written.resultsCsv} (${written.rows} rows); gallery: ${written.gallery}`,
+          ...resultFilesSummary(batchId, written),
+        ].join('\n') + '\n',
+      );
     } finally {
       await close();
     }

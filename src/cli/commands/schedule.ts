@@ -4,7 +4,7 @@ import type { Duration } from '@temporalio/common';
 import { z } from 'zod';
 import { scheduledBatchWorkflow, type ScheduledBatchWorkflowInput } from '../../workflows';
 import { ID_PATTERN, type UserColumns } from '../../model';
-import { validateBatchFile } from '../../batch';
+import { validateBatchFile, type BatchReport } from '../../batch';
 import { connectClient, withClient } from '../client';
 import { COLUMN_OPTIONS, columnSchema, userColumnsInput } from '../columns';
 import { defineCommand, type CommandDefinition, type CommandGroup } from '../command';
@@ -47,6 +47,25 @@ export interface CreateScheduleSettings {
   paused?: boolean;
   /** Columns the user owns (`--carry`, `--column`). @default none */
   userColumns?: UserColumns;
+  /**
+   * The report of a local `source` whose prices a cap needs, read before connecting (see {@link capReport}).
+   * @default read here when needed
+   */
+  report?: BatchReport;
+}
+
+/**
+ * The report of the file a cap needs the prices of: a local file when there is a spend cap (a URL's rows are held by
+ * each run's batch until their price is known). A command reads it before it connects: a missing file is said at once.
+ */
+export async function capReport(
+  options: Pick<CreateScheduleSettings, 'source' | 'spendCapUsd' | 'defaultModel' | 'userColumns'>,
+): Promise<BatchReport | undefined> {
+  if (options.spendCapUsd === undefined || /^https?:\/\//i.test(options.source)) return undefined;
+  return validateBatchFile(options.source, {
+    ...(options.defaultModel ? { defaultModel: options.defaultModel } : {}),
+    ...(options.userColumns ? { userColumns: options.userColumns } : {}),
+  });
 }
 
 /** `imagebatch schedule create`: a Temporal Schedule that starts a fresh batch from the source on each tick. */
@@ -66,15 +85,9 @@ export async function createSchedule(options: CreateScheduleOptions): Promise<{ 
     ...(options.prices ? { prices: options.prices } : {}),
     ...(options.userColumns ? { userColumns: options.userColumns } : {}),
   };
-  // A cap is kept only with a price for every model: a local file is checked now (a URL's rows are held by each
-  // run's batch until their price is known).
-  if (options.spendCapUsd !== undefined && !/^https?:\/\//i.test(options.source)) {
-    const report = await validateBatchFile(options.source, {
-      ...(options.defaultModel ? { defaultModel: options.defaultModel } : {}),
-      ...(options.userColumns ? { userColumns: options.userColumns } : {}),
-    });
-    await checkPricesForCap(options.client, options.taskQueue, report.models, options.prices ?? {});
-  }
+  // A cap is kept only with a price for every model: a local file is checked now.
+  const report = options.report ?? (await capReport(options));
+  if (report) await checkPricesForCap(options.client, options.taskQueue, report.models, options.prices ?? {});
   await options.client.schedule.create({
     scheduleId: options.scheduleId,
     spec: options.cron !== undefined ? { cronExpressions: [options.cron] } : { intervals: [{ every: options.every }] },
@@ -220,13 +233,19 @@ const createCommand = defineCommand({
       json: flag,
     })
     .refine((o) => (o.cron === undefined) !== (o.every === undefined), exactlyOne),
-  async run(o, { stdout, env }) {
+  async run(o, { stdout, stderr, env }) {
     const columns = userColumnsInput(o);
     const prices = await pricesInput(o);
     const spec: ScheduleSpec = o.cron !== undefined ? { cron: o.cron } : { every: o.every! };
-    const { client, config, close } = await connectClient(env);
+    const source = /^https?:\/\//i.test(o.file) ? o.file : path.resolve(o.file);
+    const report = await capReport({
+      source,
+      ...(o.spendCap === undefined ? {} : { spendCapUsd: o.spendCap }),
+      ...(o.model ? { defaultModel: o.model } : {}),
+      ...columns,
+    });
+    const { client, config, close } = await connectClient(env, { local: 'worker', log: (line) => stderr(`${line}\n`) });
     try {
-      const source = /^https?:\/\//i.test(o.file) ? o.file : path.resolve(o.file);
       const res = await createSchedule({
         client,
         taskQueue: config.taskQueue,
@@ -243,6 +262,7 @@ const createCommand = defineCommand({
         ...prices,
         ...columns,
         ...(o.paused ? { paused: true } : {}),
+        ...(report ? { report } : {}),
       });
       stdout(print(o.json, res, `schedule ${o.id} created`));
     } finally {

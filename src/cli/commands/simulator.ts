@@ -1,5 +1,7 @@
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { startSimulator, type Simulator, type SimulatorConfigInput } from '../../simulator';
+import { plainHttpProblem } from '../../config/insecure-http';
+import { DEMO_API_KEY, startSimulator, type Simulator, type SimulatorConfigInput } from '../../simulator';
 import { describeIssues, simulatorConfigSchema, SimulatorConfigError } from '../../simulator/config';
 import { z } from 'zod';
 import { defineCommand } from '../command';
@@ -27,6 +29,13 @@ export interface SimulatorStarted {
   baseUrl: string;
   filesUrl: string;
   ledgerUrl: string;
+  /**
+   * The key it accepts when it runs with its default accounts: the simulator's own demo key (public, not a real
+   * one). Absent with accounts from a config file: their keys are the user's, never printed.
+   */
+  demoKey?: string;
+  /** A model its (first) account may use: what a first run names with `--model`. */
+  model: string;
 }
 
 /** Reads and validates a config file; errors name the file and each wrong field. */
@@ -64,7 +73,36 @@ export async function simulator(options: SimulatorOptions = {}): Promise<Simulat
     baseUrl: sim.baseUrl,
     filesUrl: sim.filesUrl,
     ledgerUrl: `http://127.0.0.1:${sim.port}/_sim/ledger`,
+    ...(config.accounts === undefined ? { demoKey: DEMO_API_KEY } : {}),
+    model: config.accounts?.[0]?.models?.[0] ?? config.models?.[0]?.id ?? 'flux-dev',
   };
+}
+
+/** What a worker, or a run on this machine, needs to use a running simulator. */
+export interface SimulatorUse {
+  /** The variables to set; `IMAGEGEN_API_KEY` only when it is the demo key. */
+  env: Record<string, string>;
+  /** A first run against it. */
+  command: string;
+  /** The lines to paste in a shell: `export` of each variable (a placeholder for a key of the config), then `command`. */
+  lines: string[];
+}
+
+/** The example batch file of a checkout of the repository, when the command runs there. */
+const EXAMPLE_FILE = 'examples/demo-prompts.csv';
+
+/** How to use a running simulator from this machine: its base URL and key as a worker reads them, and a first run. */
+export function simulatorUse(started: Pick<SimulatorStarted, 'baseUrl' | 'demoKey' | 'model'>): SimulatorUse {
+  const env: Record<string, string> = { IMAGEGEN_BASE_URL: started.baseUrl };
+  // A host that is not loopback (a config's `host`) is reached over plain http only when the worker is told so.
+  const plainHttp = plainHttpProblem(started.baseUrl, undefined);
+  if (plainHttp) env.IMAGEGEN_ALLOW_INSECURE_HTTP = new URL(started.baseUrl).hostname;
+  if (started.demoKey) env.IMAGEGEN_API_KEY = started.demoKey;
+  const file = existsSync(EXAMPLE_FILE) ? EXAMPLE_FILE : 'prompts.csv';
+  const command = `imagebatch run ${file} --model ${started.model} --follow`;
+  const exports = Object.entries(env).map(([name, value]) => `export ${name}=${value}`);
+  if (!started.demoKey) exports.push('export IMAGEGEN_API_KEY=<a key of your config>');
+  return { env, command, lines: [...exports, command] };
 }
 
 /** Resolves once `signal` is aborted (Ctrl-C): a server command runs until then. */
@@ -91,11 +129,24 @@ export const simulatorCommand = defineCommand({
       ...(opts.filesPort === undefined ? {} : { filesPort: opts.filesPort }),
       ...(opts.config === undefined ? {} : { configFile: opts.config }),
     });
-    const { baseUrl, filesUrl, ledgerUrl } = started;
+    const { baseUrl, filesUrl, ledgerUrl, demoKey } = started;
+    const use = simulatorUse(started);
     stdout(
       opts.json
-        ? `${JSON.stringify({ baseUrl, filesUrl, ledgerUrl })}\n`
-        : `simulator API: ${baseUrl}\nimage files:   ${filesUrl}\nledger:        ${ledgerUrl}\n(Ctrl-C stops it)\n`,
+        ? `${JSON.stringify({ baseUrl, filesUrl, ledgerUrl, ...(demoKey ? { apiKey: demoKey } : {}), ...use })}\n`
+        : [
+            `simulator API: ${baseUrl}`,
+            `image files:   ${filesUrl}`,
+            `ledger:        ${ledgerUrl}`,
+            demoKey
+              ? `key:           ${demoKey}  (the simulator's own demo key, public; not a real one)`
+              : 'keys:          those of your config (not printed)',
+            'To run a batch against it from this machine (in another terminal):',
+            ...use.lines.map((line) => `  ${line}`),
+            '(a worker you start yourself, imagebatch worker, needs the same variables)',
+            '(Ctrl-C stops it)',
+            '',
+          ].join('\n'),
     );
     await aborted(signal);
     await started.simulator.close();

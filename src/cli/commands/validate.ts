@@ -52,10 +52,22 @@ export interface ValidateResult {
 
 /** `imagebatch validate FILE`: every problem of the file with its line; nothing is started or charged. */
 export async function validate(options: ValidateOptions): Promise<ValidateResult> {
-  const report = await validateBatchFile(options.file, {
+  return checkReport(await fileReport(options), options);
+}
+
+/** The file's report, read before anything connects. */
+function fileReport(options: Pick<ValidateOptions, 'file' | 'defaultModel' | 'userColumns'>): Promise<BatchReport> {
+  return validateBatchFile(options.file, {
     ...(options.defaultModel ? { defaultModel: options.defaultModel } : {}),
     ...(options.userColumns ? { userColumns: options.userColumns } : {}),
   });
+}
+
+/** The result of a file's report: with `catalog`, its models against the account's catalog, and the estimate. */
+async function checkReport(
+  report: BatchReport,
+  options: Pick<ValidateOptions, 'catalog' | 'prices'>,
+): Promise<ValidateResult> {
   if (!options.catalog) return { report, ok: report.ok };
   const catalog = await readCatalog(options.catalog.client, options.catalog.taskQueue);
   if ('problem' in catalog) return { report, catalogProblem: catalog.problem, ok: false };
@@ -119,24 +131,21 @@ export const validateCommand = defineCommand({
     const { file } = opts;
     const prices = await userPrices(opts);
     const columns = userColumnsInput(opts);
-    const check = async (catalog?: { client: Client; taskQueue: string }) =>
-      validate({
-        file,
-        prices,
-        ...columns,
-        ...(opts.model ? { defaultModel: opts.model } : {}),
-        ...(catalog ? { catalog } : {}),
-      });
+    // The file first: with --catalog, a missing file is said before anything connects.
+    const fileChecked = await fileReport({ file, ...columns, ...(opts.model ? { defaultModel: opts.model } : {}) });
     const res = opts.catalog
       ? await (async () => {
-          const { client, config, close } = await connectClient(env);
+          const { client, config, close } = await connectClient(env, {
+            local: 'worker',
+            log: (line) => stderr(`${line}\n`),
+          });
           try {
-            return await check({ client, taskQueue: config.taskQueue });
+            return await checkReport(fileChecked, { prices, catalog: { client, taskQueue: config.taskQueue } });
           } finally {
             await close();
           }
         })()
-      : await check();
+      : await checkReport(fileChecked, { prices });
     const { report } = res;
     if (opts.json) stdout(`${JSON.stringify(res, null, 2)}\n`);
     else {

@@ -23,6 +23,11 @@ export interface RunWorkerOptions {
    * @default process.cwd()
    */
   outputRoot?: string;
+  /**
+   * Called when the worker starts to poll (local mode writes its worker.json then).
+   * @default none
+   */
+  onReady?: (summary: WorkerRunSummary) => void;
 }
 
 export interface WorkerRunSummary {
@@ -84,8 +89,12 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSum
         `${codec ? `, payloads encrypted with key id ${codec.keyId}` : ''}` +
         `${metricsConfig ? `, metrics on http://${metricsConfig.bindAddress}/metrics` : ''})`,
     );
-    await worker.run();
-    return { address: temporal.address, namespace: temporal.namespace, taskQueue: temporal.taskQueue };
+    const summary = { address: temporal.address, namespace: temporal.namespace, taskQueue: temporal.taskQueue };
+    // The worker is made (connected, its workflow code loaded); run() polls at once.
+    const running = worker.run();
+    options.onReady?.(summary);
+    await running;
+    return summary;
   } finally {
     await clientConnection.close();
     await connection.close();

@@ -1,0 +1,72 @@
+import os from 'node:os';
+import path from 'node:path';
+import { LocalSettingError } from './errors';
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** The variable that turns local mode off (`0`, `false`, `off`, `no`): the CLI then connects to the default address. */
+export const IMAGEBATCH_LOCAL_ENV = 'IMAGEBATCH_LOCAL';
+
+/**
+ * Whether the CLI runs in local mode when no Temporal address is configured: yes unless `IMAGEBATCH_LOCAL` says no
+ * (for a Temporal server of one's own on the default address). Any other value is refused by name.
+ */
+export function localModeAllowed(env: Env): boolean {
+  const value = env[IMAGEBATCH_LOCAL_ENV]?.trim().toLowerCase();
+  if (!value || ['1', 'true', 'on', 'yes', 'auto'].includes(value)) return true;
+  if (['0', 'false', 'off', 'no'].includes(value)) return false;
+  throw new LocalSettingError(IMAGEBATCH_LOCAL_ENV, 'must be on or off (1/0, true/false, yes/no)');
+}
+
+/** The variable that names local mode's home. */
+export const IMAGEBATCH_HOME_ENV = 'IMAGEBATCH_HOME';
+
+/**
+ * Local mode's home: `$IMAGEBATCH_HOME`, else `imagebatch` under the user's data folder (`$XDG_DATA_HOME` or
+ * `~/.local/share` on Linux, `~/Library/Application Support` on macOS, `%LOCALAPPDATA%` on Windows). One home holds
+ * one local Temporal server, its worker and their state; it is made absolute against the working directory.
+ */
+export function localHome(env: Env, platform: NodeJS.Platform = process.platform): string {
+  const given = env[IMAGEBATCH_HOME_ENV]?.trim();
+  if (given) return path.resolve(given);
+  const home = env.HOME?.trim() || os.homedir();
+  let data: string;
+  if (platform === 'win32') data = env.LOCALAPPDATA?.trim() || path.join(home, 'AppData', 'Local');
+  else if (platform === 'darwin') data = path.join(home, 'Library', 'Application Support');
+  else {
+    const xdg = env.XDG_DATA_HOME?.trim();
+    // The XDG spec ignores a relative XDG_DATA_HOME.
+    data = xdg && path.isAbsolute(xdg) ? xdg : path.join(home, '.local', 'share');
+  }
+  return path.join(data, 'imagebatch');
+}
+
+/** Where each piece of local mode's state lives in its home. */
+export interface LocalPaths {
+  home: string;
+  /** The Temporal dev server's SQLite file (with its `-wal` and `-shm` files beside it). */
+  db: string;
+  /** The running server: {@link ServerState}. */
+  serverState: string;
+  /** The running worker: {@link WorkerState}. */
+  workerState: string;
+  /** Held while a process starts or stops the server or the worker. */
+  lock: string;
+  logs: string;
+  serverLog: string;
+  workerLog: string;
+}
+
+export function localPaths(home: string): LocalPaths {
+  const logs = path.join(home, 'logs');
+  return {
+    home,
+    db: path.join(home, 'temporal.sqlite'),
+    serverState: path.join(home, 'server.json'),
+    workerState: path.join(home, 'worker.json'),
+    lock: path.join(home, 'local.lock'),
+    logs,
+    serverLog: path.join(logs, 'dev-server.log'),
+    workerLog: path.join(logs, 'worker.log'),
+  };
+}

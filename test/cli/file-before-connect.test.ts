@@ -1,0 +1,78 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Runtime } from '@temporalio/worker';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { main } from '../../src/cli/main';
+
+/**
+ * Every command that takes a batch file reads it before it connects to Temporal: a missing or wrong file is said at
+ * once, not after a connection attempt. Through the real entry, `main()`, with the real client and Temporal's
+ * address on a closed port: had the command connected first, it would fail with the connection's error (after its
+ * timeout), never with the file's.
+ */
+
+const CLOSED = { TEMPORAL_ADDRESS: '127.0.0.1:1' };
+
+let dir: string;
+let stdout: string[];
+let stderr: string[];
+
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), 'imagebatch-file-first-'));
+});
+
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+beforeEach(() => {
+  stdout = [];
+  stderr = [];
+  // The test process has its Temporal runtime already (test/setup.ts): the command must not install another.
+  vi.spyOn(Runtime, 'install').mockImplementation(() => Runtime.instance());
+});
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+const run = (...args: string[]) =>
+  main(['node', 'imagebatch', ...args], {
+    env: CLOSED,
+    stdout: (text) => void stdout.push(text),
+    stderr: (text) => void stderr.push(text),
+    stderrIsTTY: false,
+  });
+
+describe('a command reads its file before it connects', () => {
+  it.each([
+    ['run', (file: string) => ['run', file, '--model', 'm']],
+    ['validate --catalog', (file: string) => ['validate', file, '--model', 'm', '--catalog']],
+    [
+      'schedule create with a spend cap',
+      (file: string) => ['schedule', 'create', 'nightly', '--file', file, '--every', '1h', '--spend-cap', '5'],
+    ],
+  ])('%s on a missing file: the file is named, nothing connected', async (_, args) => {
+    const missing = path.join(dir, 'missing.csv');
+    const code = await run(...args(missing));
+    const printed = stderr.join('');
+    expect(printed).toMatch(/^imagebatch: cannot read batch file .*missing\.csv: /);
+    expect(printed).toContain(missing);
+    expect(printed).not.toMatch(/connect|deadline/i);
+    expect(code).toBe(3);
+    expect(stdout.join('')).toBe('');
+  });
+
+  it('run on a file with problems: exit 3 with every problem, nothing connected', async () => {
+    const file = path.join(dir, 'bad.csv');
+    await writeFile(file, 'prompt,model\n,m\nok,\n');
+    const code = await run('run', file);
+    const printed = stderr.join('');
+    expect(printed).toMatch(/^imagebatch: 2 problem\(s\) in the batch file; nothing was started\n/);
+    expect(printed).toContain('  line 2');
+    expect(printed).toContain('  line 3');
+    expect(printed).not.toMatch(/connect|deadline/i);
+    expect(code).toBe(3);
+  });
+});

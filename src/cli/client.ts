@@ -62,13 +62,7 @@ export async function connectClient(env: Env, options: ConnectOptions = {}): Pro
       loadApiKey(env);
     }
     const home = localHome(env);
-    const running = await ensureLocal({
-      paths: localPaths(home),
-      need,
-      env,
-      workerCommand: LOCAL_WORKER_COMMAND,
-      log: options.log ?? (() => undefined),
-    });
+    const running = await ensureLocal(localOptions(env, need, options.log));
     local = { ...running, home };
     config = loadTemporalConfig(localTemporalEnv(env, running.server.address));
   }
@@ -88,6 +82,41 @@ export async function connectClient(env: Env, options: ConnectOptions = {}): Pro
     close: () => connection.close(),
     ...(local ? { local } : {}),
   };
+}
+
+const localOptions = (env: Env, need: LocalNeed, log: ((line: string) => void) | undefined) => ({
+  paths: localPaths(localHome(env)),
+  need,
+  env,
+  workerCommand: LOCAL_WORKER_COMMAND,
+  log: log ?? (() => undefined),
+});
+
+/** How often a command that follows a local batch checks that the local server and worker still run. */
+const LOCAL_CHECK_MS = 10_000;
+
+/**
+ * While a command follows a local batch: every {@link LOCAL_CHECK_MS}, starts the local server or worker again if it
+ * has gone (a crash, an out-of-memory kill), as a cluster's orchestrator would, saying so through `log`. Returns the
+ * function that stops watching.
+ */
+export function superviseLocal(env: Env, log: (line: string) => void): () => void {
+  let checking = false;
+  let lastProblem = '';
+  const timer = setInterval(() => {
+    if (checking) return;
+    checking = true;
+    ensureLocal(localOptions(env, 'worker', log))
+      .then(() => (lastProblem = ''))
+      .catch((err: unknown) => {
+        const problem = err instanceof Error ? err.message : String(err);
+        if (problem !== lastProblem) log(`imagebatch: the local worker cannot be started again: ${problem}`);
+        lastProblem = problem;
+      })
+      .finally(() => (checking = false));
+  }, LOCAL_CHECK_MS);
+  timer.unref();
+  return () => clearInterval(timer);
 }
 
 /** Runs `fn` with a client from the environment (local mode: the home's server), and closes it whatever happens. */

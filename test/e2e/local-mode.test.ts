@@ -224,6 +224,28 @@ describe('local mode', () => {
     expect(after.batches).toBeUndefined();
   }, 360_000);
 
+  it('a worker killed while the command follows is started again, and the batch completes', async () => {
+    const home = await newHome('supervise');
+    const paths = localPaths(home);
+    const file = await batchFile('supervise', 12);
+    const outDir = path.join(dir, 'supervise-out');
+    const run = startCli(['run', file, '--model', 'flux-dev', '--out', outDir, '--concurrency', '3'], localEnv(home));
+    const exited = new Promise<number | null>((resolve) => run.child.once('exit', (c) => resolve(c)));
+    await waitUntil(
+      'a few charges',
+      async () => (charges('supervise').perKey.size >= 3 ? true : undefined),
+      120_000,
+      100,
+    );
+    const worker = readState<WorkerState>(paths.workerState)!;
+    process.kill(worker.pid, 'SIGKILL');
+    expect(await exited, run.output()).toBe(0);
+    expect(run.output().match(/started the local worker \(pid \d+/g)).toHaveLength(2);
+    expect(readState<WorkerState>(paths.workerState)!.pid).not.toBe(worker.pid);
+    await expectEveryRowFinal(outDir, 12);
+    expectNothingPaidTwice('supervise');
+  }, 300_000);
+
   it('Ctrl-C stops following only: the batch goes on in the local worker', async () => {
     const home = await newHome('interrupt');
     const file = await batchFile('interrupt', 10);

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { followBatch, prepareBatch, startOrAttachBatch } from '../batches';
-import { connectClient } from '../client';
+import { connectClient, superviseLocal } from '../client';
 import { COLUMN_OPTIONS, columnSchema, userColumnsInput } from '../columns';
 import { defineCommand } from '../command';
 import { batchId, deadline, duration, flag, positiveInt, dollars } from '../options';
@@ -113,6 +113,8 @@ export const runCommand = defineCommand({
       }
       const tty = stderrIsTTY && !opts.json;
       const display = new ProgressDisplay({ write: stderr, tty, env });
+      // Local mode: the local server and worker are started again if one goes while the batch is followed.
+      const unwatch = local ? superviseLocal(env, (line) => display.line(line)) : () => undefined;
       const final = await client
         .withAbortSignal(signal, () =>
           followBatch(
@@ -131,7 +133,10 @@ export const runCommand = defineCommand({
           if (!signal.aborted) throw err;
           return undefined;
         })
-        .finally(() => display.end());
+        .finally(() => {
+          unwatch();
+          display.end();
+        });
       if (final === undefined) {
         // Ctrl-C stops following, nothing else: the batch goes on where its worker runs.
         const where = local

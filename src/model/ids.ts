@@ -14,12 +14,31 @@ export function batchWorkflowId(batchId: string): string {
   return `batch/${batchId}`;
 }
 
-/** Workflow id of one row of a batch. */
+/**
+ * The longest workflow id (and idempotency key) imagebatch makes: SQL stores of Temporal keep workflow ids in
+ * VARCHAR(255) (PostgreSQL refuses a longer one), and gaps.md bounds a key to 255 printable characters. The cluster's
+ * dynamic config sets `limit.maxIDLength` to it (deploy/dynamicconfig/imagebatch.yaml).
+ */
+export const MAX_ID_LENGTH = 255;
+
+/**
+ * Workflow id of one row of a batch: `<batch>/<row>`. When batch and row ids (128 characters each at most) are too
+ * long together for {@link MAX_ID_LENGTH}, the batch id is cut and followed by `~` and its digest (ids never contain
+ * `~`): `<start of batch>~<digest>/<row>`. Readable, and one-to-one: the row id is whole, the batch's digest differs.
+ */
 export function promptWorkflowId(batchId: string, rowId: string): string {
+  const id = `${batchId}/${rowId}`;
+  if (id.length <= MAX_ID_LENGTH) return id;
+  const digest = fnv1a64Hex(batchId);
+  return `${batchId.slice(0, MAX_ID_LENGTH - rowId.length - digest.length - 2)}~${digest}/${rowId}`;
+}
+
+/** Row workflow ids of batches started before {@link promptWorkflowId} kept to 255: replays only. */
+export function legacyPromptWorkflowId(batchId: string, rowId: string): string {
   return `${batchId}/${rowId}`;
 }
 
-const MAX_KEY_LENGTH = 255;
+const MAX_KEY_LENGTH = MAX_ID_LENGTH;
 
 /**
  * The idempotency key of one attempt of one row: `ib/<batch>/<row>/a<attempt>`. One-to-one: ids never contain `/`,

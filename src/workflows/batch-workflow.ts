@@ -15,6 +15,7 @@ import {
 import type { Activities } from '../activities';
 import {
   batchWorkflowId,
+  legacyPromptWorkflowId,
   promptWorkflowId,
   roundUsd,
   type BatchProgress,
@@ -136,6 +137,13 @@ const { fetchModels: fetchCatalog } = proxyActivities<Activities>({
 export const PRICES_KNOWN_OR_UNKNOWN = 'prices-known-or-unknown';
 
 /**
+ * Patch: a row's workflow id fits 255 characters whatever the batch and row ids (promptWorkflowId shortens the
+ * longer ones; a SQL store refuses them). Before it, `<batch>/<row>` whole. Ids of 255 or fewer are the same on
+ * both paths.
+ */
+export const ROW_WORKFLOW_IDS_FIT_255 = 'row-workflow-ids-fit-255';
+
+/**
  * A batch: reads the file page by page and keeps at most `concurrency` rows in flight, each its own
  * {@link promptWorkflow}.
  *
@@ -163,6 +171,9 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
   const state = input.state ?? newBatchState(workflowNow());
   const selfId = workflowInfo().workflowId;
   const pricesKnownOrUnknown = patched(PRICES_KNOWN_OR_UNKNOWN);
+  const shortRowIds = patched(ROW_WORKFLOW_IDS_FIT_255);
+  const rowWorkflowId = (rowId: string) =>
+    shortRowIds ? promptWorkflowId(input.batchId, rowId) : legacyPromptWorkflowId(input.batchId, rowId);
   let waiting: WaitReason | undefined;
   let resumeRequested = false;
   /** Rows whose close this run cannot see: carried from an earlier run, or found running when started again. */
@@ -315,7 +326,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
   }
 
   async function resumeRow(rowId: string): Promise<void> {
-    await getExternalWorkflowHandle(promptWorkflowId(input.batchId, rowId))
+    await getExternalWorkflowHandle(rowWorkflowId(rowId))
       .signal(rowResumeSignal)
       .catch(() => undefined);
   }
@@ -326,7 +337,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
     for (const rowId of rowIds) cancelSent.add(rowId);
     await Promise.all(
       rowIds.map((rowId) =>
-        getExternalWorkflowHandle(promptWorkflowId(input.batchId, rowId))
+        getExternalWorkflowHandle(rowWorkflowId(rowId))
           .cancel()
           .catch(() => undefined),
       ),
@@ -377,7 +388,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
   }
 
   async function startRow(row: BatchRowInput): Promise<void> {
-    const workflowId = promptWorkflowId(input.batchId, row.rowId);
+    const workflowId = rowWorkflowId(row.rowId);
     state.inFlight[row.rowId] = priceOf(row);
     const price = pricesKnownOrUnknown ? listPriceOf(row) : undefined;
     if (pricesKnownOrUnknown && !price) {
@@ -495,7 +506,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
     if (!(rowId in state.inFlight)) return;
     const lookup = result
       ? { status: 'closed' as const, record: result }
-      : await lookupRow({ workflowId: promptWorkflowId(input.batchId, rowId) });
+      : await lookupRow({ workflowId: rowWorkflowId(rowId) });
     if (lookup.status === 'closed') {
       unwatched.delete(rowId);
       applyRowDone(state, lookup.record);

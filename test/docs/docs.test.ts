@@ -67,9 +67,11 @@ describe('docs', () => {
       .filter((f) => f.endsWith('.ts'))
       .map((f) => readFileSync(path.join(dir, f), 'utf8'))
       .join('\n');
-    const constants = new Map([...sources.matchAll(/const ([A-Z_]+) = '([a-z0-9-]+)'/g)].map((m) => [m[1], m[2]]));
+    const constants = new Map(
+      [...sources.matchAll(/const ([A-Z][A-Z0-9_]*) = '([a-z0-9-]+)'/g)].map((m) => [m[1], m[2]]),
+    );
     const inCode = new Set(
-      [...sources.matchAll(/(?:patched|deprecatePatch)\(([A-Z_]+|'[a-z0-9-]+')\)/g)].map(([, arg = '']) =>
+      [...sources.matchAll(/(?:patched|deprecatePatch)\(([A-Z][A-Z0-9_]*|'[a-z0-9-]+')\)/g)].map(([, arg = '']) =>
         arg.startsWith("'") ? arg.slice(1, -1) : constants.get(arg),
       ),
     );

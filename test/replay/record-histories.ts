@@ -144,6 +144,21 @@ async function main(): Promise<void> {
       if (capProgress.counts.succeeded !== 2) throw new Error(`cap batch: ${JSON.stringify(capProgress)}`);
       await save('batch-spend-cap-resume', capped);
 
+      // Batch and row ids of 128 characters each: the rows' workflow ids are cut to 255 with the batch's digest.
+      const longBatch = `replay-long-${'b'.repeat(116)}`;
+      const longFile = path.join(outputRoot, 'long.csv');
+      await writeFile(longFile, `id,prompt\n${'r'.repeat(127)}1,a heron in the reeds\n${'r'.repeat(127)}2,a kite\n`);
+      const long = await client.workflow.start(batchWorkflow, {
+        taskQueue: TASK_QUEUE,
+        workflowId: batchWorkflowId(longBatch),
+        args: [{ batchId: longBatch, file: longFile, outDir: 'long', concurrency: 2, defaultModel: 'flux-dev' }] as [
+          BatchWorkflowInput,
+        ],
+      });
+      const longProgress = await long.result();
+      if (longProgress.counts.succeeded !== 2) throw new Error(`long-id batch: ${JSON.stringify(longProgress)}`);
+      await save('batch-long-ids', long);
+
       // A small batch that continues as new (every run is saved).
       const canFile = path.join(outputRoot, 'can.csv');
       const prompts = Array.from({ length: 8 }, (_, i) => `a watercolour garden number ${i + 1}`);

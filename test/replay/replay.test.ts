@@ -41,6 +41,11 @@ const EXPECTED = [
   'v4-prices-known-or-unknown-batch-terminated-row-cancelled',
   // Recorded after the `max-wait-says-last-answer` patch (a key out of time says the service's last answer).
   'v5-max-wait-says-last-answer-prompt-max-wait',
+  // Recorded after the `row-workflow-ids-fit-255` patch (row workflow ids cut to 255 with the batch's digest).
+  'v6-row-workflow-ids-fit-255-batch-long-ids',
+  'v6-row-workflow-ids-fit-255-batch-stop-resume',
+  'v6-row-workflow-ids-fit-255-batch-continue-as-new-run1',
+  'v6-row-workflow-ids-fit-255-batch-continue-as-new-run2',
 ];
 
 type History = temporal.api.history.v1.History;
@@ -82,7 +87,7 @@ describe('replay of recorded histories', () => {
     expect(fixtures.map((f) => f.name).sort()).toEqual([...EXPECTED].sort());
     const last = (name: string) => fixtures.find((f) => f.name === name)!.history.events.at(-1)!;
     const { EventType } = temporal.api.enums.v1;
-    const hops = ['batch-continue-as-new-run1'];
+    const hops = ['batch-continue-as-new-run1', 'v6-row-workflow-ids-fit-255-batch-continue-as-new-run1'];
     for (const name of hops) {
       expect(last(name).eventType).toBe(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW);
     }

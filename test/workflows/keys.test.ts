@@ -81,4 +81,26 @@ describe('idempotency keys', () => {
   it('row workflow ids are batch/row', () => {
     expect(promptWorkflowId('b1', 'row-7')).toBe('b1/row-7');
   });
+
+  it('row workflow ids fit 255 characters (a SQL store refuses more), keep the start of the batch id and the whole row id', () => {
+    const batch = 'b'.repeat(128);
+    const row = 'r'.repeat(128);
+    const id = promptWorkflowId(batch, row);
+    expect(id).toHaveLength(255);
+    expect(id).toMatch(/^b{109}~[0-9a-f]{16}\/r{128}$/);
+    expect(promptWorkflowId('b'.repeat(127), row)).toMatch(/^b{109}~[0-9a-f]{16}\/r{128}$/); // 256: cut
+    expect(promptWorkflowId('b'.repeat(126), row)).toBe(`${'b'.repeat(126)}/${row}`); // 255: whole
+  });
+
+  it('row workflow ids are one-to-one over every batch and row id', () => {
+    fc.assert(
+      fc.property(fc.tuple(id, id), fc.tuple(id, id), ([b1, r1], [b2, r2]) => {
+        fc.pre(b1 !== b2 || r1 !== r2);
+        const [x, y] = [promptWorkflowId(b1, r1), promptWorkflowId(b2, r2)];
+        expect(x.length).toBeLessThanOrEqual(255);
+        expect(x).not.toBe(y);
+      }),
+      { numRuns: 2_000 },
+    );
+  });
 });

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, statSync } from 'node:fs';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -82,7 +82,9 @@ async function runningServer(paths: LocalPaths): Promise<ServerState | undefined
   const state = readState<ServerState>(paths.serverState);
   if (!state || !pidAlive(state.pid)) return undefined;
   if (await answers(state.address)) return state;
-  if (!isOurServer(state.pid, paths)) return undefined; // the pid was reused (a reboot): not ours to stop
+  // A pid reused after a reboot is not ours to stop; where the command line cannot be read, only a server that answers
+  // is taken for ours (above).
+  if (isOurServer(state.pid, paths) !== true) return undefined;
   // Ours but silent: starting (its starter died), or wedged. Give it a while, then replace it.
   const deadline = Date.now() + 30_000;
   while (Date.now() < deadline && pidAlive(state.pid)) {
@@ -102,17 +104,23 @@ export function runningWorker(paths: LocalPaths, server: ServerState | undefined
   return state;
 }
 
-/** Whether `pid` runs the Temporal dev server on this home's SQLite file (Linux, macOS); unknown counts as yes. */
-function isOurServer(pid: number, paths: LocalPaths): boolean {
+/** Whether `pid` runs the Temporal dev server on this home's SQLite file; undefined where its command line is unknown. */
+function isOurServer(pid: number, paths: LocalPaths): boolean | undefined {
   const command = commandLine(pid);
-  return command === undefined || (command.includes('start-dev') && command.includes(paths.db));
+  return command === undefined ? undefined : command.includes('start-dev') && command.includes(paths.db);
 }
 
+/** A process's command line: /proc on Linux, `ps` elsewhere (macOS); undefined when neither tells. */
 function commandLine(pid: number): string | undefined {
   try {
     return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
   } catch {
-    return undefined;
+    try {
+      const text = execFileSync('ps', ['-o', 'command=', '-p', String(pid)], { encoding: 'utf8', timeout: 2_000 });
+      return text.trim() || undefined;
+    } catch {
+      return undefined;
+    }
   }
 }
 
@@ -169,7 +177,7 @@ function portFree(port: number): Promise<boolean> {
 async function startWorker(paths: LocalPaths, server: ServerState, options: EnsureLocalOptions): Promise<WorkerState> {
   const stale = readState<WorkerState>(paths.workerState);
   // A worker that lives but polls an address the server no longer has (it was restarted on other ports).
-  if (stale && pidAlive(stale.pid) && isOurWorker(stale.pid)) await stopPid(stale.pid, WORKER_STOP_GRACE_MS);
+  if (stale && pidAlive(stale.pid) && isOurWorker(stale)) await stopPid(stale.pid, WORKER_STOP_GRACE_MS);
   removeState(paths.workerState);
   mkdirSync(paths.logs, { recursive: true });
   const logStart = fileSize(paths.workerLog);
@@ -203,9 +211,11 @@ async function startWorker(paths: LocalPaths, server: ServerState, options: Ensu
   }
 }
 
-function isOurWorker(pid: number): boolean {
-  const command = commandLine(pid);
-  return command === undefined || /\blocal worker\b/.test(command);
+/** Whether worker.json's pid is the local worker: its command line says so, or (where it cannot be read) it beats. */
+function isOurWorker(state: WorkerState): boolean {
+  const command = commandLine(state.pid);
+  if (command !== undefined) return /\blocal worker\b/.test(command);
+  return Date.now() - Date.parse(state.beatAt) <= WORKER_STALE_MS;
 }
 
 const fileSize = (file: string) => {
@@ -268,13 +278,15 @@ export async function stopLocal(paths: LocalPaths): Promise<LocalStopped> {
   return withLock(paths.lock, async () => {
     const stopped: LocalStopped = {};
     const worker = readState<WorkerState>(paths.workerState);
-    if (worker && pidAlive(worker.pid) && isOurWorker(worker.pid)) {
+    if (worker && pidAlive(worker.pid) && isOurWorker(worker)) {
       await stopPid(worker.pid, WORKER_STOP_GRACE_MS);
       stopped.worker = worker.pid;
     }
     removeState(paths.workerState);
     const server = readState<ServerState>(paths.serverState);
-    if (server && pidAlive(server.pid) && isOurServer(server.pid, paths)) {
+    const ours =
+      server && pidAlive(server.pid) ? (isOurServer(server.pid, paths) ?? (await answers(server.address))) : false;
+    if (server && ours) {
       await stopPid(server.pid, SERVER_STOP_GRACE_MS);
       stopped.server = server.pid;
     }

@@ -4,7 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { localHome, localModeAllowed } from '../../src/local/home';
+import { localHome, localModeAllowed, localPaths } from '../../src/local/home';
+import { stopLocal } from '../../src/local/local';
 import { withLock } from '../../src/local/lock';
 import { pidAlive, stopPid } from '../../src/local/processes';
 import { differingSettings, settingsPrint } from '../../src/local/settings';
@@ -98,5 +99,34 @@ describe('home lock', () => {
     await stopPid(live.pid!, 1_000);
     expect(pidAlive(live.pid!)).toBe(false);
     expect(await withLock(lock, async () => 'got it', 5_000)).toBe('got it');
+  });
+});
+
+describe('local stop after a reboot', () => {
+  it('never stops a process that merely has the recorded pid (a reboot reused it)', async () => {
+    const paths = localPaths(path.join(dir, 'rebooted'));
+    const stranger = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)']);
+    try {
+      const at = new Date(Date.now() - 3_600_000).toISOString();
+      writeState(paths.serverState, {
+        pid: stranger.pid,
+        address: '127.0.0.1:1',
+        port: 1,
+        uiPort: 2,
+        uiUrl: 'http://127.0.0.1:2',
+        startedAt: at,
+      });
+      writeState(paths.workerState, {
+        pid: stranger.pid,
+        address: '127.0.0.1:1',
+        startedAt: at,
+        beatAt: at,
+        settings: { salt: 's', hashes: {} },
+      });
+      expect(await stopLocal(paths)).toEqual({});
+      expect(pidAlive(stranger.pid!)).toBe(true);
+    } finally {
+      stranger.kill('SIGKILL');
+    }
   });
 });

@@ -8,11 +8,13 @@
 //   node scripts/setup.mjs --no-build dependencies and toolchain only
 //   node scripts/setup.mjs --browser  also Chromium, for the gallery browser test (npm test passes it)
 //   node scripts/setup.mjs --compose  also docker-compose, for the docker-compose.yml test (npm test passes it)
+//   node scripts/setup.mjs --cluster  also the Temporal server and PostgreSQL, for scripts/cluster.mjs
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { buildServerTools, postgresBin } from './cluster-lib.mjs';
 
 const root = dirname(dirname(fileURLToPath(import.meta.url)));
 const tools = join(root, '.tools');
@@ -170,6 +172,36 @@ function dockerCompose() {
 }
 
 /**
+ * For scripts/cluster.mjs: the Temporal server and its SQL tool, built once into .tools/temporal-server-<version>
+ * (scripts/cluster-lib.mjs), and PostgreSQL, installed with apt-get (Debian's `postgresql`) when it is missing and
+ * this runs as root; otherwise a note, and set-up goes on (the cluster script then says what is missing).
+ */
+function cluster() {
+  buildServerTools(root, log);
+  const found = postgresBin();
+  if (found) {
+    log(`PostgreSQL present (${found}): not installing it`);
+    return;
+  }
+  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  const apt = process.platform === 'linux' ? onPath('apt-get') : undefined;
+  const hint = 'scripts/cluster.mjs needs PostgreSQL (initdb, postgres, pg_isready on PATH or in /usr/lib/postgresql)';
+  if (!isRoot || !apt) {
+    log(
+      `note: PostgreSQL is not installed and cannot be installed here (${isRoot ? 'no apt-get' : 'not root'}); ${hint}`,
+    );
+    return;
+  }
+  log('PostgreSQL is not installed: apt-get update, then apt-get install -y --no-install-recommends postgresql');
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  if (!run('apt-get', ['update'], { env }).ok) log('apt-get update failed; trying the install anyway');
+  const ok = run('apt-get', ['install', '-y', '--no-install-recommends', 'postgresql'], { env }).ok;
+  const installed = postgresBin();
+  if (ok && installed) log(`PostgreSQL installed (${installed})`);
+  else log(`note: apt-get could not install PostgreSQL; ${hint}`);
+}
+
+/**
  * `npm run build`: tsc (incremental), then the workflow bundles (scripts/bundle-workflows.mjs, which skips webpack
  * when dist/workflow-bundles.json shows the bundles hold the current build's workflow code).
  */
@@ -187,6 +219,7 @@ try {
   temporalToolchain();
   if (args.has('--browser')) chromium();
   if (args.has('--compose')) dockerCompose();
+  if (args.has('--cluster')) cluster();
   if (!args.has('--no-build')) build();
 } catch (err) {
   log(`failed: ${err instanceof Error ? err.message : String(err)}`);

@@ -30,6 +30,9 @@ COPY package.json package-lock.json ./
 RUN npm install --omit=dev --no-audit --no-fund --loglevel=error && npm cache clean --force
 COPY bin ./bin
 COPY examples ./examples
+# dist/ holds the workflow bundles `npm run build` made above: root's, readable by all and writable by root only,
+# which is all the worker needs: it loads them and writes nothing there (it says so when it must bundle at start;
+# scripts/check-artifact.mjs runs the artefact as an unprivileged user and fails on that).
 COPY --from=build /app/dist ./dist
 # The batch folder (a volume shared by the worker and the CLI) and the simulator's state, writable by `node` only.
 RUN mkdir -p /batches /var/lib/imagebatch && chown node:node /batches /var/lib/imagebatch

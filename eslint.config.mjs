@@ -23,7 +23,7 @@ const layers = {
   codec: { may: ['config'] },
   temporal: { may: ['util'] },
   // Local mode: the home's server and worker processes, found or started (the CLI runs the worker itself).
-  local: { may: ['util', 'temporal'] },
+  local: { may: ['util', 'temporal', 'config'] },
   batch: { may: ['util'], packages: 'no-temporal' },
   ledger: { may: ['util'], packages: 'no-temporal' },
   schedules: { may: ['util', 'batch', 'ledger'], packages: 'no-temporal' },

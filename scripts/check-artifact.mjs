@@ -11,7 +11,8 @@
 // Then it checks that no development-only package was installed, that the artefact's dist/ is byte for byte the
 // dist/ the tests run (this checkout's, built from the same src/), and runs the artefact with production
 // dependencies only: --help, validate, a simulator, a worker (Temporal settings from a profile file, the service
-// key from a file) on a Temporal dev server, its health check, and a three-row batch through `run --follow`.
+// key from a file, its workflow code from the build's bundle, not bundled at start) on a Temporal dev server, its
+// health check, and a three-row batch through `run --follow`.
 //
 //   node scripts/check-artifact.mjs [--json] [--keep]     --json: one summary line on stdout; --keep: leave the folder
 //
@@ -346,6 +347,11 @@ async function runArtifact(tmp, app, stageEnv) {
         240_000,
       ),
     );
+    // The image makes the workflow bundles at build time: a worker that bundles at start would say so.
+    const { BUNDLING_AT_START } = appRequire('./dist/cli/commands/worker.js');
+    if (worker.io.stderr.includes(BUNDLING_AT_START)) {
+      fail(`the worker bundled its workflow code at start instead of loading dist/'s bundle: ${worker.io.stderr}`);
+    }
 
     const healthEnv = { ...baseEnv, TEMPORAL_CONFIG_FILE: profileFile, TEMPORAL_PROFILE: 'artifact' };
     await step('health check', () =>

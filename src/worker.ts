@@ -73,17 +73,11 @@ export interface CreateWorkerOptions {
   identity?: string;
   /**
    * Milliseconds a shutdown waits for the activities in flight to finish before cancelling them (the CLI worker
-   * passes {@link SHUTDOWN_GRACE_MS}).
+   * passes `IMAGEBATCH_SHUTDOWN_GRACE`: `TemporalConfig.shutdownGraceMs`).
    * @default 0, the SDK's: cancelled at once, to be retried by another worker
    */
   shutdownGraceTimeMs?: number;
 }
-
-/**
- * The CLI worker's shutdown grace: an activity sends at most one request, so a few seconds let the ones in flight
- * finish, and 8 s fits inside Docker's default 10 s between SIGTERM and SIGKILL.
- */
-export const SHUTDOWN_GRACE_MS = 8_000;
 
 /** Creates (does not run) a worker with imagebatch's workflows and activities. */
 export async function createWorker(options: CreateWorkerOptions): Promise<Worker> {

@@ -1,5 +1,6 @@
-import ms, { type StringValue } from 'ms';
+import ms from 'ms';
 import { z } from 'zod';
+import { durationMs } from '../config/duration';
 import { ID_PATTERN } from '../model';
 import { OptionError } from './errors';
 
@@ -62,17 +63,6 @@ export interface DurationOptions {
 
 /** The shortest duration any option takes. */
 const MIN_DURATION_MS = 1000;
-
-/** Milliseconds of an `ms` duration with a unit (`90s`, `30 minutes`), or NaN. */
-function durationMs(raw: string): number {
-  const text = raw.trim();
-  if (!/[a-z]\s*$/i.test(text)) return NaN; // a bare number: which unit is meant is anybody's guess
-  try {
-    return Math.round(ms(text as StringValue));
-  } catch {
-    return NaN; // empty, or longer than ms reads
-  }
-}
 
 /** A duration of at least 1 s (and at most `maxMs`), in milliseconds: `--max-poll-wait`, `--every`, `--max-wait`. */
 export const duration = ({ maxMs, examples = '90s, 45m or 2h' }: DurationOptions = {}) =>

@@ -1,6 +1,7 @@
 import { accessSync, constants } from 'node:fs';
 import { loadClientConfigProfile, toClientOptions, type ClientConfigProfile } from '@temporalio/envconfig';
 import { z } from 'zod';
+import { durationMs } from './duration';
 import { describeValue, gotValue, unreadableFile, withoutValue } from './redact';
 import { ConfigError } from './service-config';
 import { loadTemporalProfile } from './temporal-profile';
@@ -43,10 +44,27 @@ export interface TemporalConfig extends ClientConfigProfile {
    * @default 100
    */
   maxConcurrentActivities: number;
+  /**
+   * Milliseconds a stopping worker (SIGINT/SIGTERM) waits for the activities it runs to finish before cancelling
+   * them, to be retried by another worker. `IMAGEBATCH_SHUTDOWN_GRACE`, a duration such as `50s`; `0s` cancels at
+   * once. A container's stop timeout must be longer (docker-compose.yml's `stop_grace_period`).
+   * @default DEFAULT_SHUTDOWN_GRACE_MS
+   */
+  shutdownGraceMs: number;
 }
 
 /** The address `imagebatch worker` connects to when nothing names one. */
 export const DEFAULT_TEMPORAL_ADDRESS = '127.0.0.1:7233';
+
+/**
+ * The worker's shutdown grace when `IMAGEBATCH_SHUTDOWN_GRACE` is unset: an activity sends at most one request, so a
+ * few seconds let most of those in flight finish, and 8 s fits inside Docker's default 10 s between SIGTERM and
+ * SIGKILL.
+ */
+export const DEFAULT_SHUTDOWN_GRACE_MS = 8_000;
+
+/** The longest `IMAGEBATCH_SHUTDOWN_GRACE`. */
+const MAX_SHUTDOWN_GRACE_MS = 3_600_000;
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -85,6 +103,13 @@ const number = (min: number, max: number) =>
     .regex(/^\d+(\.\d+)?$/, 'must be a number')
     .transform(Number)
     .pipe(z.number().min(min).max(max));
+const shutdownGrace = z
+  .string()
+  .transform(durationMs)
+  .refine(
+    (v) => v >= 0 && v <= MAX_SHUTDOWN_GRACE_MS,
+    'must be a duration of at most 1h with its unit, such as 8s, 50s or 2m (0s: cancel at once)',
+  );
 const hostPort = z
   .string()
   .trim()
@@ -184,6 +209,7 @@ export function loadTemporalConfig(given: Env = process.env): TemporalConfig {
     taskQueue: read(env, 'TEMPORAL_TASK_QUEUE', nonEmpty) ?? 'imagebatch',
     ratePerSecond: read(env, 'IMAGEBATCH_RATE_LIMIT', number(0, 100_000)) ?? 0,
     maxConcurrentActivities: read(env, 'IMAGEBATCH_MAX_CONCURRENT_ACTIVITIES', number(1, 10_000)) ?? 100,
+    shutdownGraceMs: read(env, 'IMAGEBATCH_SHUTDOWN_GRACE', shutdownGrace) ?? DEFAULT_SHUTDOWN_GRACE_MS,
   };
 }
 

@@ -3,6 +3,7 @@ import { closeSync, mkdirSync, openSync, readFileSync, statSync } from 'node:fs'
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
+import { DEFAULT_SHUTDOWN_GRACE_MS } from '../config/temporal-config';
 import { DevServer } from '../temporal/dev-server';
 import { freePort } from '../util/net';
 import { type LocalPaths } from './home';
@@ -17,8 +18,11 @@ type Env = Readonly<Record<string, string | undefined>>;
 const HOST = '127.0.0.1';
 /** How long a local server or worker may take to answer after it was started. */
 const START_TIMEOUT_MS = 120_000;
-/** How long a stopped worker may take to finish its activities (a little over the worker's own grace). */
-export const WORKER_STOP_GRACE_MS = 15_000;
+/** How much longer than its own shutdown grace a stopping worker is given before it is killed. */
+const WORKER_STOP_MARGIN_MS = 7_000;
+const workerStopGrace = (worker: WorkerState) =>
+  (Number.isFinite(worker.shutdownGraceMs) ? worker.shutdownGraceMs : DEFAULT_SHUTDOWN_GRACE_MS) +
+  WORKER_STOP_MARGIN_MS;
 const SERVER_STOP_GRACE_MS = 15_000;
 const LOG_TAIL = 2_048;
 
@@ -177,7 +181,7 @@ function portFree(port: number): Promise<boolean> {
 async function startWorker(paths: LocalPaths, server: ServerState, options: EnsureLocalOptions): Promise<WorkerState> {
   const stale = readState<WorkerState>(paths.workerState);
   // A worker that lives but polls an address the server no longer has (it was restarted on other ports).
-  if (stale && pidAlive(stale.pid) && isOurWorker(stale)) await stopPid(stale.pid, WORKER_STOP_GRACE_MS);
+  if (stale && pidAlive(stale.pid) && isOurWorker(stale)) await stopPid(stale.pid, workerStopGrace(stale));
   removeState(paths.workerState);
   mkdirSync(paths.logs, { recursive: true });
   const logStart = fileSize(paths.workerLog);
@@ -279,7 +283,7 @@ export async function stopLocal(paths: LocalPaths): Promise<LocalStopped> {
     const stopped: LocalStopped = {};
     const worker = readState<WorkerState>(paths.workerState);
     if (worker && pidAlive(worker.pid) && isOurWorker(worker)) {
-      await stopPid(worker.pid, WORKER_STOP_GRACE_MS);
+      await stopPid(worker.pid, workerStopGrace(worker));
       stopped.worker = worker.pid;
     }
     removeState(paths.workerState);

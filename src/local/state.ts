@@ -23,6 +23,8 @@ export interface WorkerState {
   startedAt: string;
   /** ISO 8601; rewritten every {@link WORKER_BEAT_MS}: older than {@link WORKER_STALE_MS} is a worker that is gone. */
   beatAt: string;
+  /** How long it lets its activities finish once told to stop (its `IMAGEBATCH_SHUTDOWN_GRACE`). */
+  shutdownGraceMs: number;
   /** The settings it runs with, each a salted hash (src/local/settings.ts), never a value. */
   settings: { salt: string; hashes: Record<string, string> };
 }

@@ -72,8 +72,18 @@ describe('loadTemporalConfig without a profile', () => {
       taskQueue: 'imagebatch',
       ratePerSecond: 0,
       maxConcurrentActivities: 100,
+      shutdownGraceMs: 8_000,
     });
     expect(connectionOptions(loadTemporalConfig({}))).toEqual({ address: '127.0.0.1:7233' });
+  });
+
+  it('IMAGEBATCH_SHUTDOWN_GRACE is a duration with its unit; 0s cancels the activities at once', () => {
+    const grace = (value: string) => loadTemporalConfig({ IMAGEBATCH_SHUTDOWN_GRACE: value }).shutdownGraceMs;
+    expect(grace('50s')).toBe(50_000);
+    expect(grace(' 2m ')).toBe(120_000);
+    expect(grace('1500ms')).toBe(1_500);
+    expect(grace('0s')).toBe(0);
+    expect(grace('1h')).toBe(3_600_000);
   });
 
   it('TEMPORAL_API_KEY implies TLS, and TEMPORAL_TLS=false turns it off again', () => {
@@ -232,6 +242,9 @@ describe('loadTemporalConfig errors name the variable or the file, never a key',
     ],
     [{ TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: 'true' }, 'TEMPORAL_TLS_DISABLE_HOST_VERIFICATION', 'SERVER_NAME'],
     [{ IMAGEBATCH_RATE_LIMIT: 'fast' }, 'IMAGEBATCH_RATE_LIMIT', 'must be a number'],
+    [{ IMAGEBATCH_SHUTDOWN_GRACE: '50' }, 'IMAGEBATCH_SHUTDOWN_GRACE', 'with its unit, such as 8s, 50s or 2m'],
+    [{ IMAGEBATCH_SHUTDOWN_GRACE: '2h' }, 'IMAGEBATCH_SHUTDOWN_GRACE', 'at most 1h'],
+    [{ IMAGEBATCH_SHUTDOWN_GRACE: '-5s' }, 'IMAGEBATCH_SHUTDOWN_GRACE', 'must be a duration'],
   ])('%j', (env, variable, problem) => {
     const err = errorOf(env);
     expect(err.variable).toBe(variable);

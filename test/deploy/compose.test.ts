@@ -1,9 +1,11 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { assertApiKeyFormat } from '../../src/api/api-key';
+import { durationMs } from '../../src/config/duration';
+import { loadTemporalConfig } from '../../src/config/temporal-config';
 import { DEMO_API_KEY, simulatorConfigSchema } from '../../src/simulator/config';
 import { REPO_ROOT } from '../helpers/dist';
 
@@ -24,7 +26,9 @@ interface Service {
   hostname?: string;
   ports?: unknown[];
   command?: string[];
+  entrypoint?: string[];
   environment?: Record<string, string>;
+  stop_grace_period?: string;
   secrets?: { source: string; target?: string }[] | string[];
   volumes?: string[];
   depends_on?: Record<string, { condition: string }>;
@@ -44,10 +48,15 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 /** Runs docker-compose in the repository with a clean environment (so no variable of this shell changes the file). */
 function compose(...args: string[]): string {
+  return composeWith({}, ...args);
+}
+
+/** {@link compose} with these variables set. */
+function composeWith(vars: Record<string, string>, ...args: string[]): string {
   const res = spawnSync(composeBinary, ['-f', 'docker-compose.yml', ...args], {
     cwd: REPO_ROOT,
     encoding: 'utf8',
-    env: { PATH: process.env.PATH ?? '', HOME: scratch },
+    env: { PATH: process.env.PATH ?? '', HOME: scratch, ...vars },
     timeout: 60_000,
   });
   if (res.error && (res.error as NodeJS.ErrnoException).code === 'ENOENT') {
@@ -106,6 +115,20 @@ const service = (name: string): Service => {
   return s;
 };
 
+/** The host path a service's bind mount gives at `target` (a file, or a file under a mounted folder), or undefined. */
+function hostPathOf(s: Service, target: string): string | undefined {
+  for (const v of s.volumes ?? []) {
+    const [source = '', at = ''] = v.split(':');
+    if (!path.isAbsolute(source)) continue; // a named volume
+    if (target === at) return source;
+    if (target.startsWith(`${at}/`)) return path.join(source, target.slice(at.length + 1));
+  }
+  return undefined;
+}
+
+/** The version of an image reference (`temporalio/server:1.31.5` gives 1.31.5). */
+const versionOf = (image: string | undefined) => image?.split(':').at(-1);
+
 describe('docker-compose.yml (validated by docker-compose config)', { timeout: 90_000 }, () => {
   it('has PostgreSQL, the Temporal server with its schema and namespace jobs, the UI, the simulator, worker and CLI', () => {
     const expected = [
@@ -130,8 +153,37 @@ describe('docker-compose.yml (validated by docker-compose config)', { timeout: 9
       }
       expect(s.image, name).toMatch(/^[\w./-]+:\d+\.\d+(\.\d+)?(-[\w.]+)?$/);
     }
-    expect(service('temporal').image).toBe('temporalio/server:1.31.0');
     expect(service('temporal-schema').image).toBe(service('temporal-namespace').image);
+  });
+
+  it("the Temporal server and admin-tools are one version, the native cluster's (scripts/cluster-lib.mjs)", () => {
+    const server = service('temporal').image;
+    // 1.31.0 is not served by the Go module proxy and 1.31.3-1.31.5 cannot be built from it (scripts/cluster-lib.mjs).
+    expect(server).toMatch(/^temporalio\/server:\d+\.\d+\.\d+$/);
+    expect(server).not.toMatch(/^temporalio\/server:1\.31\.[0-5]$/);
+    expect(service('temporal-schema').image).toBe(`temporalio/admin-tools:${versionOf(server)}`);
+    const native = /TEMPORAL_SERVER_VERSION = '([\d.]+)'/.exec(
+      readFileSync(path.join(REPO_ROOT, 'scripts', 'cluster-lib.mjs'), 'utf8'),
+    )?.[1];
+    expect(native).toBe(versionOf(server));
+  });
+
+  it('the Temporal server gets its settings and dynamic config file from deploy/, as the native cluster does', () => {
+    const temporal = service('temporal');
+    const env = temporal.environment ?? {};
+    // Without a dynamic config file temporalio/server (not auto-setup) exits at start.
+    expect(env.DYNAMIC_CONFIG_FILE_PATH).toBe('/etc/temporal/config/dynamicconfig/imagebatch.yaml');
+    expect(temporal.volumes).toContain(
+      `${path.join(REPO_ROOT, 'deploy', 'dynamicconfig')}:/etc/temporal/config/dynamicconfig:ro`,
+    );
+    const dynamicConfig = hostPathOf(temporal, env.DYNAMIC_CONFIG_FILE_PATH!);
+    expect(dynamicConfig).toBe(path.join(REPO_ROOT, 'deploy', 'dynamicconfig', 'imagebatch.yaml'));
+    // Workflow ids up to PostgreSQL's VARCHAR(255), refused beyond it at the front end.
+    const limits = yamlToJson(readFileSync(dynamicConfig!, 'utf8')) as Record<string, { value: unknown }[]>;
+    expect(limits['limit.maxIDLength']?.map((c) => c.value)).toEqual([255]);
+    const serverConfig = hostPathOf(temporal, env.TEMPORAL_SERVER_CONFIG_FILE_PATH ?? '');
+    expect(serverConfig).toBe(path.join(REPO_ROOT, 'deploy', 'temporal-cluster.yaml'));
+    expect(readFileSync(serverConfig!, 'utf8')).toContain('DYNAMIC_CONFIG_FILE_PATH');
   });
 
   it('health checks on postgres, temporal, the UI, the simulator and the worker; start-up waits on them', () => {
@@ -143,6 +195,8 @@ describe('docker-compose.yml (validated by docker-compose config)', { timeout: 9
     expect(service('worker').healthcheck?.test).toEqual(['CMD', 'node', '/app/bin/imagebatch.js', 'healthcheck']);
     const waits = (name: string) =>
       Object.fromEntries(Object.entries(service(name).depends_on ?? {}).map(([k, v]) => [k, v.condition]));
+    // Over TCP: during its first start PostgreSQL runs a set-up server on the unix socket only.
+    expect(service('postgresql').healthcheck?.test?.[1]).toMatch(/^pg_isready -h 127\.0\.0\.1 /);
     expect(waits('temporal-schema')).toEqual({ postgresql: 'service_healthy' });
     expect(waits('temporal')).toEqual({ 'temporal-schema': 'service_completed_successfully' });
     expect(waits('temporal-namespace')).toEqual({ temporal: 'service_healthy' });
@@ -163,6 +217,45 @@ describe('docker-compose.yml (validated by docker-compose config)', { timeout: 9
     expect(worker.environment).toMatchObject({ TEMPORAL_ADDRESS: 'temporal:7233', TEMPORAL_TASK_QUEUE: 'imagebatch' });
   });
 
+  it("Docker's SIGKILL comes at least 5 s after the worker's own shutdown grace (IMAGEBATCH_SHUTDOWN_GRACE) ends", () => {
+    const worker = service('worker');
+    const stopGraceMs = durationMs(worker.stop_grace_period ?? '10s'); // Docker's default: 10 s
+    const workerGraceMs = loadTemporalConfig({ ...worker.environment, HOME: scratch }).shutdownGraceMs;
+    expect(worker.environment?.IMAGEBATCH_SHUTDOWN_GRACE).toBeDefined();
+    expect(workerGraceMs).toBeGreaterThan(10_000);
+    expect(stopGraceMs - workerGraceMs).toBeGreaterThanOrEqual(5_000);
+  });
+
+  it('the database password is a secret file, in no environment variable', () => {
+    const secretFile = composeConfig().secrets?.temporal_db_password?.file;
+    expect(secretFile).toBe(path.join(REPO_ROOT, 'deploy', 'secrets', 'temporal-db-password'));
+    expect(readFileSync(secretFile!, 'utf8').trim()).not.toBe('');
+    const holders = Object.entries(composeConfig().services)
+      .filter(([, s]) =>
+        (s.secrets ?? []).some((x) => (typeof x === 'string' ? x : x.source) === 'temporal_db_password'),
+      )
+      .map(([name]) => name);
+    expect(holders.sort()).toEqual(['postgresql', 'temporal', 'temporal-schema']);
+    expect(service('postgresql').environment?.POSTGRES_PASSWORD_FILE).toBe('/run/secrets/temporal_db_password');
+    for (const [name, s] of Object.entries(composeConfig().services)) {
+      expect(Object.keys(s.environment ?? {}), name).not.toContainEqual(
+        expect.stringMatching(/^(POSTGRES_PASSWORD|POSTGRES_PWD|SQL_PASSWORD|TEMPORAL_DB_PASSWORD)$/),
+      );
+    }
+    // A password of one's own: named by its file, never in the resolved file.
+    const own = path.join(scratch, 'db-password');
+    writeFileSync(own, 'Own-db-password-7f3a\n');
+    const withOwn = composeWith({ TEMPORAL_DB_PASSWORD_SECRET_FILE: own }, 'config');
+    expect(withOwn).not.toContain('Own-db-password-7f3a');
+    expect((yamlToJson(withOwn) as ComposeConfig).secrets?.temporal_db_password?.file).toBe(own);
+    // temporalio/server and temporal-sql-tool read the password from a variable only: set from the file inside.
+    for (const name of ['temporal', 'temporal-schema']) {
+      expect(service(name).entrypoint, name).toEqual(['/bin/sh', '-c']);
+      expect(service(name).command?.[0], name).toContain('"$$(cat /run/secrets/temporal_db_password)"');
+    }
+    expect(service('temporal').command?.[0]).toMatch(/\nexec \/etc\/temporal\/entrypoint\.sh\n/);
+  });
+
   it('the image service key reaches the worker only, as a secret file, never as a variable', () => {
     const secretFile = composeConfig().secrets?.imagegen_api_key?.file;
     expect(secretFile).toBe(path.join(REPO_ROOT, 'deploy', 'secrets', 'simulator-api-key'));
@@ -171,7 +264,7 @@ describe('docker-compose.yml (validated by docker-compose config)', { timeout: 9
     expect(worker.environment?.IMAGEGEN_API_KEY_FILE).toBe('/run/secrets/imagegen_api_key');
     for (const [name, s] of Object.entries(composeConfig().services)) {
       expect(Object.keys(s.environment ?? {}), name).not.toContain('IMAGEGEN_API_KEY');
-      if (name !== 'worker') expect(s.secrets, name).toBeUndefined();
+      if (name !== 'worker') expect(JSON.stringify(s.secrets ?? []), name).not.toContain('imagegen_api_key');
     }
     // The default secret is the simulator's demo key, in the format the worker checks at start.
     const key = readFileSync(secretFile!, 'utf8').replace(/\n$/, '');

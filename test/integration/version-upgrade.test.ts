@@ -12,9 +12,10 @@ import {
 } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultServiceConfig } from '../../src/config/service-config';
+import { DEFAULT_SHUTDOWN_GRACE_MS } from '../../src/config/temporal-config';
 import { DEMO_API_KEY, FaultKind, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
-import { createWorker, SHUTDOWN_GRACE_MS, workflowsPath } from '../../src/worker';
+import { createWorker, workflowsPath } from '../../src/worker';
 import { batchWorkflowId } from '../../src/model';
 import { batchWorkflow } from '../../src/workflows';
 import { progressQuery } from '../../src/workflows/definitions';
@@ -94,7 +95,7 @@ describe('a new worker version in the middle of a batch', () => {
         taskQueue,
         identity,
         workflowBundle,
-        shutdownGraceTimeMs: SHUTDOWN_GRACE_MS,
+        shutdownGraceTimeMs: DEFAULT_SHUTDOWN_GRACE_MS,
         activityDeps: {
           config: defaultServiceConfig({ baseUrl: sim!.baseUrl, minPollIntervalMs: 300 }),
           apiKey: () => DEMO_API_KEY,

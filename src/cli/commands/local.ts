@@ -147,12 +147,13 @@ const workerCommand = defineCommand({
     const startedAt = new Date().toISOString();
     const settings = settingsPrint(env);
     let beat: NodeJS.Timeout | undefined;
-    const write = () => {
+    const write = (shutdownGraceMs: number) => {
       const state: WorkerState = {
         pid: process.pid,
         address: server.address,
         startedAt,
         beatAt: new Date().toISOString(),
+        shutdownGraceMs,
         settings,
       };
       writeState(paths.workerState, state);
@@ -162,9 +163,9 @@ const workerCommand = defineCommand({
         env: localTemporalEnv(env, server.address),
         signal,
         log: (line) => stderr(`${new Date().toISOString()} ${line}\n`),
-        onReady: () => {
-          write();
-          beat = setInterval(write, WORKER_BEAT_MS);
+        onReady: ({ shutdownGraceMs }) => {
+          write(shutdownGraceMs);
+          beat = setInterval(() => write(shutdownGraceMs), WORKER_BEAT_MS);
         },
       });
     } finally {

@@ -7,9 +7,12 @@ import { loadMetricsConfig } from '../../config/metrics-config';
 import { loadServiceConfig } from '../../config/service-config';
 import { connectionOptions, loadTemporalConfig } from '../../config/temporal-config';
 import { installWorkerRuntime, WorkerMetrics } from '../../metrics';
-import { createWorker, SHUTDOWN_GRACE_MS } from '../../worker';
+import { createWorker, prebuiltWorkflowBundle } from '../../worker';
 import { z } from 'zod';
 import { defineCommand } from '../command';
+
+/** What the worker logs when it bundles its workflow code at start (scripts/check-artifact.mjs checks its absence). */
+export const BUNDLING_AT_START = 'bundling the workflow code at start (`npm run build` makes the bundles)';
 
 /** Options of {@link runWorker}. */
 export interface RunWorkerOptions {
@@ -34,6 +37,8 @@ export interface WorkerRunSummary {
   address: string;
   namespace: string;
   taskQueue: string;
+  /** How long a stopping worker lets its activities finish (`IMAGEBATCH_SHUTDOWN_GRACE`). */
+  shutdownGraceMs: number;
 }
 
 /**
@@ -51,17 +56,23 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSum
     logger: new DefaultLogger(options.env.IMAGEBATCH_LOG_LEVEL === 'debug' ? 'DEBUG' : 'WARN'),
     ...(metricsConfig ? { metrics: metricsConfig } : {}),
   });
+  const dataConverter = codec ? workerDataConverter(codec) : undefined;
+  // The build's bundle (the image makes it at build time); without one the worker runs webpack now, which costs
+  // seconds and memory at every start: said, so that a build that lost its bundles shows.
+  const workflowBundle = prebuiltWorkflowBundle(dataConverter);
+  if (!workflowBundle) options.log(`no prebuilt workflow bundle for this build: ${BUNDLING_AT_START}`);
   const connection = await NativeConnection.connect(connectionOptions(temporal));
   const clientConnection = await Connection.connect(connectionOptions(temporal));
   try {
     const worker = await createWorker({
+      ...(workflowBundle ? { workflowBundle } : {}),
       connection,
       namespace: temporal.namespace,
       taskQueue: temporal.taskQueue,
       maxConcurrentActivityTaskExecutions: temporal.maxConcurrentActivities,
-      shutdownGraceTimeMs: SHUTDOWN_GRACE_MS,
+      shutdownGraceTimeMs: temporal.shutdownGraceMs,
       ...(temporal.ratePerSecond > 0 ? { maxTaskQueueActivitiesPerSecond: temporal.ratePerSecond } : {}),
-      ...(codec ? { dataConverter: workerDataConverter(codec) } : {}),
+      ...(dataConverter ? { dataConverter } : {}),
       ...(metricsConfig
         ? {
             metrics: new WorkerMetrics(
@@ -89,7 +100,12 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSum
         `${codec ? `, payloads encrypted with key id ${codec.keyId}` : ''}` +
         `${metricsConfig ? `, metrics on http://${metricsConfig.bindAddress}/metrics` : ''})`,
     );
-    const summary = { address: temporal.address, namespace: temporal.namespace, taskQueue: temporal.taskQueue };
+    const summary = {
+      address: temporal.address,
+      namespace: temporal.namespace,
+      taskQueue: temporal.taskQueue,
+      shutdownGraceMs: temporal.shutdownGraceMs,
+    };
     // The worker is made (connected, its workflow code loaded); run() polls at once.
     const running = worker.run();
     options.onReady?.(summary);
@@ -106,9 +122,9 @@ export const workerCommand = defineCommand({
   name: 'worker',
   description:
     'Run a worker for a Temporal cluster. Settings come from the environment only: TEMPORAL_ADDRESS, ' +
-    'TEMPORAL_NAMESPACE, TEMPORAL_API_KEY / TEMPORAL_TLS_*, IMAGEBATCH_RATE_LIMIT, IMAGEGEN_BASE_URL, ' +
-    'IMAGEGEN_API_KEY or IMAGEGEN_API_KEY_FILE, IMAGEBATCH_PAYLOAD_KEY or _FILE, IMAGEBATCH_METRICS_ADDRESS ' +
-    '(see docs/settings.md)',
+    'TEMPORAL_NAMESPACE, TEMPORAL_API_KEY / TEMPORAL_TLS_*, IMAGEBATCH_RATE_LIMIT, IMAGEBATCH_SHUTDOWN_GRACE, ' +
+    'IMAGEGEN_BASE_URL, IMAGEGEN_API_KEY or IMAGEGEN_API_KEY_FILE, IMAGEBATCH_PAYLOAD_KEY or _FILE, ' +
+    'IMAGEBATCH_METRICS_ADDRESS (see docs/settings.md)',
   options: [
     { flags: '--output-root <dir>', description: 'folder that relative batch output folders are resolved against' },
   ],

@@ -214,13 +214,44 @@ export async function queryProgress(
   }
 }
 
-/** gRPC's DEADLINE_EXCEEDED (code 4) on the error or anywhere on its cause chain (the client wraps it). */
-function isDeadlineExceeded(err: unknown): boolean {
+/** Whether a gRPC status code in `codes` is on the error or anywhere on its cause chain (the client wraps it). */
+function hasGrpcCode(err: unknown, codes: readonly number[]): boolean {
   for (let e: unknown = err, depth = 0; typeof e === 'object' && e !== null && depth < 8; depth++) {
-    if ((e as { code?: unknown }).code === 4) return true;
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'number' && codes.includes(code)) return true;
     e = (e as { cause?: unknown }).cause;
   }
   return false;
+}
+
+/** gRPC's DEADLINE_EXCEEDED (code 4). */
+const isDeadlineExceeded = (err: unknown) => hasGrpcCode(err, [4]);
+
+/**
+ * A failure of the connection to Temporal that passes: DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED or UNAVAILABLE (a
+ * cluster's history or matching service restarting, the local server starting again).
+ */
+const isPassingOutage = (err: unknown) => hasGrpcCode(err, [4, 8, 14]);
+
+/** How long {@link followBatch} waits before asking again for a result that an outage interrupted. */
+const OUTAGE_RETRY_MS = 1_000;
+
+/**
+ * The batch's result, asked again while Temporal is briefly out of reach: the batch runs on, and only its end (or a
+ * failure of the batch itself) ends the wait.
+ */
+async function resultThroughOutages(
+  handle: WorkflowHandle<typeof batchWorkflow>,
+  signal: AbortSignal | undefined,
+): Promise<BatchProgress> {
+  for (;;) {
+    try {
+      return await handle.result();
+    } catch (err) {
+      if (signal?.aborted || !isPassingOutage(err)) throw err;
+      await delay(OUTAGE_RETRY_MS);
+    }
+  }
 }
 
 /** Options of {@link followBatch}. */
@@ -247,8 +278,8 @@ export interface FollowOptions {
 
 /**
  * Follows a batch until it ends: calls `onProgress` every `intervalMs`, returns the final progress. Following has
- * no bound of its own (a batch runs as long as its rows need); Ctrl-C ends it, and a batch that nobody answers
- * for is reported through `onNoAnswer`.
+ * no bound of its own (a batch runs as long as its rows need); Ctrl-C ends it, a batch that nobody answers for is
+ * reported through `onNoAnswer`, and an outage of Temporal (UNAVAILABLE and the like) is waited out.
  */
 export async function followBatch(
   handle: WorkflowHandle<typeof batchWorkflow>,
@@ -257,7 +288,7 @@ export async function followBatch(
 ): Promise<BatchProgress> {
   let finished = false;
   let silent = false;
-  const result = handle.result().finally(() => (finished = true));
+  const result = resultThroughOutages(handle, options.signal).finally(() => (finished = true));
   while (!finished) {
     if (options.signal?.aborted) throw new Error('interrupted');
     try {

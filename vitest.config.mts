@@ -60,6 +60,13 @@ const e2e = [
   'test/security/secret-scan.test.ts',
 ];
 
+/**
+ * The cluster test brings up a Temporal cluster on PostgreSQL (scripts/cluster.mjs, built by `node scripts/setup.mjs
+ * --cluster`): only `npm run test:cluster` runs it, which sets IMAGEBATCH_TEST_CLUSTER; a plain `vitest run` does not.
+ */
+const cluster = ['test/cluster/**/*.test.ts'];
+const clusterSelected = process.env.IMAGEBATCH_TEST_CLUSTER === '1';
+
 export default defineConfig({
   test: {
     setupFiles: ['test/setup.ts'],
@@ -75,7 +82,7 @@ export default defineConfig({
         test: {
           name: 'unit-shared',
           include: ['test/**/*.test.ts', 'src/**/*.test.ts'],
-          exclude: [...integration, ...e2e, ...unitIsolated],
+          exclude: [...integration, ...e2e, ...unitIsolated, ...cluster],
           env: { IMAGEBATCH_TEST_PROJECT: 'unit' },
           // Files share a process and its loaded modules: the SDK, undici and fast-check load once per process
           // rather than once per file, which halves the CPU time of the unit tests.
@@ -88,6 +95,7 @@ export default defineConfig({
       },
       { extends: true, test: { name: 'integration', include: integration } },
       { extends: true, test: { name: 'e2e', include: e2e } },
+      ...(clusterSelected ? [{ extends: true as const, test: { name: 'cluster', include: cluster } }] : []),
     ],
   },
 });

@@ -492,10 +492,18 @@ async function up(paths, opts) {
     log(
       `Temporal server ${TEMPORAL_SERVER_VERSION}, ${state.mode === 'split' ? 'one process per service' : 'one process'} (${elapsed()})`,
     );
-    for (const def of serverProcesses(state.mode)) {
-      state.processes[def.name] = startServerProcess(state, paths, def.name, password);
+    // The first process to start writes the cluster metadata record into the new database; processes started at
+    // once race to insert it, and the losers exit (duplicate key on cluster_metadata_info). So the first one's gRPC
+    // port opens (its record written) before the others start.
+    for (const [i, def] of serverProcesses(state.mode).entries()) {
+      const proc = startServerProcess(state, paths, def.name, password);
+      state.processes[def.name] = proc;
+      writeState(paths, state);
+      if (i === 0) {
+        const port = state.ports[`${def.services[0]}Grpc`];
+        await waitFor(`the ${def.services[0]} service on port ${port}`, proc, () => portAccepts(port));
+      }
     }
-    writeState(paths, state);
     for (const def of serverProcesses(state.mode)) await waitServerProcess(state, state.processes[def.name]);
     log(`namespace ${NAMESPACE} (${elapsed()})`);
     await registerNamespace(state);

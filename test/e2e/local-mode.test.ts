@@ -3,12 +3,16 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseIdempotencyKey } from '../../src/model';
 import { localPaths } from '../../src/local/home';
 import { pidAlive } from '../../src/local/processes';
 import { readState, type ServerState, type WorkerState } from '../../src/local/state';
 import { DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
-import { BIN, REPO_ROOT, baseEnv, cli, describeRun, ensureDistIsFresh, readCsv, waitUntil } from '../cli/helpers';
+import { BIN, REPO_ROOT, baseEnv, cli, describeRun, ensureDistIsFresh, waitUntil } from '../cli/helpers';
+import {
+  chargesOf,
+  expectEveryRowFinal as checkEveryRowFinal,
+  expectNothingPaidTwice as checkNothingPaidTwice,
+} from '../helpers/batch-checks';
 
 /**
  * Local mode as a person meets it: `imagebatch run FILE --model M` with the image-service key in the environment and
@@ -18,7 +22,6 @@ import { BIN, REPO_ROOT, baseEnv, cli, describeRun, ensureDistIsFresh, readCsv, 
  */
 
 const ROWS = 24;
-const FINAL_STATES = ['succeeded', 'failed', 'images_unsaved', 'unknown', 'cancelled', 'not_run'];
 
 let sim: Simulator;
 let dir: string;
@@ -80,33 +83,10 @@ function startCli(args: readonly string[], env: Record<string, string>): { child
   return { child, output: () => output };
 }
 
-/** Charges of the batch per idempotency key, and per row the charges that were not refunded. */
-function charges(batchId: string): { perKey: Map<string, number>; keptPerRow: Map<string, number> } {
-  const perKey = new Map<string, number>();
-  const keptPerRow = new Map<string, number>();
-  const entries = sim.ledger.entries();
-  const refunded = new Set(entries.filter((e) => e.kind === 'refund').map((e) => e.creationId));
-  for (const e of entries) {
-    const key = parseIdempotencyKey(e.idempotencyKey ?? '');
-    if (e.kind !== 'charge' || key?.batchId !== batchId) continue;
-    perKey.set(e.idempotencyKey!, (perKey.get(e.idempotencyKey!) ?? 0) + 1);
-    if (!refunded.has(e.creationId)) keptPerRow.set(key.rowId, (keptPerRow.get(key.rowId) ?? 0) + 1);
-  }
-  return { perKey, keptPerRow };
-}
-
-function expectNothingPaidTwice(batchId: string): void {
-  const { perKey, keptPerRow } = charges(batchId);
-  expect(perKey.size).toBeGreaterThan(0);
-  expect([...perKey].filter(([, n]) => n > 1)).toEqual([]);
-  expect([...keptPerRow].filter(([, n]) => n > 1)).toEqual([]);
-}
-
-async function expectEveryRowFinal(outDir: string, rows = ROWS): Promise<void> {
-  const results = await readCsv(path.join(outDir, 'results.csv'));
-  expect(results).toHaveLength(rows);
-  for (const row of results) expect(FINAL_STATES, `row ${row.row_id}`).toContain(row.state);
-}
+/** The shared checks (test/helpers/batch-checks.ts), on this file's simulator. */
+const charges = (batchId: string) => chargesOf(sim, batchId);
+const expectNothingPaidTwice = (batchId: string) => checkNothingPaidTwice(sim, batchId);
+const expectEveryRowFinal = (outDir: string, rows = ROWS) => checkEveryRowFinal(outDir, rows);
 
 /** Lines of the Temporal server's own log (its banner or its structured lines) that must stay out of the terminal. */
 const SERVER_NOISE = /Temporal Server:|Temporal Persistence:|level=|"level":/;

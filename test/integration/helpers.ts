@@ -32,6 +32,8 @@ export interface CountingProxy {
   statuses: Map<number, number>;
   /** 429 answers by `error.details.reason` (`rate_limit`, `min_poll_interval`, `concurrency_limit`, ...). */
   tooManyByReason: Map<string, number>;
+  /** When each request reached the proxy (`Date.now()`), in order. */
+  arrivals: number[];
   total(): number;
   close(): Promise<void>;
 }
@@ -44,7 +46,9 @@ export async function startCountingProxy(target: string): Promise<CountingProxy>
   const upstream = new URL(target);
   const statuses = new Map<number, number>();
   const tooManyByReason = new Map<string, number>();
+  const arrivals: number[] = [];
   const server: Server = createServer((req, res) => {
+    arrivals.push(Date.now());
     const forward = request(
       {
         host: upstream.hostname,
@@ -77,6 +81,7 @@ export async function startCountingProxy(target: string): Promise<CountingProxy>
     baseUrl: `http://127.0.0.1:${port}${upstream.pathname}`,
     statuses,
     tooManyByReason,
+    arrivals,
     total: () => [...statuses.values()].reduce((a, b) => a + b, 0),
     close: () =>
       new Promise<void>((resolve) => {

@@ -84,8 +84,14 @@ export async function connectClient(env: Env, options: ConnectOptions = {}): Pro
   };
 }
 
-const localOptions = (env: Env, need: LocalNeed, log: ((line: string) => void) | undefined) => ({
-  paths: localPaths(localHome(env)),
+/** What {@link ensureLocal} needs, for the home of `env` (or `home`). */
+export const localOptions = (
+  env: Env,
+  need: LocalNeed,
+  log: ((line: string) => void) | undefined,
+  home: string = localHome(env),
+) => ({
+  paths: localPaths(home),
   need,
   env,
   workerCommand: LOCAL_WORKER_COMMAND,

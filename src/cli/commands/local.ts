@@ -12,7 +12,7 @@ import {
   type WorkerState,
   readState,
 } from '../../local/state';
-import { connectClient, LOCAL_WORKER_COMMAND } from '../client';
+import { connectClient, localOptions } from '../client';
 import { defineCommand, type CommandGroup } from '../command';
 import { flag } from '../options';
 import { listBatches } from './batch-control';
@@ -109,13 +109,9 @@ const uiCommand = defineCommand({
   options: [homeOption, { flags: '--open', description: 'open it in the default browser' }],
   schema: z.object({ ...homeSchema, open: flag }),
   async run(opts, { stdout, stderr, env }) {
-    const { server } = await ensureLocal({
-      paths: pathsOf(opts.home, env),
-      need: 'server',
-      env,
-      workerCommand: LOCAL_WORKER_COMMAND,
-      log: (line) => stderr(`${line}\n`),
-    });
+    const { server } = await ensureLocal(
+      localOptions(env, 'server', (line) => stderr(`${line}\n`), pathsOf(opts.home, env).home),
+    );
     const url = webUiOf(server);
     stdout(`${url}\n`);
     if (opts.open) openInBrowser(url);

@@ -98,6 +98,13 @@ export const runCommand = defineCommand({
       log: (line) => stderr(`${line}\n`),
     });
     try {
+      // Ctrl-C while the local server and worker started: they run on, and no batch is started.
+      if (signal.aborted) {
+        stderr(
+          `interrupted before batch ${batchId} started${local ? ' (imagebatch local stop stops the local server)' : ''}\n`,
+        );
+        return ExitCode.Interrupted;
+      }
       if (local) {
         stderr(
           `running locally: state in ${local.home}, Temporal ${local.server.address}, ` +

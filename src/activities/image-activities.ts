@@ -22,6 +22,8 @@ import {
 } from '../model';
 import { ImageApiClient, type ClientOutcome, type Logger } from '../api/client';
 import type { HoldRegistry } from '../api/holds';
+import type { PollPlan } from '../api/poll-plan';
+import { ErrorCode } from '../api/contract';
 import type { ApiKeyProvider } from '../api/api-key';
 import type { ServiceConfig } from '../config/service-config';
 import { claimRow, scheduleDirOf } from '../ledger/claims';
@@ -48,6 +50,8 @@ export interface ImageActivityDeps {
   now: () => number;
   logger: Logger;
   holds?: HoldRegistry;
+  /** When to poll: learnt from this process's creations, per model (see poll-plan.ts). */
+  pollPlan: PollPlan;
   /** Jitter source in [0, 1). */
   random: () => number;
 }
@@ -57,6 +61,12 @@ export interface ImageActivityDeps {
  * run says the address is wrong (IMAGEGEN_CREATION_PATH, a proxy), not that the creation is lost.
  */
 export const UNRECOGNIZED_NOT_FOUND_LIMIT = 5;
+
+/**
+ * How late an attempt of createImage may start after it was due before the poll plan takes the task queue's rate
+ * limit as binding. Above a worker's ordinary pick-up time, below the wait of a queue the limiter holds back.
+ */
+export const QUEUE_LAG_MS = 1_000;
 
 /** The longest last answer a key that ran out of time carries to its row's record. */
 const MAX_LAST_ANSWER_CHARS = 500;
@@ -96,7 +106,10 @@ export function createImageActivities(deps: ImageActivityDeps) {
   }
 
   /** One GET of a creation: its end, or a failure that makes the activity try again later. */
-  async function pollOnce(input: PollCreationInput): Promise<PollCreationResult> {
+  async function pollOnce(
+    input: PollCreationInput,
+    inFlightDelayMs: () => number = () => api().pollIntervalMs(),
+  ): Promise<PollCreationResult> {
     const ctx = Context.current();
     const prior = priorTries();
     const outcome = await whileHeartbeating(ctx, api().getCreation(input.creationId, ctx.cancellationSignal));
@@ -109,7 +122,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
       case 'ended':
         return outcome.result;
       case 'inFlight':
-        return fail(outcome, api().pollIntervalMs());
+        return fail(outcome, inFlightDelayMs());
       case 'ambiguous':
       case 'malformed':
         return transient(outcome);
@@ -183,6 +196,12 @@ export function createImageActivities(deps: ImageActivityDeps) {
       case 'malformed':
         return ambiguous(outcome.lastError, { kind: 'ambiguous', lastError: outcome.lastError });
       case 'rateLimited':
+        // Which limit binds decides when polls go out (poll-plan.ts). A 503's wait is neither.
+        if (outcome.httpStatus === 429) {
+          const quota = outcome.code === ErrorCode.QuotaExceeded;
+          deps.pollPlan.signal(quota ? 'quota_exceeded' : 'rate_limited', deps.now());
+        }
+        return fail(outcome);
       case 'refunded':
       case 'rejected':
       case 'batchStop':
@@ -203,6 +222,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
    * once it succeeded, the downloads). Every failure carries what is known of the key as its second detail.
    */
   async function createImageAttempt(input: CreateImageInput, ctx: Context): Promise<CreateImageResult> {
+    noteQueueLag(ctx);
     const learned = keyProgressOf(ctx.info.heartbeatDetails);
     const progress: KeyProgress = { ...input.progress, ...learned };
     if (!learned.creationId && progress.creationId) {
@@ -233,10 +253,12 @@ export function createImageActivities(deps: ImageActivityDeps) {
             throw err;
           },
         );
+        const ticket = deps.pollPlan.begin(input.request.model);
         const known: KeyProgress = {
           creationId: accepted.creationId,
           acceptedAtMs: deps.now(),
           ...(accepted.costUsd === undefined ? {} : { costUsd: accepted.costUsd }),
+          pollExplore: ticket.explore,
         };
         heartbeat(ctx, known);
         await appendLedger(
@@ -251,14 +273,14 @@ export function createImageActivities(deps: ImageActivityDeps) {
           ],
           deps.now(),
         );
-        // Accepted: the first poll goes out no sooner than the poll interval, in the next attempt.
+        // Accepted: the first poll goes out in the next attempt, no sooner than the poll interval (poll-plan.ts).
         throw ApplicationFailure.create({
           type: FailureType.Pending,
           message: `creation ${accepted.creationId} accepted (status ${accepted.status})`,
           nonRetryable: false,
           // Expected flow control, like every other Pending: logged at DEBUG by the SDK, not WARN.
           category: ApplicationFailureCategory.BENIGN,
-          nextRetryDelay: api().pollIntervalMs(),
+          nextRetryDelay: pollDelay(input, known, 0),
           details: [{ status: accepted.status, accepted: true }],
         });
       }
@@ -498,7 +520,8 @@ export function createImageActivities(deps: ImageActivityDeps) {
     }
     note(ctx, { lastPollAtMs: deps.now() });
     try {
-      const poll = await pollOnceCounting(creationId, ctx);
+      const poll = await pollOnceCounting(creationId, ctx, () => pollDelay(input, progress, deps.now() - acceptedAt));
+      if (progress.pollExplore) deps.pollPlan.observe(input.request.model, deps.now() - acceptedAt);
       const costUsd = poll.costUsd ?? progress.costUsd;
       const cost = costUsd === undefined ? {} : { costUsd };
       if (poll.outcome === 'failed') {
@@ -540,10 +563,34 @@ export function createImageActivities(deps: ImageActivityDeps) {
     }
   }
 
+  /**
+   * The wait before the next poll of a key's creation, `elapsedMs` after its acceptance: the poll plan's, within the
+   * poll interval (never sooner) and the key's maximum wait. A creation accepted before this process knew it (no
+   * ticket) is polled at the interval.
+   */
+  function pollDelay(input: CreateImageInput, progress: KeyProgress, elapsedMs: number): number {
+    const ticket = progress.pollExplore === undefined ? undefined : { explore: progress.pollExplore };
+    const bounds = { intervalMs: api().pollIntervalMs(), elapsedMs, maxWaitMs: input.maxPollWaitMs };
+    return deps.pollPlan.delay(input.request.model, ticket, bounds, deps.now());
+  }
+
+  /**
+   * The task queue held this attempt back longer than {@link QUEUE_LAG_MS} after it was due: the worker's rate
+   * limit (IMAGEBATCH_RATE_LIMIT, just under the key's rate) binds, which the poll plan counts as the rate binding.
+   */
+  function noteQueueLag(ctx: Context): void {
+    const lag = deps.now() - ctx.info.currentAttemptScheduledTimestampMs;
+    if (lag > QUEUE_LAG_MS) deps.pollPlan.signal('queue_lag', deps.now());
+  }
+
   /** {@link pollOnce}, counting a run of 404s without the service's code: past the limit the batch stops. */
-  async function pollOnceCounting(creationId: string, ctx: Context): Promise<PollCreationResult> {
+  async function pollOnceCounting(
+    creationId: string,
+    ctx: Context,
+    inFlightDelayMs: () => number,
+  ): Promise<PollCreationResult> {
     try {
-      const poll = await pollOnce({ creationId });
+      const poll = await pollOnce({ creationId }, inFlightDelayMs);
       // A run ends with any other answer; details are written again only when there was one.
       if (countOf(asRecord(currentDetails(ctx)).unrecognizedNotFound) > 0) note(ctx, { unrecognizedNotFound: 0 });
       return poll;
@@ -684,6 +731,7 @@ export function keyProgressOf(details: unknown): KeyProgress {
     if (d[field] !== undefined) out[field] = countOf(d[field]);
   }
   if (d.generated === true) out.generated = true;
+  if (typeof d.pollExplore === 'boolean') out.pollExplore = d.pollExplore;
   return out;
 }
 

@@ -4,6 +4,7 @@ import type { Dispatcher } from 'undici';
 import { lazyApiKeyProvider, loadApiKey, type ApiKeyProvider } from '../api/api-key';
 import { silentLogger, type Logger } from '../api/client';
 import type { HoldRegistry } from '../api/holds';
+import { PollPlan } from '../api/poll-plan';
 import { loadServiceConfig, type ServiceConfig } from '../config/service-config';
 import { createBatchFileActivities } from './batch-file';
 import { createDoctorActivities } from './doctor';
@@ -56,6 +57,11 @@ export interface ActivityDeps {
    */
   holds?: HoldRegistry;
   /**
+   * When to poll creations, learnt per model from this process's creations (poll-plan.ts).
+   * @default one plan per createActivities call
+   */
+  pollPlan?: PollPlan;
+  /**
    * Jitter source in [0, 1).
    * @default Math.random
    */
@@ -96,6 +102,7 @@ export function createActivitiesWithSteps(deps: ActivityDeps = {}) {
     ...(deps.dispatcher ? { dispatcher: deps.dispatcher } : {}),
     ...(deps.downloadDispatcher ? { downloadDispatcher: deps.downloadDispatcher } : {}),
     ...(deps.holds ? { holds: deps.holds } : {}),
+    pollPlan: deps.pollPlan ?? new PollPlan(),
     outputRoot,
     now,
     logger: deps.logger ?? activityLogger,

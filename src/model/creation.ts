@@ -151,6 +151,8 @@ export interface KeyProgress {
   unrecognizedNotFound?: number;
   /** The creation succeeded: what is left is saving its images. */
   generated?: true;
+  /** The poll plan's choice at the acceptance: polled at the minimum interval and learnt from (see poll-plan.ts). */
+  pollExplore?: boolean;
 }
 
 /** How a key ended when its creation ended. Every other end is an ApplicationFailure (FailureType). */

@@ -4,6 +4,7 @@ import { FailureType, type CreateImageInput, type CreateImageResult } from '../.
 import { UNRECOGNIZED_NOT_FOUND_LIMIT } from '../../src/activities/image-activities';
 import { startStub, type StubReply, type StubServer } from '../api/helpers/stub-server';
 import { activitiesFor, runActivity } from './helpers';
+import { PollPlan } from '../../src/api/poll-plan';
 
 /**
  * createImage, one key from submission to the creation's end, driven attempt by attempt as Temporal would: each
@@ -216,5 +217,62 @@ describe('createImage', () => {
     expect(ended.failure?.type).toBe(FailureType.DownloadFailed);
     expect(ended.failure?.nonRetryable).toBe(true);
     expect(ended.failure?.details?.[1]).toMatchObject({ creationId: 'cr_1', costUsd: 0.04, generated: true });
+  });
+
+  describe('with the poll plan', () => {
+    const running = { status: 200, body: { id: 'cr_1', status: 'running' } };
+    const done = { status: 200, body: { id: 'cr_1', status: 'failed', error: 'Generation failed.' } };
+
+    it("learns an explorer's generation time, then polls the next creation once, at that time, when the rate binds", async () => {
+      const clock = { t: 1_000_000 };
+      const pollTimes: number[] = [];
+      const plan = new PollPlan({ minSamples: 1 });
+      const s = await service([running, running, done], clock, pollTimes);
+      const { activities } = activitiesFor(
+        s.url,
+        { minPollIntervalMs: MIN_INTERVAL },
+        { now: () => clock.t, pollPlan: plan },
+      );
+      // The first creation is an explorer: polled at the interval, found ended at its third poll (6 s).
+      const explorer = await drive(() => activities.createImage(input()), clock);
+      expect(explorer.details).toMatchObject({ pollExplore: true });
+      expect(explorer.failures.map((f) => f.delay)).toEqual([MIN_INTERVAL, MIN_INTERVAL, MIN_INTERVAL]);
+      // The next one, with the rate binding (the mock's attempts start long after they were due: the task queue's
+      // limiter), waits out the learnt 6 s and polls once.
+      pollTimes.length = 0;
+      await s.close();
+      const s2 = await service([done], clock, pollTimes);
+      const next = activitiesFor(s2.url, { minPollIntervalMs: MIN_INTERVAL }, { now: () => clock.t, pollPlan: plan });
+      const planned = await drive(() => next.activities.createImage(input({ idempotencyKey: 'ib.b.r.a2' })), clock);
+      expect(planned.details).toMatchObject({ pollExplore: false });
+      expect(planned.failures.map((f) => f.delay)).toEqual([3 * MIN_INTERVAL]);
+      expect(pollTimes).toHaveLength(1);
+    });
+
+    it('polls early when the rate does not bind (attempts start when due), and signals a quota 429 as the quota', async () => {
+      const clock = { t: 1_000_000 };
+      const plan = new PollPlan({ minSamples: 1 });
+      plan.observe('flux-dev', 6_000);
+      const s = await service([done], clock, []);
+      const { activities } = activitiesFor(
+        s.url,
+        { minPollIntervalMs: MIN_INTERVAL },
+        { now: () => clock.t, pollPlan: plan },
+      );
+      const onTime = { currentAttemptScheduledTimestampMs: clock.t };
+      const r = await runActivity(() => activities.createImage(input()), onTime);
+      expect(plan.regime(clock.t)).toBe('open');
+      // The plan's low quantile of one 6 s time is 6 s; not the rate's, but no sooner than the interval either.
+      expect(r.failure?.nextRetryDelay).toBe(6_000);
+      await s.close();
+      stub = await startStub(() => ({
+        status: 429,
+        headers: { 'retry-after': '1' },
+        body: { error: { code: 'ERR_QUOTA_EXCEEDED', message: 'busy', details: { scope: 'account' } } },
+      }));
+      const quota = activitiesFor(stub.url, {}, { now: () => clock.t, pollPlan: plan });
+      await runActivity(() => quota.activities.createImage(input({ idempotencyKey: 'ib.b.r.a3' })), onTime);
+      expect(plan.regime(clock.t)).toBe('concurrency');
+    });
   });
 });

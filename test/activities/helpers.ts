@@ -48,7 +48,7 @@ export function activitiesFor(
 /** Runs an activity in a mock context with the given previous heartbeat details; records its heartbeats. */
 export async function runActivity<T>(
   fn: () => Promise<T>,
-  info: { heartbeatDetails?: unknown; attempt?: number } = {},
+  info: { heartbeatDetails?: unknown; attempt?: number; currentAttemptScheduledTimestampMs?: number } = {},
 ): Promise<{ value?: T; failure?: ApplicationFailure; heartbeats: unknown[] }> {
   const env = new MockActivityEnvironment({ ...info }, { logger: quiet });
   const heartbeats: unknown[] = [];

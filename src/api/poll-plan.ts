@@ -1,0 +1,192 @@
+/**
+ * When to poll a creation, learnt from the creations this process has seen (per model).
+ *
+ * The service shows nothing of how long a creation takes, so the plan learns it: one creation in
+ * {@link PollPlanOptions.exploreEvery} (and every creation until {@link PollPlanOptions.minSamples} are known) is an
+ * explorer, polled at the minimum interval from its acceptance, and its end brackets the generation time within one
+ * interval. Explorers are chosen by count, never by how long they take, so their times are a fair sample.
+ *
+ * Which limit binds decides the timing (the {@link PollRegime}):
+ * - `rate`: the key's request rate (a 429 ERR_RATE_LIMIT, or activities queued behind the task queue's rate limit).
+ *   A poll that finds the creation still running takes a request a submission could have used, so the first poll
+ *   goes out late, at a high quantile of the generation time, and each later one at a quantile of the time left.
+ * - `concurrency`: the account's quota of creations in flight (a 429 ERR_QUOTA_EXCEEDED). A finished creation that
+ *   waits for its poll holds its row's place in the window, so polls go early: the first at a low quantile, then at
+ *   the minimum interval.
+ * - `open`: nothing seen binds; as `concurrency` (polls are cheap, latency is not).
+ *
+ * With nothing learnt, every delay is the minimum interval (the behaviour before the plan). No delay is ever under
+ * the minimum interval, and none reaches past the key's maximum wait. Deterministic: the same calls in the same
+ * order give the same delays.
+ */
+
+export const POLL_REGIMES = ['open', 'rate', 'concurrency'] as const;
+export type PollRegime = (typeof POLL_REGIMES)[number];
+
+/** What made a regime: a 429's reason, or the task queue holding activities back. */
+export type ThrottleSignal = 'rate_limited' | 'quota_exceeded' | 'queue_lag';
+
+export interface PollPlanOptions {
+  /**
+   * Explorers' generation times kept per model, the newest; the plan follows a service that speeds up or slows down.
+   * @default 256
+   */
+  window: number;
+  /**
+   * Explorers' times needed before a model's polls leave the minimum interval.
+   * @default 20
+   */
+  minSamples: number;
+  /**
+   * Once learnt, one creation in this many is an explorer.
+   * @default 16
+   */
+  exploreEvery: number;
+  /**
+   * Quantile of the generation time at which polls go out when the key's rate binds.
+   * @default 0.95
+   */
+  rateQuantile: number;
+  /**
+   * Quantile of the generation time of the first poll when the rate does not bind.
+   * @default 0.1
+   */
+  earlyQuantile: number;
+  /**
+   * How long a throttle signal keeps its regime, in ms.
+   * @default 30_000
+   */
+  regimeMemoryMs: number;
+  /**
+   * Most models remembered; the least recently used is forgotten first.
+   * @default 64
+   */
+  maxModels: number;
+}
+
+export const DEFAULT_POLL_PLAN_OPTIONS: PollPlanOptions = {
+  window: 256,
+  minSamples: 20,
+  exploreEvery: 16,
+  rateQuantile: 0.95,
+  earlyQuantile: 0.1,
+  regimeMemoryMs: 30_000,
+  maxModels: 64,
+};
+
+/** What the plan decided for one creation at its acceptance; kept with the key's progress across attempts. */
+export interface PollTicket {
+  /** Polled at the minimum interval, its end learnt from. */
+  explore: boolean;
+}
+
+/** The limits a delay must keep. */
+export interface PollBounds {
+  /** The minimum interval between two polls of a creation (and from its acceptance to its first poll). */
+  intervalMs: number;
+  /** Time since the creation was accepted. */
+  elapsedMs: number;
+  /** The key's maximum wait from acceptance. */
+  maxWaitMs: number;
+}
+
+interface ModelTimes {
+  /** Upper bounds of explorers' generation times (ms), oldest first. */
+  times: number[];
+  /** Creations begun, for choosing explorers by count. */
+  begun: number;
+}
+
+export class PollPlan {
+  private readonly options: PollPlanOptions;
+  private readonly models = new Map<string, ModelTimes>();
+  private readonly lastSignal = new Map<ThrottleSignal, number>();
+
+  constructor(options: Partial<PollPlanOptions> = {}) {
+    this.options = { ...DEFAULT_POLL_PLAN_OPTIONS, ...options };
+  }
+
+  /** A creation of `model` was accepted: is it an explorer? */
+  begin(model: string): PollTicket {
+    const m = this.model(model);
+    m.begun += 1;
+    const learning = m.times.length < this.options.minSamples;
+    return { explore: learning || m.begun % this.options.exploreEvery === 0 };
+  }
+
+  /** An explorer's creation was found ended `byMs` after its acceptance (within one interval of its end). */
+  observe(model: string, byMs: number): void {
+    if (!Number.isFinite(byMs) || byMs < 0) return;
+    const m = this.model(model);
+    m.times.push(byMs);
+    if (m.times.length > this.options.window) m.times.shift();
+  }
+
+  /** The service or the task queue throttled this process at `atMs`. */
+  signal(kind: ThrottleSignal, atMs: number): void {
+    this.lastSignal.set(kind, atMs);
+  }
+
+  /** The limit that binds now: a quota 429 outranks the rate (a full quota is what the rate then waits on). */
+  regime(nowMs: number): PollRegime {
+    const recent = (kind: ThrottleSignal) => {
+      const at = this.lastSignal.get(kind);
+      return at !== undefined && nowMs - at <= this.options.regimeMemoryMs;
+    };
+    if (recent('quota_exceeded')) return 'concurrency';
+    if (recent('rate_limited') || recent('queue_lag')) return 'rate';
+    return 'open';
+  }
+
+  /**
+   * How long to wait before the next poll of a creation of `model`: its first (`bounds.elapsedMs` at acceptance)
+   * or a later one after a poll found it still running.
+   */
+  delay(model: string, ticket: PollTicket | undefined, bounds: PollBounds, nowMs: number): number {
+    const { intervalMs, elapsedMs, maxWaitMs } = bounds;
+    const times = this.models.get(model)?.times;
+    let target = elapsedMs + intervalMs;
+    if (ticket && !ticket.explore && times && times.length >= this.options.minSamples) {
+      const first = elapsedMs <= 0;
+      const regime = this.regime(nowMs);
+      if (regime === 'rate') target = conditionalQuantile(times, elapsedMs, this.options.rateQuantile) ?? target;
+      else if (first) target = quantile(sorted(times), this.options.earlyQuantile);
+    }
+    // Never sooner than the interval; never past the maximum wait (unless the interval itself reaches past it: a
+    // poll after the wait ends the key).
+    const latest = Math.max(elapsedMs + intervalMs, maxWaitMs);
+    const at = Math.min(Math.max(target, elapsedMs + intervalMs), latest);
+    return Math.ceil(at - elapsedMs);
+  }
+
+  private model(id: string): ModelTimes {
+    let m = this.models.get(id);
+    if (m) {
+      this.models.delete(id);
+    } else {
+      m = { times: [], begun: 0 };
+      if (this.models.size >= this.options.maxModels) {
+        const oldest = this.models.keys().next();
+        if (!oldest.done) this.models.delete(oldest.value);
+      }
+    }
+    this.models.set(id, m);
+    return m;
+  }
+}
+
+function sorted(values: readonly number[]): number[] {
+  return [...values].sort((a, b) => a - b);
+}
+
+/** The q-quantile (nearest rank) of ascending `values`, not empty. */
+function quantile(values: readonly number[], q: number): number {
+  const rank = Math.min(values.length - 1, Math.max(0, Math.ceil(q * values.length) - 1));
+  return values[rank]!;
+}
+
+/** The q-quantile of the times above `elapsedMs` (what is left of a creation still running), if any is. */
+function conditionalQuantile(times: readonly number[], elapsedMs: number, q: number): number | undefined {
+  const left = sorted(times.filter((t) => t > elapsedMs));
+  return left.length === 0 ? undefined : quantile(left, q);
+}

@@ -22,7 +22,7 @@ import {
 } from '../model';
 import { ImageApiClient, type ClientOutcome, type Logger } from '../api/client';
 import type { HoldRegistry } from '../api/holds';
-import type { PollPlan } from '../api/poll-plan';
+import type { PollPlan, PollRegime } from '../api/poll-plan';
 import { ErrorCode } from '../api/contract';
 import type { ApiKeyProvider } from '../api/api-key';
 import type { ServiceConfig } from '../config/service-config';
@@ -68,10 +68,20 @@ export const UNRECOGNIZED_NOT_FOUND_LIMIT = 5;
  */
 export const QUEUE_LAG_MS = 1_000;
 
+/** What the worker's log says when the limit that binds changes. */
+const REGIME_TEXT: Readonly<Record<PollRegime, string>> = {
+  open: 'no limit binds; creations are polled early',
+  rate: "the key's request rate binds; creations are polled late, when they are likely to have ended",
+  concurrency: "the account's quota of creations in flight binds; creations are polled early",
+};
+
 /** The longest last answer a key that ran out of time carries to its row's record. */
 const MAX_LAST_ANSWER_CHARS = 500;
 
 export function createImageActivities(deps: ImageActivityDeps) {
+  const plan = deps.config.pollPlan === 'learn' ? deps.pollPlan : undefined;
+  /** The regime last told to the log: a change of the limit that binds is worth a line. */
+  let toldRegime: PollRegime = 'open';
   let client: ImageApiClient | undefined;
   let downloadDispatcher: Dispatcher | undefined = deps.downloadDispatcher;
   const api = () =>
@@ -199,7 +209,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
         // Which limit binds decides when polls go out (poll-plan.ts). A 503's wait is neither.
         if (outcome.httpStatus === 429) {
           const quota = outcome.code === ErrorCode.QuotaExceeded;
-          deps.pollPlan.signal(quota ? 'quota_exceeded' : 'rate_limited', deps.now());
+          plan?.signal(quota ? 'quota_exceeded' : 'rate_limited', deps.now());
         }
         return fail(outcome);
       case 'refunded':
@@ -253,12 +263,12 @@ export function createImageActivities(deps: ImageActivityDeps) {
             throw err;
           },
         );
-        const ticket = deps.pollPlan.begin(input.request.model);
+        const ticket = plan?.begin(input.request.model);
         const known: KeyProgress = {
           creationId: accepted.creationId,
           acceptedAtMs: deps.now(),
           ...(accepted.costUsd === undefined ? {} : { costUsd: accepted.costUsd }),
-          pollExplore: ticket.explore,
+          ...(ticket ? { pollExplore: ticket.explore } : {}),
         };
         heartbeat(ctx, known);
         await appendLedger(
@@ -521,7 +531,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
     note(ctx, { lastPollAtMs: deps.now() });
     try {
       const poll = await pollOnceCounting(creationId, ctx, () => pollDelay(input, progress, deps.now() - acceptedAt));
-      if (progress.pollExplore) deps.pollPlan.observe(input.request.model, deps.now() - acceptedAt);
+      if (progress.pollExplore) plan?.observe(input.request.model, deps.now() - acceptedAt);
       const costUsd = poll.costUsd ?? progress.costUsd;
       const cost = costUsd === undefined ? {} : { costUsd };
       if (poll.outcome === 'failed') {
@@ -569,9 +579,16 @@ export function createImageActivities(deps: ImageActivityDeps) {
    * ticket) is polled at the interval.
    */
   function pollDelay(input: CreateImageInput, progress: KeyProgress, elapsedMs: number): number {
+    if (!plan) return api().pollIntervalMs();
     const ticket = progress.pollExplore === undefined ? undefined : { explore: progress.pollExplore };
     const bounds = { intervalMs: api().pollIntervalMs(), elapsedMs, maxWaitMs: input.maxPollWaitMs };
-    return deps.pollPlan.delay(input.request.model, ticket, bounds, deps.now());
+    const now = deps.now();
+    const regime = plan.regime(now);
+    if (regime !== toldRegime) {
+      toldRegime = regime;
+      deps.logger.info(`poll plan: ${REGIME_TEXT[regime]}`, { regime });
+    }
+    return plan.delay(input.request.model, ticket, bounds, now);
   }
 
   /**
@@ -580,7 +597,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
    */
   function noteQueueLag(ctx: Context): void {
     const lag = deps.now() - ctx.info.currentAttemptScheduledTimestampMs;
-    if (lag > QUEUE_LAG_MS) deps.pollPlan.signal('queue_lag', deps.now());
+    if (lag > QUEUE_LAG_MS) plan?.signal('queue_lag', deps.now());
   }
 
   /** {@link pollOnce}, counting a run of 404s without the service's code: past the limit the batch stops. */

@@ -30,6 +30,10 @@ export const AuthHeaderStyle = {
 } as const;
 export type AuthHeaderStyle = (typeof AuthHeaderStyle)[keyof typeof AuthHeaderStyle];
 
+/** How creations are polled (`IMAGEGEN_POLL_PLAN`): timed from learnt generation times, or at the interval. */
+export const POLL_PLAN_MODES = ['learn', 'interval'] as const;
+export type PollPlanMode = (typeof POLL_PLAN_MODES)[number];
+
 export interface ServiceConfig {
   /**
    * `{base_url}`: the service address up to and including the version segment, without a trailing slash.
@@ -120,6 +124,13 @@ export interface ServiceConfig {
    * @default 2000
    */
   minPollIntervalMs: number;
+  /**
+   * When a creation is polled: `learn` times polls from the generation times this worker has seen, per model, and
+   * from which limit binds (docs/waits.md); `interval` polls at the minimum interval from acceptance.
+   * `IMAGEGEN_POLL_PLAN`.
+   * @default 'learn'
+   */
+  pollPlan: PollPlanMode;
   /**
    * TCP (and TLS) connect timeout. `IMAGEGEN_CONNECT_TIMEOUT_MS`.
    * @default 10000
@@ -326,6 +337,7 @@ const SETTINGS = {
   imageFields: ['IMAGEGEN_IMAGE_FIELDS', fieldPaths, DEFAULT_IMAGE_FIELDS.join(',')],
   modelIdFields: ['IMAGEGEN_MODEL_ID_FIELDS', fieldPaths, DEFAULT_MODEL_ID_FIELDS.join(',')],
   minPollIntervalMs: ['IMAGEGEN_MIN_POLL_INTERVAL_MS', int(1, 3_600_000), '2000'],
+  pollPlan: ['IMAGEGEN_POLL_PLAN', z.string().trim().toLowerCase().pipe(z.enum(POLL_PLAN_MODES)), 'learn'],
   connectTimeoutMs: ['IMAGEGEN_CONNECT_TIMEOUT_MS', int(1, 600_000), '10000'],
   headersTimeoutMs: ['IMAGEGEN_HEADERS_TIMEOUT_MS', int(1, 600_000), '30000'],
   bodyTimeoutMs: ['IMAGEGEN_BODY_TIMEOUT_MS', int(1, 600_000), '30000'],

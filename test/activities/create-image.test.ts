@@ -247,6 +247,17 @@ describe('createImage', () => {
       expect(planned.details).toMatchObject({ pollExplore: false });
       expect(planned.failures.map((f) => f.delay)).toEqual([3 * MIN_INTERVAL]);
       expect(pollTimes).toHaveLength(1);
+      // IMAGEGEN_POLL_PLAN=interval: the same plan, unused: the first poll at the interval, nothing learnt or chosen.
+      await s2.close();
+      const s3 = await service([done], clock, []);
+      const fixed = activitiesFor(
+        s3.url,
+        { minPollIntervalMs: MIN_INTERVAL, pollPlan: 'interval' },
+        { now: () => clock.t, pollPlan: plan },
+      );
+      const r = await runActivity(() => fixed.activities.createImage(input({ idempotencyKey: 'ib.b.r.a4' })));
+      expect(r.failure?.nextRetryDelay).toBe(MIN_INTERVAL);
+      expect(r.heartbeats.at(-1)).not.toHaveProperty('pollExplore');
     });
 
     it('polls early when the rate does not bind (attempts start when due), and signals a quota 429 as the quota', async () => {

@@ -7,7 +7,7 @@
  * interval. Explorers are chosen by count, never by how long they take, so their times are a fair sample.
  *
  * Which limit binds decides the timing (the {@link PollRegime}):
- * - `rate`: the key's request rate (a 429 ERR_RATE_LIMIT, or activities queued behind the task queue's rate limit).
+ * - `rate`: the key's request rate (a 429 ERR_RATE_LIMIT, or submissions queued behind the task queue's rate limit).
  *   A poll that finds the creation still running takes a request a submission could have used, so the first poll
  *   goes out late, at a high quantile of the generation time, and each later one at a quantile of the time left.
  * - `concurrency`: the account's quota of creations in flight (a 429 ERR_QUOTA_EXCEEDED). A finished creation that

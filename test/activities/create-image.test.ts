@@ -273,6 +273,12 @@ describe('createImage', () => {
       const onTime = { currentAttemptScheduledTimestampMs: clock.t };
       const r = await runActivity(() => activities.createImage(input()), onTime);
       expect(plan.regime(clock.t)).toBe('open');
+      // A retry that starts late is no sign of the queue's limit (a retry timer alone starts late); only a first
+      // attempt's lag is.
+      const late = { currentAttemptScheduledTimestampMs: clock.t - 60_000 };
+      const known = { creationId: 'cr_1', acceptedAtMs: clock.t - 10_000, lastPollAtMs: clock.t - 10_000 };
+      await runActivity(() => activities.createImage(input()), { ...late, attempt: 2, heartbeatDetails: known });
+      expect(plan.regime(clock.t)).toBe('open');
       // The plan's low quantile of one 6 s time is 6 s; not the rate's, but no sooner than the interval either.
       expect(r.failure?.nextRetryDelay).toBe(6_000);
       await s.close();

@@ -139,7 +139,7 @@ export const naive: Benchmark = {
           `connection, is charged again; it waits Retry-After on 429s, polls every ${RATE_LIMITED_SERVICE.minPollIntervalMs} ms ` +
           `and downloads each image. Its own count: ${num(summary.requests)} requests, ${num(summary.tooMany)} 429s, ` +
           `${num(summary.failed)} rows failed${summary.firstError ? ` (first: ${summary.firstError.slice(0, 80)})` : ''}; ` +
-          `CPU ${num(cpu, 1)} s. Lower bound for its creations: ${num(bound, 1)} s.`,
+          `CPU ${num(cpu, 1)} s. Bound as in benchmark 1, (rows x 2 + catalog requests) / rate: ${num(bound, 1)} s.`,
       ],
     };
     return { table };

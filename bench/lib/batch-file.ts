@@ -13,13 +13,21 @@ export function rowIds(rows: number): string[] {
 
 /**
  * Writes a batch file of `rows` distinct prompts, long enough never to be declined as generic, with ids
- * `b000001`... Streaming, so a 100,000-row file costs no memory. The naive script reads the same file.
+ * `b000001`... Streaming, so a 100,000-row file costs no memory. The naive script reads the same file. `model` is
+ * one model id, or a list that the rows take in turn (row i the (i - 1) mod n-th).
  */
-export async function writeBatchFile(file: string, rows: number, model = 'sdxl'): Promise<void> {
+export async function writeBatchFile(
+  file: string,
+  rows: number,
+  model: string | readonly string[] = 'sdxl',
+): Promise<void> {
+  const models = typeof model === 'string' ? [model] : model;
+  if (models.length === 0) throw new Error('writeBatchFile: no model');
   const out = createWriteStream(file);
   out.write('id,prompt,model\n');
   for (let i = 1; i <= rows; i++) {
-    const line = `${rowIdOf(i)},"a watercolour harbour at dawn, boats and gulls, number ${i}",${model}\n`;
+    const rowModel = models[(i - 1) % models.length] ?? '';
+    const line = `${rowIdOf(i)},"a watercolour harbour at dawn, boats and gulls, number ${i}",${rowModel}\n`;
     if (!out.write(line)) await once(out, 'drain');
   }
   out.end();

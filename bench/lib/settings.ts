@@ -1,14 +1,36 @@
-import { DEMO_API_KEY, type SimulatorConfigInput } from '../../src/simulator';
+import { DEMO_API_KEY, type GenerationShape, type SimulatorConfigInput } from '../../src/simulator';
 
 /**
  * Settings shared by the benchmarks: one account with a wallet that never runs dry and no per-account
  * concurrency cap, so that the limits a benchmark measures are the ones it sets.
  */
 
+/** Generation time (queued + running) in ms: uniform in [min, max], or log-normal clipped to it. */
+export interface GenerationSettings {
+  min: number;
+  max: number;
+  /** @default 'uniform' */
+  shape?: GenerationShape;
+  /**
+   * Median generation time when log-normal.
+   * @default the simulator's: the geometric middle of the running range
+   */
+  medianMs?: number;
+  /**
+   * Standard deviation of ln(running time) when log-normal.
+   * @default the simulator's (0.75)
+   */
+  sigma?: number;
+}
+
 /** Options of {@link simulatorSettings}. */
 export interface SimSettings {
-  /** Generation time (queued + running) in ms, uniform in [min, max]. */
-  generationMs: { min: number; max: number };
+  generationMs: GenerationSettings;
+  /**
+   * Generation times of their own, by model id (the others take `generationMs`).
+   * @default none
+   */
+  models?: Readonly<Record<string, GenerationSettings>>;
   /**
    * Requests per second per key (token bucket; burst the same).
    * @default unlimited
@@ -28,14 +50,27 @@ export interface SimSettings {
 
 const UNLIMITED = 1e9;
 
+/** The simulator's timing for one generation setting. */
+function timing(g: GenerationSettings) {
+  // A quarter of the shortest generation time queued, the rest running: the total spans [min, max].
+  const queued = Math.floor(g.min / 4);
+  return {
+    queuedMs: { minMs: queued, maxMs: queued },
+    runningMs: { minMs: g.min - queued, maxMs: g.max - queued },
+    ...(g.shape ? { shape: g.shape } : {}),
+    ...(g.medianMs !== undefined ? { medianMs: g.medianMs - queued } : {}),
+    ...(g.sigma !== undefined ? { sigma: g.sigma } : {}),
+  };
+}
+
 /** The simulator's configuration for a benchmark. */
 export function simulatorSettings(s: SimSettings): SimulatorConfigInput {
-  // A quarter of the generation time queued, the rest running: the total spans [min, max].
-  const queuedMax = Math.floor(s.generationMs.min / 4);
   return {
     generation: {
-      queuedMs: { minMs: queuedMax, maxMs: queuedMax },
-      runningMs: { minMs: s.generationMs.min - queuedMax, maxMs: s.generationMs.max - queuedMax },
+      ...timing(s.generationMs),
+      ...(s.models
+        ? { models: Object.fromEntries(Object.entries(s.models).map(([model, g]) => [model, timing(g)])) }
+        : {}),
     },
     limits: {
       requestsPerSecond: s.requestsPerSecond ?? UNLIMITED,

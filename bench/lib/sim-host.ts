@@ -2,12 +2,14 @@
  * The simulator in a process of its own, so that its CPU time and memory are counted apart from the bench's and
  * the worker's. Started by {@link ./simulator.ts} with `node --import tsx`; takes its settings from the
  * `BENCH_SIM` environment variable and answers the parent over IPC. With `count`, a loopback proxy in front of
- * the API counts every answer by status, the 429s by reason and the polls of each creation: the simulator keeps
- * no such count. Prints nothing; the parent gets everything over IPC.
+ * the API counts every answer by status, the 429s by reason, the catalog requests (GET /models), and the polls of
+ * each creation, with those that found it not yet ended: the simulator keeps no such count. Prints nothing; the
+ * parent gets everything over IPC.
  */
 import { createServer, request, Agent, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { startSimulator, type Simulator, type SimulatorConfigInput } from '../../src/simulator';
+import { StatusNaming } from '../../src/api/contract';
+import { resolveConfig, startSimulator, type Simulator, type SimulatorConfigInput } from '../../src/simulator';
 import type { SimHostReport, SimHostRequest, SimHostResponse } from './sim-protocol';
 
 interface HostSettings {
@@ -20,7 +22,13 @@ const settings = JSON.parse(process.env.BENCH_SIM ?? '{}') as HostSettings;
 const statuses = new Map<number, number>();
 const tooManyByReason = new Map<string, number>();
 const pollsByCreation = new Map<string, number>();
+/** Polls answered 200 with a status that is not an end (queued or running), by creation. */
+const runningPollsByCreation = new Map<string, number>();
 let posts = 0;
+let catalogRequests = 0;
+/** The field of a creation record that carries its status, and the statuses that end a creation (any naming). */
+const statusField = resolveConfig(settings.sim).records.statusField;
+const ENDS: ReadonlySet<unknown> = new Set(Object.values(StatusNaming).flatMap((n) => [n.succeeded, n.failed]));
 let firstRequestAt: number | undefined;
 let lastRequestAt: number | undefined;
 /** Requests since the parent last asked (`since`), for "time to the first new request" measurements. */
@@ -43,6 +51,7 @@ async function startProxy(target: string): Promise<{ server: Server; baseUrl: st
     const poll = req.method === 'GET' ? /\/creations\/([^/?]+)/.exec(path)?.[1] : undefined;
     if (poll) pollsByCreation.set(poll, (pollsByCreation.get(poll) ?? 0) + 1);
     if (req.method === 'POST') posts++;
+    if (req.method === 'GET' && /\/models\/?(?:\?|$)/.test(path)) catalogRequests++;
     const forward = request(
       {
         agent,
@@ -63,6 +72,13 @@ async function startProxy(target: string): Promise<{ server: Server; baseUrl: st
             const reason = /"reason":"([^"]*)"/.exec(Buffer.concat(chunks).toString('utf8'))?.[1] ?? 'unknown';
             tooManyByReason.set(reason, (tooManyByReason.get(reason) ?? 0) + 1);
           });
+        } else if (status === 200 && poll) {
+          const chunks: Buffer[] = [];
+          answer.on('data', (c: Buffer) => chunks.push(c));
+          answer.on('end', () => {
+            if (!ENDS.has(statusOf(Buffer.concat(chunks))))
+              runningPollsByCreation.set(poll, (runningPollsByCreation.get(poll) ?? 0) + 1);
+          });
         }
         answer.pipe(res);
       },
@@ -78,6 +94,15 @@ async function startProxy(target: string): Promise<{ server: Server; baseUrl: st
   return { server, baseUrl: `http://127.0.0.1:${port}${upstream.pathname}` };
 }
 
+/** The status of a creation record's body, or undefined if it is not one. */
+function statusOf(body: Buffer): unknown {
+  try {
+    return (JSON.parse(body.toString('utf8')) as Record<string, unknown> | null)?.[statusField];
+  } catch {
+    return undefined;
+  }
+}
+
 /** Everything the benchmarks read off the simulator: the wire counts, polls per creation, the ledger. */
 function report(sim: Simulator, minPollIntervalMs: number): SimHostReport {
   sim.settle();
@@ -88,20 +113,22 @@ function report(sim: Simulator, minPollIntervalMs: number): SimHostReport {
   let reference = 0;
   let polled = 0;
   let pollsTotal = 0;
+  let runningPollsTotal = 0;
   for (const c of byCreation) {
     const record = sim.creation(c.creationId) as
-      { prompt?: string; created_at?: string; updated_at?: string; status?: string } | undefined;
+      ({ prompt?: string; created_at?: string; updated_at?: string } & Record<string, unknown>) | undefined;
     if (record?.prompt !== undefined && c.netUsd > 0) {
       chargedByPrompt.set(record.prompt, (chargedByPrompt.get(record.prompt) ?? 0) + 1);
     }
     const polls = pollsByCreation.get(c.creationId);
-    if (record?.created_at && record.updated_at && (record.status === 'succeeded' || record.status === 'failed')) {
+    if (record?.created_at && record.updated_at && ENDS.has(record[statusField])) {
       const g = Date.parse(record.updated_at) - Date.parse(record.created_at);
       genMsTotal += g;
       genCount++;
       if (polls !== undefined) {
         polled++;
         pollsTotal += polls;
+        runningPollsTotal += runningPollsByCreation.get(c.creationId) ?? 0;
         reference += Math.ceil(g / Math.max(1, minPollIntervalMs)) + 1;
       }
     }
@@ -114,6 +141,8 @@ function report(sim: Simulator, minPollIntervalMs: number): SimHostReport {
     tooManyByReason: Object.fromEntries(tooManyByReason),
     requests: [...statuses.values()].reduce((a, b) => a + b, 0),
     posts,
+    catalogRequests,
+    runningPolls: [...runningPollsByCreation.values()].reduce((a, b) => a + b, 0),
     firstRequestAt,
     lastRequestAt,
     creations: byCreation.length,
@@ -127,6 +156,7 @@ function report(sim: Simulator, minPollIntervalMs: number): SimHostReport {
     meanGenerationMs: genCount ? genMsTotal / genCount : 0,
     polledCreations: polled,
     meanPollsPerCreation: polled ? pollsTotal / polled : 0,
+    meanRunningPollsPerCreation: polled ? runningPollsTotal / polled : 0,
     meanReferencePolls: polled ? reference / polled : 0,
     unexpectedErrors: sim.unexpectedErrors().length,
   };

@@ -18,6 +18,13 @@ export interface SimHostReport {
   tooManyByReason: Record<string, number>;
   requests: number;
   posts: number;
+  /** GET /models requests: the catalog look-ups of the client. */
+  catalogRequests: number;
+  /**
+   * GET /creations/{id} answered 200 with a status that is not an end (queued or running): a request slot spent
+   * on a creation that was not ready.
+   */
+  runningPolls: number;
   firstRequestAt: number | undefined;
   lastRequestAt: number | undefined;
   /** Creations the ledger knows of (each was charged once). */
@@ -38,6 +45,8 @@ export interface SimHostReport {
   polledCreations: number;
   /** GET /creations/{id} per polled creation, 429s included. */
   meanPollsPerCreation: number;
+  /** Of those, the polls that found the creation not yet ended ({@link runningPolls}), per polled creation. */
+  meanRunningPollsPerCreation: number;
   /** ceil(generation time / minimum poll interval) + 1, averaged over the same creations. */
   meanReferencePolls: number;
   unexpectedErrors: number;

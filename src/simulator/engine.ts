@@ -13,7 +13,8 @@ import { modelRecord, showCost } from './pricing';
 import { showRecord } from './record-shape';
 import { CreationOutcome, Ledger } from './ledger';
 import { toMicros } from './money';
-import { hash32, mulberry32, uniformInt, type Random, type SeededRandom } from './random';
+import { drawGeneration, timingOf, type GenerationTiming } from './generation';
+import { hash32, mulberry32, type Random, type SeededRandom } from './random';
 import { RateLimiter } from './rate-limit';
 import { errorResponse, invalidRequest, retryAfter, type ApiResponse, type Delivery } from './responses';
 import { FailureMessage } from '../api/contract';
@@ -62,6 +63,7 @@ export class SimulatorEngine {
   readonly faults: FaultPlan;
   private random: SeededRandom;
   private readonly prices: Map<string, number>;
+  private readonly timings = new Map<string, GenerationTiming>();
   variant: IdempotencyVariant;
   naming: StatusNamingName;
   filesUrl = '';
@@ -367,6 +369,16 @@ export class SimulatorEngine {
     }
   }
 
+  /** The generation timing of a model (resolved once per model). */
+  private timing(model: string): GenerationTiming {
+    let timing = this.timings.get(model);
+    if (!timing) {
+      timing = timingOf(this.config.generation, model);
+      this.timings.set(model, timing);
+    }
+    return timing;
+  }
+
   /** Fixes the creation's whole future at acceptance: timings from its own seeded stream, then its outcome. */
   private start(
     principal: Principal,
@@ -378,9 +390,9 @@ export class SimulatorEngine {
     now: number,
   ): Creation {
     const own = mulberry32(hash32(id, this.config.seed));
-    const { queuedMs, runningMs } = this.config.generation;
-    const runningAt = now + uniformInt(own, queuedMs.minMs, queuedMs.maxMs);
-    const finishedAt = runningAt + uniformInt(own, runningMs.minMs, runningMs.maxMs);
+    const { queuedMs, runningMs } = drawGeneration(this.timing(request.model), own);
+    const runningAt = now + queuedMs;
+    const finishedAt = runningAt + runningMs;
     const creation: Creation = {
       id,
       accountId: principal.accountId,

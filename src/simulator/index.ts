@@ -4,6 +4,7 @@ export {
   DEMO_API_KEY,
   DEMO_ACCOUNT_ID,
   DEMO_KEY_ID,
+  GenerationShape,
   IdempotencyVariant,
   SimulatorConfigError,
   hashApiKey,

@@ -36,3 +36,10 @@ export function hash32(text: string, seed = 0): number {
 export function uniformInt(random: Random, min: number, max: number): number {
   return min + Math.floor(random() * (max - min + 1));
 }
+
+/** A standard normal N(0, 1) by Box-Muller, from two draws of `random`. */
+export function standardNormal(random: Random): number {
+  const u = 1 - random(); // in (0, 1]: no log of 0
+  const v = random();
+  return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * v);
+}

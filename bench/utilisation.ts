@@ -49,11 +49,26 @@ export interface ServiceCase {
   batchModels: readonly string[];
   /** Goal: wall time / bound at most this. */
   goal: number;
+  /**
+   * The worker's `IMAGEGEN_POLL_PLAN`: `interval` measures polling before the plan, for comparison.
+   * @default 'learn'
+   */
+  pollPlan?: 'learn' | 'interval';
 }
 
-/** The three cases, each its own row; the first is {@link RATE_LIMITED_SERVICE}, what the naive script meets. */
+/**
+ * The cases, each its own row; the first is {@link RATE_LIMITED_SERVICE}, what the naive script meets, and the
+ * second the same polled as before the poll plan.
+ */
 export const SERVICE_CASES: readonly ServiceCase[] = [
   { name: 'uniform 1-3 s', generationMs: RATE_LIMITED_SERVICE.generationMs, batchModels: ['sdxl'], goal: 1.1 },
+  {
+    name: 'uniform 1-3 s, polled at the interval (IMAGEGEN_POLL_PLAN=interval: before the plan)',
+    generationMs: RATE_LIMITED_SERVICE.generationMs,
+    batchModels: ['sdxl'],
+    goal: 1.1,
+    pollPlan: 'interval',
+  },
   {
     name: 'log-normal: median 1.5 s, sigma 0.75, 0.5-20 s',
     generationMs: { min: 500, max: 20_000, shape: 'lognormal', medianMs: 1500, sigma: 0.75 },
@@ -123,6 +138,7 @@ async function runCase(ctx: BenchContext, service: ServiceCase, rows: number): P
     workerEnv: {
       IMAGEBATCH_RATE_LIMIT: String(WORKER_RATE),
       IMAGEGEN_MIN_POLL_INTERVAL_MS: String(RATE_LIMITED_SERVICE.minPollIntervalMs),
+      IMAGEGEN_POLL_PLAN: service.pollPlan ?? 'learn',
     },
   });
   try {

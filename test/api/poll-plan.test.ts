@@ -77,6 +77,21 @@ describe('the poll plan', () => {
     }
   });
 
+  it('an explorer, once learnt, starts at half the 5th percentile, then polls at the interval', () => {
+    const plan = new PollPlan();
+    for (let i = 0; i < 100; i++) plan.observe('m', 4_000 + 40 * i); // 4 to 8 s
+    let ticket = plan.begin('m');
+    while (!ticket.explore) ticket = plan.begin('m');
+    plan.signal('rate_limited', 0);
+    // The 5th percentile is 4.16 s: the first poll at 2.08 s, then every interval (the bracket stays one interval).
+    expect(plan.delay('m', ticket, at(0), 0)).toBe(2_080);
+    expect(plan.delay('m', ticket, at(2_080), 0)).toBe(INTERVAL);
+    // Never sooner than the interval, when the times are short.
+    const quick = new PollPlan();
+    for (let i = 0; i < 100; i++) quick.observe('m', 1_000);
+    expect(quick.delay('m', { explore: true }, at(0), 0)).toBe(INTERVAL);
+  });
+
   it('a quota 429 outranks the rate, and a signal is forgotten after regimeMemoryMs', () => {
     const plan = learnt();
     plan.signal('rate_limited', 0);

@@ -43,6 +43,7 @@ describe('loadServiceConfig', () => {
       imageFields: DEFAULT_IMAGE_FIELDS,
       modelIdFields: ['id'],
       minPollIntervalMs: 2000,
+      pollPlan: 'learn',
       connectTimeoutMs: 10_000,
       headersTimeoutMs: 30_000,
       bodyTimeoutMs: 30_000,
@@ -75,6 +76,7 @@ describe('loadServiceConfig', () => {
       IMAGEGEN_REQUEST_TIMEOUT_MS: '15000',
       IMAGEGEN_COST_FIELDS: ' fee.usd , total ',
       IMAGEGEN_PRICE_FIELDS: 'rates.per_image',
+      IMAGEGEN_POLL_PLAN: ' Interval ',
     });
     expect(c).toMatchObject({
       baseUrl: 'https://api.example.com/api/public/v1',
@@ -88,6 +90,7 @@ describe('loadServiceConfig', () => {
       requestTimeoutMs: 15_000,
       costFields: ['fee.usd', 'total'],
       priceFields: ['rates.per_image'],
+      pollPlan: 'interval',
     });
     expect(Object.keys(SERVICE_CONFIG_ENV)).toHaveLength(Object.keys(c).length);
   });
@@ -106,6 +109,7 @@ describe('loadServiceConfig', () => {
     [{ IMAGEGEN_SUCCESS_STATUSES: 'done,failed' }, 'IMAGEGEN_SUCCESS_STATUSES', 'must not contain "failed"'],
     [{ IMAGEGEN_SUCCESS_STATUSES: ' , ' }, 'IMAGEGEN_SUCCESS_STATUSES', 'at least one status'],
     [{ IMAGEGEN_MIN_POLL_INTERVAL_MS: '2s' }, 'IMAGEGEN_MIN_POLL_INTERVAL_MS', 'whole number'],
+    [{ IMAGEGEN_POLL_PLAN: 'late' }, 'IMAGEGEN_POLL_PLAN', '"learn"'],
     [{ IMAGEGEN_MAX_AMBIGUOUS_TRIES: '0' }, 'IMAGEGEN_MAX_AMBIGUOUS_TRIES', '>='],
     [{ IMAGEGEN_MAX_DOWNLOAD_BYTES: '-1' }, 'IMAGEGEN_MAX_DOWNLOAD_BYTES', 'whole number'],
     [{ IMAGEGEN_REQUEST_TIMEOUT_MS: '0' }, 'IMAGEGEN_REQUEST_TIMEOUT_MS', '>='],

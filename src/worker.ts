@@ -77,6 +77,15 @@ export interface CreateWorkerOptions {
    * @default 0, the SDK's: cancelled at once, to be retried by another worker
    */
   shutdownGraceTimeMs?: number;
+  /**
+   * Workflows kept cached between their tasks (Temporal's sticky cache); an evicted workflow is replayed from its
+   * history at its next task, and 0 turns the cache off. It bounds the worker's memory: each cached workflow holds its
+   * state and buffers in the SDK (the CLI worker passes `IMAGEBATCH_MAX_CACHED_WORKFLOWS`:
+   * `TemporalConfig.maxCachedWorkflows`). At least the workflows that run at once (every batch and its window of rows)
+   * should fit, or they are replayed at every task.
+   * @default the SDK's, which grows with the heap limit (about 2,300 with Node's default 4 GB heap)
+   */
+  maxCachedWorkflows?: number;
 }
 
 /** Creates (does not run) a worker with imagebatch's workflows and activities. */
@@ -97,6 +106,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     ...interceptorsOf(options),
     ...(options.identity ? { identity: options.identity } : {}),
     ...(options.shutdownGraceTimeMs !== undefined ? { shutdownGraceTime: options.shutdownGraceTimeMs } : {}),
+    ...(options.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
     ...(options.dataConverter ? { dataConverter: options.dataConverter } : {}),
   });
 }

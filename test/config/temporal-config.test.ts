@@ -73,6 +73,7 @@ describe('loadTemporalConfig without a profile', () => {
       ratePerSecond: 0,
       maxConcurrentActivities: 100,
       shutdownGraceMs: 8_000,
+      maxCachedWorkflows: 250,
     });
     expect(connectionOptions(loadTemporalConfig({}))).toEqual({ address: '127.0.0.1:7233' });
   });
@@ -84,6 +85,15 @@ describe('loadTemporalConfig without a profile', () => {
     expect(grace('1500ms')).toBe(1_500);
     expect(grace('0s')).toBe(0);
     expect(grace('1h')).toBe(3_600_000);
+  });
+
+  it('IMAGEBATCH_MAX_CACHED_WORKFLOWS is 0 (no cache) or at least 2', () => {
+    const cache = (value: string) => loadTemporalConfig({ IMAGEBATCH_MAX_CACHED_WORKFLOWS: value }).maxCachedWorkflows;
+    expect(cache('500')).toBe(500);
+    expect(cache(' 0 ')).toBe(0);
+    for (const wrong of ['1', '2.5', '-3', 'many', '100001']) {
+      expect(() => cache(wrong)).toThrow(/IMAGEBATCH_MAX_CACHED_WORKFLOWS/);
+    }
   });
 
   it('TEMPORAL_API_KEY implies TLS, and TEMPORAL_TLS=false turns it off again', () => {

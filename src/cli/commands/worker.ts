@@ -71,6 +71,7 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSum
       taskQueue: temporal.taskQueue,
       maxConcurrentActivityTaskExecutions: temporal.maxConcurrentActivities,
       shutdownGraceTimeMs: temporal.shutdownGraceMs,
+      maxCachedWorkflows: temporal.maxCachedWorkflows,
       ...(temporal.ratePerSecond > 0 ? { maxTaskQueueActivitiesPerSecond: temporal.ratePerSecond } : {}),
       ...(dataConverter ? { dataConverter } : {}),
       ...(metricsConfig
@@ -123,8 +124,8 @@ export const workerCommand = defineCommand({
   description:
     'Run a worker for a Temporal cluster. Settings come from the environment only: TEMPORAL_ADDRESS, ' +
     'TEMPORAL_NAMESPACE, TEMPORAL_API_KEY / TEMPORAL_TLS_*, IMAGEBATCH_RATE_LIMIT, IMAGEBATCH_SHUTDOWN_GRACE, ' +
-    'IMAGEGEN_BASE_URL, IMAGEGEN_API_KEY or IMAGEGEN_API_KEY_FILE, IMAGEBATCH_PAYLOAD_KEY or _FILE, ' +
-    'IMAGEBATCH_METRICS_ADDRESS (see docs/settings.md)',
+    'IMAGEBATCH_MAX_CACHED_WORKFLOWS, IMAGEGEN_BASE_URL, IMAGEGEN_API_KEY or IMAGEGEN_API_KEY_FILE, ' +
+    'IMAGEBATCH_PAYLOAD_KEY or _FILE, IMAGEBATCH_METRICS_ADDRESS (see docs/settings.md)',
   options: [
     { flags: '--output-root <dir>', description: 'folder that relative batch output folders are resolved against' },
   ],

@@ -2,16 +2,17 @@
  * `npm run bench`: the five benchmarks of BENCHMARKS.md, each against real processes (the Temporal dev server,
  * the simulator, the product's worker and CLI), printed as markdown tables ready to paste.
  *
- *   npm run bench                                   # everything (about 25 minutes on 2 cores)
+ *   npm run bench                                   # everything (about 1.5 hours on 2 cores: the 100,000-row batch)
  *   npm run bench -- --quick                        # small sizes: proves the bench works, not the figures
  *   npm run bench -- --only orchestration,scale     # some of: utilisation, naive, orchestration, scale, recovery
- *   npm run bench -- --out bench-results.md         # also write the markdown to a file
+ *   npm run bench -- --out bench-results.md         # also write the markdown to a file (plots beside it)
  *
- * Progress goes to stderr, tables to stdout.
+ * Progress goes to stderr, tables to stdout; plots (SVG) beside the --out file, else in bench/out/.
  */
 import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { ensureDistIsFresh } from '../test/helpers/dist';
 import type { Benchmark, BenchContext } from './lib/context';
 import { toMarkdown, type Table } from './lib/table';
@@ -75,6 +76,14 @@ function machine(): string[] {
   ];
 }
 
+/** A file beside the tables: `<out's name>-<suffix>` beside `--out`, else `bench/out/bench-<suffix>`. */
+function artifactPath(out: string | undefined, suffix: string): string {
+  const dir = out ? path.dirname(path.resolve(out)) : path.join(__dirname, 'out');
+  mkdirSync(dir, { recursive: true });
+  const base = out ? path.basename(out, path.extname(out)) : 'bench';
+  return path.join(dir, `${base}-${suffix}`);
+}
+
 async function main(): Promise<void> {
   const flags = parseFlags(process.argv.slice(2));
   const log = (line: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
@@ -86,7 +95,12 @@ async function main(): Promise<void> {
     ...machine(),
   ];
   process.stdout.write(`${header.join('\n')}\n\n`);
-  const ctx: BenchContext = { quick: flags.quick, log, earlier: new Map() };
+  const ctx: BenchContext = {
+    quick: flags.quick,
+    log,
+    earlier: new Map(),
+    artifact: (s) => artifactPath(flags.out, s),
+  };
   const sections: string[] = [];
   let failed = false;
   for (const bench of BENCHMARKS) {
@@ -94,9 +108,11 @@ async function main(): Promise<void> {
     const t0 = Date.now();
     log(`${bench.name}: starting`);
     let table: Table;
+    let more: Table[] = [];
     try {
       const out = await bench.run(ctx);
       table = out.table;
+      more = out.more ?? [];
       ctx.earlier.set(bench.name, out.result);
     } catch (err) {
       failed = true;
@@ -105,9 +121,10 @@ async function main(): Promise<void> {
       table = { title: `${bench.name}: failed`, headers: ['error'], rows: [[message.split('\n')[0] ?? '']], notes: [] };
     }
     table.notes.push(`This benchmark took ${((Date.now() - t0) / 60_000).toFixed(1)} min.`);
-    const md = toMarkdown(table);
-    sections.push(md);
-    process.stdout.write(`${md}\n`);
+    for (const md of [table, ...more].map(toMarkdown)) {
+      sections.push(md);
+      process.stdout.write(`${md}\n`);
+    }
   }
   const total = `Total wall time of the run: ${((Date.now() - started) / 60_000).toFixed(1)} min.`;
   process.stdout.write(`${total}\n`);

@@ -8,10 +8,18 @@ export interface BenchContext {
   log: (line: string) => void;
   /** Results of benchmarks that ran earlier in the same run, by name (the naive comparison reads ours). */
   earlier: Map<string, unknown>;
+  /**
+   * Where a benchmark writes a file beside the tables (a plot): `<suffix>` appended to the `--out` file's name in its
+   * folder, else in bench/out/ (git-ignored). The folder exists.
+   */
+  artifact: (suffix: string) => string;
 }
 
-/** One benchmark: a name for `--only`, and a run that returns its table (and a result later ones may read). */
+/**
+ * One benchmark: a name for `--only`, and a run that returns its table, optionally more tables printed after it,
+ * and a result later ones may read.
+ */
 export interface Benchmark {
   name: string;
-  run(ctx: BenchContext): Promise<{ table: Table; result?: unknown }>;
+  run(ctx: BenchContext): Promise<{ table: Table; more?: Table[]; result?: unknown }>;
 }

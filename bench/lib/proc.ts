@@ -87,6 +87,11 @@ export class ProcWatch {
     return this.last.get(name)?.peakRssMb ?? 0;
   }
 
+  /** The pid watched under `name` (the latest, after a restart). */
+  pid(name: string): number | undefined {
+    return this.pids.get(name);
+  }
+
   stop(): void {
     clearInterval(this.timer);
   }

@@ -230,7 +230,7 @@ describe('createImage', () => {
       const s = await service([running, running, done], clock, pollTimes);
       const { activities } = activitiesFor(
         s.url,
-        { minPollIntervalMs: MIN_INTERVAL },
+        { minPollIntervalMs: MIN_INTERVAL, pollPlan: 'learn' },
         { now: () => clock.t, pollPlan: plan },
       );
       // The first creation is an explorer: polled at the interval, found ended at its third poll (6 s).
@@ -242,7 +242,11 @@ describe('createImage', () => {
       pollTimes.length = 0;
       await s.close();
       const s2 = await service([done], clock, pollTimes);
-      const next = activitiesFor(s2.url, { minPollIntervalMs: MIN_INTERVAL }, { now: () => clock.t, pollPlan: plan });
+      const next = activitiesFor(
+        s2.url,
+        { minPollIntervalMs: MIN_INTERVAL, pollPlan: 'learn' },
+        { now: () => clock.t, pollPlan: plan },
+      );
       const planned = await drive(() => next.activities.createImage(input({ idempotencyKey: 'ib.b.r.a2' })), clock);
       expect(planned.details).toMatchObject({ pollExplore: false });
       expect(planned.failures.map((f) => f.delay)).toEqual([3 * MIN_INTERVAL]);
@@ -267,7 +271,7 @@ describe('createImage', () => {
       const s = await service([done], clock, []);
       const { activities } = activitiesFor(
         s.url,
-        { minPollIntervalMs: MIN_INTERVAL },
+        { minPollIntervalMs: MIN_INTERVAL, pollPlan: 'learn' },
         { now: () => clock.t, pollPlan: plan },
       );
       const onTime = { currentAttemptScheduledTimestampMs: clock.t };
@@ -287,7 +291,7 @@ describe('createImage', () => {
         headers: { 'retry-after': '1' },
         body: { error: { code: 'ERR_QUOTA_EXCEEDED', message: 'busy', details: { scope: 'account' } } },
       }));
-      const quota = activitiesFor(stub.url, {}, { now: () => clock.t, pollPlan: plan });
+      const quota = activitiesFor(stub.url, { pollPlan: 'learn' }, { now: () => clock.t, pollPlan: plan });
       await runActivity(() => quota.activities.createImage(input({ idempotencyKey: 'ib.b.r.a3' })), onTime);
       expect(plan.regime(clock.t)).toBe('concurrency');
     });

@@ -43,7 +43,7 @@ describe('loadServiceConfig', () => {
       imageFields: DEFAULT_IMAGE_FIELDS,
       modelIdFields: ['id'],
       minPollIntervalMs: 2000,
-      pollPlan: 'learn',
+      pollPlan: 'interval',
       connectTimeoutMs: 10_000,
       headersTimeoutMs: 30_000,
       bodyTimeoutMs: 30_000,
@@ -76,7 +76,7 @@ describe('loadServiceConfig', () => {
       IMAGEGEN_REQUEST_TIMEOUT_MS: '15000',
       IMAGEGEN_COST_FIELDS: ' fee.usd , total ',
       IMAGEGEN_PRICE_FIELDS: 'rates.per_image',
-      IMAGEGEN_POLL_PLAN: ' Interval ',
+      IMAGEGEN_POLL_PLAN: ' Learn ',
     });
     expect(c).toMatchObject({
       baseUrl: 'https://api.example.com/api/public/v1',
@@ -90,7 +90,7 @@ describe('loadServiceConfig', () => {
       requestTimeoutMs: 15_000,
       costFields: ['fee.usd', 'total'],
       priceFields: ['rates.per_image'],
-      pollPlan: 'interval',
+      pollPlan: 'learn',
     });
     expect(Object.keys(SERVICE_CONFIG_ENV)).toHaveLength(Object.keys(c).length);
   });

@@ -26,7 +26,6 @@ import {
 import { simulatorSettings } from './lib/settings';
 import { type BatchRun, Proc, Stack } from './lib/stack';
 import { num, verdict, type Cell, type Table } from './lib/table';
-import { DEFAULT_MAX_CACHED_WORKFLOWS } from '../src/config/temporal-config';
 import { ORCHESTRATION_CONCURRENCY, ZERO_LATENCY_WORKER_ENV } from './orchestration';
 
 export const VALIDATION_GOAL_S = 5;
@@ -247,7 +246,7 @@ export const scale: Benchmark = {
 /** The worker's settings, as the bench runs it: those set, and the default of the one that bounds its memory. */
 function workerSettings(): string {
   const env: Record<string, string> = ZERO_LATENCY_WORKER_ENV;
-  const cache = env.IMAGEBATCH_MAX_CACHED_WORKFLOWS ?? `${DEFAULT_MAX_CACHED_WORKFLOWS} (default)`;
+  const cache = env.IMAGEBATCH_MAX_CACHED_WORKFLOWS ?? "the SDK's default";
   return [...Object.entries(env).map(([k, v]) => `${k}=${v}`), `IMAGEBATCH_MAX_CACHED_WORKFLOWS ${cache}`].join(', ');
 }
 

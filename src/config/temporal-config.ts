@@ -55,9 +55,9 @@ export interface TemporalConfig extends ClientConfigProfile {
    * Workflows one worker keeps cached (Temporal's sticky cache): a cached workflow continues from where it stopped,
    * an evicted one is replayed from its history at its next task. `IMAGEBATCH_MAX_CACHED_WORKFLOWS`; `0` turns the
    * cache off (every task replays).
-   * @default DEFAULT_MAX_CACHED_WORKFLOWS
+   * @default the SDK's, which grows with the heap limit (about 2,300 with Node's 4 GB heap)
    */
-  maxCachedWorkflows: number;
+  maxCachedWorkflows?: number;
 }
 
 /** The address `imagebatch worker` connects to when nothing names one. */
@@ -69,16 +69,6 @@ export const DEFAULT_TEMPORAL_ADDRESS = '127.0.0.1:7233';
  * SIGKILL.
  */
 export const DEFAULT_SHUTDOWN_GRACE_MS = 8_000;
-
-/**
- * The worker's workflow cache when `IMAGEBATCH_MAX_CACHED_WORKFLOWS` is unset. The SDK's own default grows with the
- * heap limit (about 2,300 workflows with Node's 4 GB heap), far more than a worker runs at once: every batch and the
- * rows in flight of its window (`--concurrency`, 100 by default) are what need to stay cached; more only holds
- * memory (10,000 rows on 2 busy cores: a mean RSS of 545 MB with the SDK's default against 420 MB with 250 over the
- * first half of the batch, though the peak was no lower: 865 against 700 MB, from spikes not yet explained). See
- * BENCHMARKS.md (scale).
- */
-export const DEFAULT_MAX_CACHED_WORKFLOWS = 250;
 
 /** The largest `IMAGEBATCH_MAX_CACHED_WORKFLOWS`. */
 const MAX_CACHED_WORKFLOWS = 100_000;
@@ -221,6 +211,7 @@ export function loadTemporalConfig(given: Env = process.env): TemporalConfig {
       `mTLS needs both the client certificate and its key (the ${tls?.clientCert ? 'key' : 'certificate'} is missing)`,
     );
   }
+  const cache = read(env, 'IMAGEBATCH_MAX_CACHED_WORKFLOWS', cachedWorkflows);
   return {
     ...profile,
     address: address === undefined ? DEFAULT_TEMPORAL_ADDRESS : field(address, 'TEMPORAL_ADDRESS', 'address', hostPort),
@@ -239,7 +230,7 @@ export function loadTemporalConfig(given: Env = process.env): TemporalConfig {
     ratePerSecond: read(env, 'IMAGEBATCH_RATE_LIMIT', number(0, 100_000)) ?? 0,
     maxConcurrentActivities: read(env, 'IMAGEBATCH_MAX_CONCURRENT_ACTIVITIES', number(1, 10_000)) ?? 100,
     shutdownGraceMs: read(env, 'IMAGEBATCH_SHUTDOWN_GRACE', shutdownGrace) ?? DEFAULT_SHUTDOWN_GRACE_MS,
-    maxCachedWorkflows: read(env, 'IMAGEBATCH_MAX_CACHED_WORKFLOWS', cachedWorkflows) ?? DEFAULT_MAX_CACHED_WORKFLOWS,
+    ...(cache === undefined ? {} : { maxCachedWorkflows: cache }),
   };
 }
 

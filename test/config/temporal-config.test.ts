@@ -73,7 +73,6 @@ describe('loadTemporalConfig without a profile', () => {
       ratePerSecond: 0,
       maxConcurrentActivities: 100,
       shutdownGraceMs: 8_000,
-      maxCachedWorkflows: 250,
     });
     expect(connectionOptions(loadTemporalConfig({}))).toEqual({ address: '127.0.0.1:7233' });
   });

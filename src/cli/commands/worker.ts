@@ -71,7 +71,7 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSum
       taskQueue: temporal.taskQueue,
       maxConcurrentActivityTaskExecutions: temporal.maxConcurrentActivities,
       shutdownGraceTimeMs: temporal.shutdownGraceMs,
-      maxCachedWorkflows: temporal.maxCachedWorkflows,
+      ...(temporal.maxCachedWorkflows === undefined ? {} : { maxCachedWorkflows: temporal.maxCachedWorkflows }),
       ...(temporal.ratePerSecond > 0 ? { maxTaskQueueActivitiesPerSecond: temporal.ratePerSecond } : {}),
       ...(dataConverter ? { dataConverter } : {}),
       ...(metricsConfig

@@ -150,7 +150,9 @@ export class LineIndex extends Transform {
    * order), which is what lets the index forget lines behind them.
    */
   lineOf(offset: number): number {
-    return this.firstLine + this.seek(offset);
+    // Seek first: it may compact, moving `firstLine` on (read before it, the line was off by the lines forgotten).
+    const index = this.seek(offset);
+    return this.firstLine + index;
   }
 
   /**

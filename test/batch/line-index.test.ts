@@ -91,3 +91,13 @@ describe('LineIndex', () => {
     expect(index.lastLine).toBe(6);
   });
 });
+
+describe('LineIndex, a query that compacts the forgotten lines', () => {
+  it('still answers the line of its offset (found by the hostile-CSV fuzzer: a row after 4,096 blank lines)', async () => {
+    const blank = 5_000;
+    const buf = Buffer.concat([Buffer.from('prompt\n'), Buffer.alloc(blank, 0x0a), Buffer.from('x\n')]);
+    const index = await run([buf]);
+    // One query far ahead makes the index forget (compact) the lines behind it within the same call.
+    expect(index.lineOf(buf.length - 2)).toBe(blank + 2);
+  });
+});

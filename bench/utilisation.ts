@@ -2,7 +2,7 @@
  * 1. Rate-limit utilisation: a batch against a service that allows 20 requests/s per key, with a minimum poll
  * interval of 1 s and a few percent of faults after the charge (500s and connection resets), in three service
  * cases: generation times uniform in 1-3 s, log-normal with a long tail, and two models of different speeds in one
- * batch. How close does imagebatch get to the lower bound (one submission and one poll per row, plus the batch's
+ * batch; and a fourth where the account's 8 creations in flight bind, not the rate. How close does imagebatch get to the lower bound (one submission and one poll per row, plus the batch's
  * catalog requests, divided by the rate), how many requests per row, how many polls find a creation still running,
  * how many 429s does it meet, and is anything charged twice?
  */
@@ -27,12 +27,27 @@ export const RATE_LIMITED_SERVICE = {
  * server's limiter and the service's token bucket do not tick in step.
  */
 export const WORKER_RATE = 19;
+/**
+ * The service of the concurrency-bound case: 8 creations in flight per account (gaps.md's default) and a rate
+ * ten times what the quota lets a batch use, so that the quota binds.
+ */
+export const QUOTA_BOUND_SERVICE = { accountConcurrency: 8, requestsPerSecond: 200 } as const;
+
 /** Rows in flight: more than the rate needs, so that the limiter, not the window, sets the pace. */
 export const UTILISATION_CONCURRENCY = 60;
 
 export function utilisationRows(quick: boolean): number {
   return quick ? 200 : 2000;
 }
+
+/** Rows of the concurrency-bound case: 8 in flight for about 2 s each is 4 rows/s, so fewer rows than at 20 requests/s. */
+export function quotaBoundRows(quick: boolean): number {
+  return quick ? 100 : 600;
+}
+
+/** The limit a case is built to bind. */
+export const BINDING_LIMITS = ['rate', 'concurrency'] as const;
+export type BindingLimit = (typeof BINDING_LIMITS)[number];
 
 /** One service case of benchmark 1: the generation times the batch meets, and its goal. */
 export interface ServiceCase {
@@ -50,7 +65,13 @@ export interface ServiceCase {
   /** Goal: wall time / bound at most this. */
   goal: number;
   /**
-   * The worker's `IMAGEGEN_POLL_PLAN`: `interval` measures polling before the plan, for comparison.
+   * The limit the case binds, which sets its bound: `rate`, the key's 20 requests/s ({@link lowerBoundSeconds}),
+   * or `concurrency`, the account's 8 creations in flight with the rate ample ({@link quotaBoundSeconds}).
+   * @default 'rate'
+   */
+  binds?: BindingLimit;
+  /**
+   * The worker's `IMAGEGEN_POLL_PLAN`: `interval`, the product's default, polls at the minimum interval, for comparison.
    * @default 'learn'
    */
   pollPlan?: 'learn' | 'interval';
@@ -58,12 +79,12 @@ export interface ServiceCase {
 
 /**
  * The cases, each its own row; the first is {@link RATE_LIMITED_SERVICE}, what the naive script meets, and the
- * second the same polled as before the poll plan.
+ * second the same polled at the interval (the product's default).
  */
 export const SERVICE_CASES: readonly ServiceCase[] = [
   { name: 'uniform 1-3 s', generationMs: RATE_LIMITED_SERVICE.generationMs, batchModels: ['sdxl'], goal: 1.1 },
   {
-    name: 'uniform 1-3 s, polled at the interval (IMAGEGEN_POLL_PLAN=interval: before the plan)',
+    name: 'uniform 1-3 s, polled at the interval (IMAGEGEN_POLL_PLAN=interval, the default)',
     generationMs: RATE_LIMITED_SERVICE.generationMs,
     batchModels: ['sdxl'],
     goal: 1.1,
@@ -82,11 +103,41 @@ export const SERVICE_CASES: readonly ServiceCase[] = [
     batchModels: ['flux-schnell', 'flux-dev'],
     goal: 1.1,
   },
+  {
+    name: 'concurrency-bound: uniform 1-3 s, 8 creations in flight, 200 requests/s',
+    generationMs: RATE_LIMITED_SERVICE.generationMs,
+    batchModels: ['sdxl'],
+    goal: 1.15,
+    binds: 'concurrency',
+  },
 ];
 
 /** Goals of the issue besides the wall time: 429s, polls that found a creation running. */
 export const TOO_MANY_GOAL = 0.01;
 export const RUNNING_POLLS_GOAL = 0.25;
+
+/**
+ * The lower bound of a batch whose account quota binds: every creation holds one of the quota's slots for its
+ * generation time, so no client ends sooner than rows x mean generation time / slots.
+ */
+export function quotaBoundSeconds(rows: number, report: SimHostReport): number {
+  return (rows * report.meanGenerationMs) / 1000 / QUOTA_BOUND_SERVICE.accountConcurrency;
+}
+
+/** The bound of a case: the rate's or the quota's. */
+export function boundSeconds(service: ServiceCase, rows: number, report: SimHostReport): number {
+  const binds = service.binds ?? 'rate';
+  switch (binds) {
+    case 'rate':
+      return lowerBoundSeconds(rows, report);
+    case 'concurrency':
+      return quotaBoundSeconds(rows, report);
+    default: {
+      const never: never = binds;
+      throw new Error(`unknown limit ${String(never)}`);
+    }
+  }
+}
 
 /** What benchmark 2 compares against: the first case. */
 export interface UtilisationResult {
@@ -126,17 +177,21 @@ export function pct(part: number, whole: number): string {
   return whole ? `${num((part / whole) * 100, 2)}%` : 'n/a';
 }
 
-async function runCase(ctx: BenchContext, service: ServiceCase, rows: number): Promise<CaseRun> {
+async function runCase(ctx: BenchContext, service: ServiceCase, quick: boolean): Promise<CaseRun> {
+  const quotaBound = service.binds === 'concurrency';
+  const rows = quotaBound ? quotaBoundRows(quick) : utilisationRows(quick);
   const stack = await Stack.start({
     name: 'utilisation',
     sim: simulatorSettings({
       ...RATE_LIMITED_SERVICE,
+      ...(quotaBound ? QUOTA_BOUND_SERVICE : {}),
       generationMs: service.generationMs,
       ...(service.models ? { models: service.models } : {}),
       faults: { ...RATE_LIMITED_SERVICE.faults },
     }),
     workerEnv: {
-      IMAGEBATCH_RATE_LIMIT: String(WORKER_RATE),
+      // 0 = no task-queue limit: the quota, not the rate, is what the concurrency-bound case measures.
+      IMAGEBATCH_RATE_LIMIT: String(quotaBound ? 0 : WORKER_RATE),
       IMAGEGEN_MIN_POLL_INTERVAL_MS: String(RATE_LIMITED_SERVICE.minPollIntervalMs),
       IMAGEGEN_POLL_PLAN: service.pollPlan ?? 'learn',
     },
@@ -144,7 +199,7 @@ async function runCase(ctx: BenchContext, service: ServiceCase, rows: number): P
   try {
     const file = path.join(stack.dir, 'utilisation.csv');
     await writeBatchFile(file, rows, service.batchModels);
-    ctx.log(`utilisation (${service.name}): ${rows} rows at ${RATE_LIMITED_SERVICE.requestsPerSecond} requests/s`);
+    ctx.log(`utilisation (${service.name}): ${rows} rows`);
     stack.watch.mark();
     const run = await stack.runBatch(file, 'utilisation', UTILISATION_CONCURRENCY, 60 * 60_000);
     const workerCpu = stack.watch.cpu(Proc.Worker);
@@ -169,15 +224,17 @@ function row(run: CaseRun): Cell[] {
     run.service.name,
     `${num(run.succeeded)} / ${num(rows)}`,
     num(seconds, 1),
-    num(lowerBoundSeconds(rows, report), 1),
-    num(seconds / lowerBoundSeconds(rows, report), 3),
+    num(boundSeconds(run.service, rows, report), 1),
+    num(seconds / boundSeconds(run.service, rows, report), 3),
     num(report.requests),
     num(report.requests / rows, 2),
     num(report.requests / seconds, 2),
     `${num(tooMany)} (${pct(tooMany, report.requests)})`,
     num(report.meanPollsPerCreation, 2),
     num(report.meanRunningPollsPerCreation, 2),
-    `${num(intervalPollingSeconds(rows, report), 1)} s (${num(report.meanReferencePolls, 2)} polls)`,
+    run.service.binds === 'concurrency'
+      ? `(the rate does not bind) ${num(report.meanReferencePolls, 2)} polls`
+      : `${num(intervalPollingSeconds(rows, report), 1)} s (${num(report.meanReferencePolls, 2)} polls)`,
     num(report.doubleCharges),
     num(run.workerCpu, 1),
   ];
@@ -186,12 +243,17 @@ function row(run: CaseRun): Cell[] {
 /** The goals of one case, met or missed, for the notes. */
 function goals(run: CaseRun): string {
   const { rows, seconds, report } = run;
-  const ratio = seconds / lowerBoundSeconds(rows, report);
+  const ratio = seconds / boundSeconds(run.service, rows, report);
   const tooMany = tooManyOf(report);
+  // The 429 goal is the rate-bound cases': where the quota binds, a client that is not told the quota (the
+  // interface does not show it) finds it by its 429s, which charge nothing and cost only requests the rate has spare.
+  const tooManyGoal =
+    run.service.binds === 'concurrency'
+      ? `429s (no goal: the quota is found by them) ${pct(tooMany, report.requests)}`
+      : `429s at most ${TOO_MANY_GOAL * 100}% of requests: ${verdict(tooMany <= TOO_MANY_GOAL * report.requests)}`;
   return (
     `Goals, ${run.service.name}: wall / bound ${num(ratio, 3)} <= ${run.service.goal}: ${verdict(ratio <= run.service.goal)}; ` +
-    `429s at most ${TOO_MANY_GOAL * 100}% of requests: ${verdict(tooMany <= TOO_MANY_GOAL * report.requests)}` +
-    `${tooMany ? ` (${JSON.stringify(report.tooManyByReason)})` : ''}; zero double charges: ` +
+    `${tooManyGoal}${tooMany ? ` (${JSON.stringify(report.tooManyByReason)})` : ''}; zero double charges: ` +
     `${verdict(report.doubleCharges === 0 && report.chargedTwiceByKey === 0)}; polls that found the creation ` +
     `running at most ${RUNNING_POLLS_GOAL} per creation: ${verdict(report.meanRunningPollsPerCreation <= RUNNING_POLLS_GOAL)}. ` +
     `Mean generation time ${num(report.meanGenerationMs)} ms; catalog requests ${num(report.catalogRequests)}; ` +
@@ -203,12 +265,14 @@ function goals(run: CaseRun): string {
 export const utilisation: Benchmark = {
   name: 'utilisation',
   async run(ctx: BenchContext) {
-    const rows = utilisationRows(ctx.quick);
     const runs: CaseRun[] = [];
-    for (const service of SERVICE_CASES) runs.push(await runCase(ctx, service, rows));
+    for (const service of SERVICE_CASES) runs.push(await runCase(ctx, service, ctx.quick));
     const rate = RATE_LIMITED_SERVICE.requestsPerSecond;
+    const { accountConcurrency } = QUOTA_BOUND_SERVICE;
     const table: Table = {
-      title: `1. Rate-limit utilisation (${num(rows)} rows per case, ${rate} requests/s, poll interval 1 s)`,
+      title:
+        `1. Rate-limit utilisation (${num(utilisationRows(ctx.quick))} rows per rate-bound case at ${rate} requests/s, ` +
+        `${num(quotaBoundRows(ctx.quick))} in the concurrency-bound one; poll interval 1 s)`,
       headers: [
         'generation times',
         'rows ok',
@@ -230,14 +294,18 @@ export const utilisation: Benchmark = {
         `Bound = (rows x 2 + the batch's catalog requests) / ${rate} requests/s: every row needs at least one ` +
           `submission and one poll (images come from another host, outside the rate), and GET /models counts ` +
           `against the same key. The former reference, a client polling every 1 s from acceptance (1 submission + ` +
-          `ceil(g / 1 s) + 1 polls per row, g each creation's own generation time), is the column "polls at the interval".`,
+          `ceil(g / 1 s) + 1 polls per row, g each creation's own generation time), is the column "polls at the interval". ` +
+          `The concurrency-bound case's bound is rows x mean generation time / ${accountConcurrency}: each creation ` +
+          `holds one of the account's ${accountConcurrency} slots while it generates; its rate is ` +
+          `${QUOTA_BOUND_SERVICE.requestsPerSecond} requests/s and its worker has no task-queue limit.`,
         ...runs.map(goals),
         `Faults: ${Object.entries(RATE_LIMITED_SERVICE.faults)
           .map(([k, p]) => `${k} ${p * 100}%`)
           .join(', ')} of submissions in every case. Generation time = a fixed queue of a quarter of the shortest ` +
           `time, then running; "two models": the rows alternate between them.`,
         `Settings: worker \`IMAGEBATCH_RATE_LIMIT=${WORKER_RATE}\` (the Temporal server's task-queue limit), ` +
-          `\`IMAGEGEN_MIN_POLL_INTERVAL_MS=1000\`, \`imagebatch run --concurrency ${UTILISATION_CONCURRENCY}\`.`,
+          `\`IMAGEGEN_MIN_POLL_INTERVAL_MS=1000\`, \`IMAGEGEN_POLL_PLAN=learn\` unless the case says \`interval\`, ` +
+          `\`imagebatch run --concurrency ${UTILISATION_CONCURRENCY}\`.`,
       ],
     };
     const first = runs[0];

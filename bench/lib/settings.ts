@@ -1,8 +1,8 @@
 import { DEMO_API_KEY, type GenerationShape, type SimulatorConfigInput } from '../../src/simulator';
 
 /**
- * Settings shared by the benchmarks: one account with a wallet that never runs dry and no per-account
- * concurrency cap, so that the limits a benchmark measures are the ones it sets.
+ * Settings shared by the benchmarks: one account with a wallet that never runs dry and, unless a benchmark sets
+ * one, no per-account concurrency cap, so that the limits a benchmark measures are the ones it sets.
  */
 
 /** Generation time (queued + running) in ms: uniform in [min, max], or log-normal clipped to it. */
@@ -46,6 +46,11 @@ export interface SimSettings {
    * @default none
    */
   faults?: Record<string, number>;
+  /**
+   * Creations in flight per account: a submission beyond it is answered `429 ERR_QUOTA_EXCEEDED` with Retry-After.
+   * @default unlimited
+   */
+  accountConcurrency?: number;
 }
 
 const UNLIMITED = 1e9;
@@ -76,7 +81,7 @@ export function simulatorSettings(s: SimSettings): SimulatorConfigInput {
       requestsPerSecond: s.requestsPerSecond ?? UNLIMITED,
       burst: Math.max(1, Math.round(s.requestsPerSecond ?? UNLIMITED)),
       minPollIntervalMs: s.minPollIntervalMs ?? 0,
-      accountConcurrency: null,
+      accountConcurrency: s.accountConcurrency ?? null,
     },
     accounts: [{ id: 'bench', walletUsd: 1e9, keys: [{ id: 'bench-key', key: DEMO_API_KEY }] }],
     idempotency: { maxEntries: 1_000_000 },

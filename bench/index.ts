@@ -72,8 +72,24 @@ function machine(): string[] {
       `\`free -g\` total ${/^Mem:\s+(\d+)/m.exec(sh('free', ['-g']))?.[1] ?? '?'} GiB, Node ${process.version}, ` +
       `${os.type()} ${os.release()}`,
     `- Load average when the run started: ${load1?.toFixed(2)} (1 min), ${load5?.toFixed(2)} (5 min)` +
-      ((load1 ?? 0) > 1 ? ' — **other processes were using the CPU**: figures are lower than on a quiet machine' : ''),
+      ((load1 ?? 0) >= QUIET_LOAD
+        ? ' — **other processes were using the CPU**: figures are lower than on a quiet machine'
+        : ''),
   ];
+}
+
+/** The 1-minute load average under which a run counts as started on a quiet machine. */
+const QUIET_LOAD = 1;
+/** How long a full run waits for the machine to get quiet (the set-up's own build raises the load). */
+const QUIET_WAIT_MS = 5 * 60_000;
+
+/** Waits (a bounded time) for the 1-minute load average to fall under {@link QUIET_LOAD}; the header says if not. */
+async function waitForQuiet(log: (line: string) => void): Promise<void> {
+  const deadline = Date.now() + QUIET_WAIT_MS;
+  for (let load = os.loadavg()[0] ?? 0; load >= QUIET_LOAD && Date.now() < deadline; load = os.loadavg()[0] ?? 0) {
+    log(`waiting for a quiet machine: load average ${load.toFixed(2)} (1 min), under ${QUIET_LOAD} wanted`);
+    await new Promise((r) => setTimeout(r, 15_000));
+  }
 }
 
 /** A file beside the tables: `<out's name>-<suffix>` beside `--out`, else `bench/out/bench-<suffix>`. */
@@ -88,6 +104,7 @@ async function main(): Promise<void> {
   const flags = parseFlags(process.argv.slice(2));
   const log = (line: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
   await ensureDistIsFresh();
+  if (!flags.quick) await waitForQuiet(log);
   const started = Date.now();
   const header = [
     `## Results${flags.quick ? ' (--quick: small sizes, not the figures of record)' : ''}`,

@@ -9,6 +9,7 @@ import {
   FailureType,
   handledFailure,
   KeyOutcome,
+  type BindingLimit,
   type CreateImageInput,
   type CreateImageResult,
   type DownloadedImage,
@@ -68,20 +69,29 @@ export const UNRECOGNIZED_NOT_FOUND_LIMIT = 5;
  */
 export const QUEUE_LAG_MS = 1_000;
 
-/** What the worker's log says when the limit that binds changes. */
-const REGIME_TEXT: Readonly<Record<PollRegime, string>> = {
-  open: 'no limit binds; creations are polled early',
-  rate: "the key's request rate binds; creations are polled late, when they are likely to have ended",
-  concurrency: "the account's quota of creations in flight binds; creations are polled early",
+/** What the worker's log says when what holds keys back changes. */
+const LIMIT_TEXT: Readonly<Record<BindingLimit, string>> = {
+  open: 'no limit holds keys back',
+  rate: "the key's request rate binds (429)",
+  concurrency: "the account's quota of creations in flight binds (429)",
+  queue: "keys wait in Temporal's task queue (its rate limit, IMAGEBATCH_RATE_LIMIT, or every worker busy)",
+};
+/** ...and, when learning, how creations are polled then. */
+const POLLS_TEXT: Readonly<Record<PollRegime, string>> = {
+  open: 'creations are polled early',
+  rate: 'creations are polled late, when they are likely to have ended',
+  concurrency: 'creations are polled early',
 };
 
 /** The longest last answer a key that ran out of time carries to its row's record. */
 const MAX_LAST_ANSWER_CHARS = 500;
 
 export function createImageActivities(deps: ImageActivityDeps) {
-  const plan = deps.config.pollPlan === 'learn' ? deps.pollPlan : undefined;
-  /** The regime last told to the log: a change of the limit that binds is worth a line. */
-  let toldRegime: PollRegime = 'open';
+  // The plan always tells which limit binds (rows report it to their batch); it times polls only when learning.
+  const limits = deps.pollPlan;
+  const plan = deps.config.pollPlan === 'learn' ? limits : undefined;
+  /** The limit last told to the log: a change of what binds is worth a line. */
+  let toldLimit: BindingLimit = 'open';
   let client: ImageApiClient | undefined;
   let downloadDispatcher: Dispatcher | undefined = deps.downloadDispatcher;
   const api = () =>
@@ -209,7 +219,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
         // Which limit binds decides when polls go out (poll-plan.ts). A 503's wait is neither.
         if (outcome.httpStatus === 429) {
           const quota = outcome.code === ErrorCode.QuotaExceeded;
-          plan?.signal(quota ? 'quota_exceeded' : 'rate_limited', deps.now());
+          limits.signal(quota ? 'quota_exceeded' : 'rate_limited', deps.now());
         }
         return fail(outcome);
       case 'refunded':
@@ -579,16 +589,23 @@ export function createImageActivities(deps: ImageActivityDeps) {
    * ticket) is polled at the interval.
    */
   function pollDelay(input: CreateImageInput, progress: KeyProgress, elapsedMs: number): number {
+    const now = deps.now();
+    bindingLimit(now);
     if (!plan) return api().pollIntervalMs();
     const ticket = progress.pollExplore === undefined ? undefined : { explore: progress.pollExplore };
     const bounds = { intervalMs: api().pollIntervalMs(), elapsedMs, maxWaitMs: input.maxPollWaitMs };
-    const now = deps.now();
-    const regime = plan.regime(now);
-    if (regime !== toldRegime) {
-      toldRegime = regime;
-      deps.logger.info(`poll plan: ${REGIME_TEXT[regime]}`, { regime });
-    }
     return plan.delay(input.request.model, ticket, bounds, now);
+  }
+
+  /** What holds keys back now; a change is worth a line in the log. */
+  function bindingLimit(now: number): BindingLimit {
+    const limit = limits.limit(now);
+    if (limit !== toldLimit) {
+      toldLimit = limit;
+      const polls = plan ? `; poll plan: ${POLLS_TEXT[limits.regime(now)]}` : '';
+      deps.logger.info(`${LIMIT_TEXT[limit]}${polls}`, { limit });
+    }
+    return limit;
   }
 
   /**
@@ -600,7 +617,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
   function noteQueueLag(ctx: Context): void {
     if (ctx.info.attempt !== 1) return;
     const lag = deps.now() - ctx.info.currentAttemptScheduledTimestampMs;
-    if (lag > QUEUE_LAG_MS) plan?.signal('queue_lag', deps.now());
+    if (lag > QUEUE_LAG_MS) limits.signal('queue_lag', deps.now());
   }
 
   /** {@link pollOnce}, counting a run of 404s without the service's code: past the limit the batch stops. */
@@ -664,7 +681,8 @@ export function createImageActivities(deps: ImageActivityDeps) {
      * {@link KeyProgress} as its second detail.
      */
     async createImage(input: CreateImageInput): Promise<CreateImageResult> {
-      return createImageAttempt(input, Context.current());
+      const result = await createImageAttempt(input, Context.current());
+      return { ...result, limit: bindingLimit(deps.now()) };
     },
 
     /** GET the model catalog (prices in USD per request where the service says them). */

@@ -8,7 +8,8 @@
  * their times are a fair sample.
  *
  * Which limit binds decides the timing (the {@link PollRegime}):
- * - `rate`: the key's request rate (a 429 ERR_RATE_LIMIT, or submissions queued behind the task queue's rate limit).
+ * - `rate`: the key's request rate (a 429 ERR_RATE_LIMIT), or submissions queued in the task queue (its rate limit,
+ *   set under the key's, or busy workers: polls are then no cheaper).
  *   A poll that finds the creation still running takes a request a submission could have used, so the first poll
  *   goes out late, at a high quantile of the generation time, and each later one at a quantile of the time left.
  * - `concurrency`: the account's quota of creations in flight (a 429 ERR_QUOTA_EXCEEDED). A finished creation that
@@ -20,11 +21,12 @@
  * the minimum interval, and none reaches past the key's maximum wait. Deterministic: the same calls in the same
  * order give the same delays.
  */
-
-export const POLL_REGIMES = ['open', 'rate', 'concurrency'] as const;
+import type { BindingLimit } from '../model';
 
 /** An explorer's first poll goes out at half this quantile of the learnt times (never sooner than the interval). */
 const EXPLORER_START_QUANTILE = 0.05;
+/** How polls are timed: by which limit binds, the task queue's counting as the rate's (see above). */
+export const POLL_REGIMES = ['open', 'rate', 'concurrency'] as const;
 export type PollRegime = (typeof POLL_REGIMES)[number];
 
 /** What made a regime: a 429's reason, or the task queue holding activities back. */
@@ -131,15 +133,25 @@ export class PollPlan {
     this.lastSignal.set(kind, atMs);
   }
 
-  /** The limit that binds now: a quota 429 outranks the rate (a full quota is what the rate then waits on). */
-  regime(nowMs: number): PollRegime {
+  /**
+   * What holds keys back now: a quota 429 outranks the rate (a full quota is what the rate then waits on), and a 429
+   * the task queue (whose lag may be the rate limit set under the key's rate, or busy workers).
+   */
+  limit(nowMs: number): BindingLimit {
     const recent = (kind: ThrottleSignal) => {
       const at = this.lastSignal.get(kind);
       return at !== undefined && nowMs - at <= this.options.regimeMemoryMs;
     };
     if (recent('quota_exceeded')) return 'concurrency';
-    if (recent('rate_limited') || recent('queue_lag')) return 'rate';
+    if (recent('rate_limited')) return 'rate';
+    if (recent('queue_lag')) return 'queue';
     return 'open';
+  }
+
+  /** The regime polls are timed by: {@link limit}, a task queue that holds keys back counting as the rate. */
+  regime(nowMs: number): PollRegime {
+    const limit = this.limit(nowMs);
+    return limit === 'queue' ? 'rate' : limit;
   }
 
   /**

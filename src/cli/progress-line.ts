@@ -1,4 +1,4 @@
-import type { BatchProgress, WaitReason } from '../model';
+import type { BatchProgress, BindingLimit, WaitReason } from '../model';
 import { fitWidth, terminalText, terminalWidth } from './terminal-text';
 
 /** Options of {@link progressLine}. */
@@ -30,9 +30,19 @@ interface Segment {
 /** A field's forms, longest first; an empty form drops the field. */
 type Forms = Segment[][];
 
-type FieldName = 'count' | 'ok' | 'failed' | 'unsaved' | 'inFlight' | 'spend' | 'rate' | 'waiting';
+type FieldName = 'count' | 'ok' | 'failed' | 'unsaved' | 'inFlight' | 'spend' | 'rate' | 'limit' | 'waiting';
 /** Which field gives up its current form next when the line does not fit, in order. */
-const SHRINK_ORDER: readonly FieldName[] = ['count', 'spend', 'unsaved', 'rate', 'inFlight', 'rate', 'count'];
+const SHRINK_ORDER: readonly FieldName[] = [
+  'count',
+  'spend',
+  'unsaved',
+  'limit',
+  'rate',
+  'inFlight',
+  'limit',
+  'rate',
+  'count',
+];
 const SEPARATOR = ' | ';
 const BAR_WIDTHS = [24, 10] as const;
 
@@ -72,6 +82,7 @@ function progressFields(p: BatchProgress, totalRows: number): Record<FieldName, 
     inFlight: [one(`in flight ${p.inFlight}`), []],
     spend: [one(spendText(p)), one(shortSpendText(p))],
     rate: [one(eta ? `${rate} ${eta}` : rate), one(eta || rate), []],
+    limit: p.limit && p.limit !== 'open' ? [one(limitText(p.limit)), one(LIMIT_SHORT[p.limit]), []] : [[]],
     waiting: [why ? one(`waiting: ${why}`, 'warn') : []],
   };
 }
@@ -159,6 +170,28 @@ export function waitText(w: WaitReason | undefined): string | undefined {
       return 'reading the file';
   }
 }
+
+/** The limit that binds, for a person; nothing when none does. */
+export function limitText(limit: BindingLimit | undefined): string {
+  switch (limit) {
+    case undefined:
+    case 'open':
+      return '';
+    case 'rate':
+      return "bound by the key's request rate";
+    case 'concurrency':
+      return "bound by the account's creations in flight";
+    case 'queue':
+      return "bound by Temporal's task queue";
+  }
+}
+
+const LIMIT_SHORT: Readonly<Record<BindingLimit, string>> = {
+  open: '',
+  rate: 'rate-bound',
+  concurrency: 'quota-bound',
+  queue: 'queue-bound',
+};
 
 function formatSeconds(s: number): string {
   if (!Number.isFinite(s)) return '?';

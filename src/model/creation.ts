@@ -6,6 +6,8 @@
  * activity retries with `nextRetryDelay`: durable, and adding no history events.
  */
 
+import type { BindingLimit } from './progress';
+
 /** The body fields a row may carry (gaps.md, "Submit request body"). */
 export interface CreationRequest {
   prompt: string;
@@ -156,6 +158,10 @@ export interface KeyProgress {
 }
 
 /** How a key ended when its creation ended. Every other end is an ApplicationFailure (FailureType). */
-export type CreateImageResult =
+export type CreateImageResult = (
   | { outcome: 'succeeded'; creationId: string; costUsd?: number; images: DownloadedImage[] }
-  | { outcome: 'failed'; creationId: string; costUsd?: number; error: string; retryable: boolean };
+  | { outcome: 'failed'; creationId: string; costUsd?: number; error: string; retryable: boolean }
+) & {
+  /** The limit that bound the worker's requests when the key ended (see {@link BindingLimit}). */
+  limit?: BindingLimit;
+};

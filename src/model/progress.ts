@@ -12,6 +12,24 @@ export type WaitReason =
   | { kind: 'window_full'; concurrency: number }
   | { kind: 'reading' };
 
+/**
+ * What holds a worker's keys back, as the worker judges it from what it met in the last half minute:
+ * `concurrency`, the account's quota of creations in flight (a 429 ERR_QUOTA_EXCEEDED); `rate`, the key's request
+ * rate (any other 429); `queue`, Temporal's task queue (a key's first attempt started over a second after it was
+ * scheduled: the queue's rate limit, `IMAGEBATCH_RATE_LIMIT`, or every worker busy); `open`, none of these.
+ */
+export const BINDING_LIMITS = ['open', 'rate', 'concurrency', 'queue'] as const;
+export type BindingLimit = (typeof BINDING_LIMITS)[number];
+
+/** What a row tells its batch besides its record when it ends. */
+export interface RowReport {
+  /**
+   * The limit that bound its worker when the row's last key to end with an answer ended; absent when none bound
+   * (`open`), or none ended so.
+   */
+  limit?: BindingLimit;
+}
+
 export interface BatchProgress {
   batchId: string;
   status: 'running' | 'paused' | 'cancelling' | 'completed' | 'cancelled';
@@ -38,6 +56,11 @@ export interface BatchProgress {
   /** Rows ended per second since the batch started (workflow time). */
   rowsPerSecond: number;
   waiting?: WaitReason;
+  /**
+   * The limit that binds, as the latest row to end with a key's answer said, if it said so within the last
+   * half minute of workflow time (rows from before the report say none).
+   */
+  limit?: BindingLimit;
   /** How many continue-as-new hops this batch has made. */
   runs: number;
   /** Keys rows tried after their first (each after a refunded failure or a 402), as far as the rows said. */

@@ -1,6 +1,7 @@
 import {
   roundUsd,
   type BatchCursor,
+  type BindingLimit,
   type BatchProgress,
   type BatchRowInput,
   type BatchStopDetails,
@@ -123,6 +124,15 @@ export function committedUsd(state: BatchState): number {
   return roundUsd(state.spentUsd + (state.unknownSpendAtMostUsd ?? 0) + reservedUsd(state));
 }
 
+/** How long the progress shows the limit a row reported, in workflow time: the worker's own memory of a 429. */
+export const LIMIT_SHOWN_MS = 30_000;
+
+/** The limit the latest row to end reported, and when (workflow time). */
+export interface LimitSeen {
+  limit: BindingLimit;
+  atMs: number;
+}
+
 export function progressOf(
   batchId: string,
   state: BatchState,
@@ -130,6 +140,7 @@ export function progressOf(
   waiting: WaitReason | undefined,
   done: boolean,
   spendCapUsd?: number,
+  limitSeen?: LimitSeen,
 ): BatchProgress {
   const ended = Object.values(state.counts).reduce((a, b) => a + b, 0);
   const seconds = Math.max(0.001, (nowMs - state.startedAtMs) / 1000);
@@ -160,6 +171,7 @@ export function progressOf(
       : { spendCapUsd, leftUsd: Math.max(0, roundUsd(spendCapUsd - committedUsd(state))) }),
     rowsPerSecond: Math.round((ended / seconds) * 100) / 100,
     ...(waiting ? { waiting } : {}),
+    ...(limitSeen && !done && nowMs - limitSeen.atMs <= LIMIT_SHOWN_MS ? { limit: limitSeen.limit } : {}),
     runs: state.runs,
     newKeys: state.newKeys ?? 0,
     done,

@@ -22,6 +22,7 @@ import {
   type BatchRowInput,
   type ListPrice,
   type RowRecord,
+  type RowReport,
   type UserColumns,
   type WaitReason,
 } from '../model';
@@ -33,6 +34,7 @@ import {
   reservedUsd,
   unpricedInFlight,
   type BatchState,
+  type LimitSeen,
 } from './batch-state';
 import {
   cancelSignal,
@@ -183,9 +185,14 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
   /** Rows in flight already asked to cancel (by this run). */
   const cancelSent = new Set<string>();
 
-  setHandler(progressQuery, () => progressOf(input.batchId, state, workflowNow(), waiting, false, input.spendCapUsd));
-  setHandler(rowDoneSignal, (record: RowRecord) => {
+  /** The limit the latest row to end said binds: for the progress only (no command depends on it). */
+  let limitSeen: LimitSeen | undefined;
+  setHandler(progressQuery, () =>
+    progressOf(input.batchId, state, workflowNow(), waiting, false, input.spendCapUsd, limitSeen),
+  );
+  setHandler(rowDoneSignal, (record: RowRecord, report?: RowReport) => {
     applyRowDone(state, record);
+    if (report?.limit) limitSeen = { limit: report.limit, atMs: workflowNow() };
   });
   setHandler(rowWaitingSignal, () => undefined);
   setHandler(rowNewKeySignal, () => {

@@ -1,5 +1,5 @@
 import { defineQuery, defineSignal } from '@temporalio/workflow';
-import type { BatchProgress, BatchStopDetails, ResumeOptions, RowRecord } from '../model';
+import type { BatchProgress, BatchStopDetails, ResumeOptions, RowRecord, RowReport } from '../model';
 
 /** A person pauses the batch: no new row starts; rows in flight finish. */
 export const pauseSignal = defineSignal<[reason?: string]>('pause');
@@ -12,9 +12,10 @@ export const progressQuery = defineQuery<BatchProgress>('progress');
 
 /**
  * Row to batch: this row has ended, with its complete record, whatever ended it. Sent by the row itself (by workflow
- * id, so it reaches the batch's current run): the batch's one channel.
+ * id, so it reaches the batch's current run): the batch's one channel. The report says what else the row saw (rows
+ * from before patch `row-reports-limit` send none).
  */
-export const rowDoneSignal = defineSignal<[RowRecord]>('rowDone');
+export const rowDoneSignal = defineSignal<[record: RowRecord, report?: RowReport]>('rowDone');
 /** Row to batch: the service said the whole batch must stop until a person acts; this row waits. */
 export const rowBlockedSignal = defineSignal<[rowId: string, details: BatchStopDetails]>('rowBlocked');
 /**

@@ -26,7 +26,9 @@ import {
   type PromptWorkflowInput,
   type RefundedDetails,
   type RejectedDetails,
+  type BindingLimit,
   type RowRecord,
+  type RowReport,
   type UnknownDetails,
 } from '../model';
 import { rowBlockedSignal, rowDoneSignal, rowNewKeySignal, rowResumeSignal, rowWaitingSignal } from './definitions';
@@ -59,6 +61,13 @@ export const ONE_TO_ONE_KEYS_AND_LEDGER = 'one-to-one-keys-and-ledger';
  */
 export const MAX_WAIT_SAYS_LAST_ANSWER = 'max-wait-says-last-answer';
 
+/**
+ * Patch id: a row tells its batch, with its record, the limit of the service that bound its worker when its last key
+ * ended (the batch's progress says it). Only a row that has one to tell asks for the patch, so a row no limit bound
+ * pays no marker. Rows started before it send the record alone.
+ */
+export const ROW_REPORTS_LIMIT = 'row-reports-limit';
+
 const { createImage } = proxyActivities<Activities>(CREATE_IMAGE_OPTIONS);
 
 const { recordRow } = proxyLocalActivities<Activities>(RECORD_ROW_OPTIONS);
@@ -90,6 +99,8 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
   const oneToOneAndLedger = patched(ONE_TO_ONE_KEYS_AND_LEDGER);
   const keyFor = oneToOneAndLedger ? idempotencyKeyFor : legacyIdempotencyKeyFor;
 
+  /** What the row's last key to end said of the limit that binds. */
+  let limit: BindingLimit | undefined;
   let resumed = false;
   setHandler(rowResumeSignal, () => {
     resumed = true;
@@ -110,7 +121,12 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
         log.warn('the row record could not be written to the ledger', { error: String(err) }),
       );
     }
-    await tellBatch((h) => h.signal(rowDoneSignal, ledger.record));
+    await tellBatch((h) => {
+      const report: RowReport | undefined = limit && limit !== 'open' ? { limit } : undefined;
+      return report && patched(ROW_REPORTS_LIMIT)
+        ? h.signal(rowDoneSignal, ledger.record, report)
+        : h.signal(rowDoneSignal, ledger.record);
+    });
   });
   return ledger.record;
 
@@ -207,6 +223,7 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
             throw err;
         }
       }
+      limit = ended.limit ?? limit;
       if (ended.outcome === 'succeeded') {
         ledger.succeeded(ended.creationId, ended.costUsd, ended.images);
         return 'done';

@@ -78,7 +78,8 @@ describe('createImage', () => {
     );
     const { activities } = activitiesFor(s.url, { minPollIntervalMs: MIN_INTERVAL }, { now: () => clock.t });
     const ended = await drive(() => activities.createImage(input()), clock);
-    expect(ended.value).toEqual({
+    // (The limit that bound is another test's: the mock's attempts start late, as behind a task queue's limit.)
+    expect({ ...ended.value, limit: undefined }).toEqual({
       outcome: 'failed',
       creationId: 'cr_1',
       costUsd: 0.04,
@@ -295,5 +296,49 @@ describe('createImage', () => {
       await runActivity(() => quota.activities.createImage(input({ idempotencyKey: 'ib.b.r.a3' })), onTime);
       expect(plan.regime(clock.t)).toBe('concurrency');
     });
+  });
+
+  it('says, polling at the interval too, which limit bound the worker when the key ended: for the batch progress', async () => {
+    const clock = { t: 1_000_000 };
+    const plan = new PollPlan();
+    const done = { status: 200, body: { id: 'cr_1', status: 'failed', error: 'Generation failed.' } };
+    const tooMany = (code: string, details: object) => ({
+      status: 429,
+      headers: { 'retry-after': '1' },
+      body: { error: { code, message: 'slow down', details } },
+    });
+    let first: StubReply | undefined;
+    stub = await startStub((req) => {
+      if (req.method !== 'POST') return done;
+      const reply = first ?? { status: 202, body: { id: 'cr_1', status: 'queued' } };
+      first = undefined;
+      return reply;
+    });
+    const { activities } = activitiesFor(
+      stub.url,
+      { minPollIntervalMs: MIN_INTERVAL, pollPlan: 'interval' },
+      { now: () => clock.t, pollPlan: plan },
+    );
+    /** One key to its end, attempt by attempt; the first one started `scheduledLateMs` after it was due. */
+    const key = async (n: number, options: { firstReply?: StubReply; scheduledLateMs?: number } = {}) => {
+      first = options.firstReply;
+      let heartbeatDetails: unknown;
+      for (let attempt = 1; attempt < 10; attempt++) {
+        const late = attempt === 1 ? (options.scheduledLateMs ?? 0) : 0;
+        const info = { attempt, currentAttemptScheduledTimestampMs: clock.t - late, heartbeatDetails };
+        const r = await runActivity(() => activities.createImage(input({ idempotencyKey: `ib.b.r.a${n}` })), info);
+        if (r.value) return r.value;
+        heartbeatDetails = r.heartbeats.at(-1) ?? heartbeatDetails;
+        clock.t += typeof r.failure?.nextRetryDelay === 'number' ? r.failure.nextRetryDelay : 1_000;
+      }
+      throw new Error(`key ${n} never ended`);
+    };
+    expect((await key(1)).limit).toBe('open');
+    expect((await key(2, { firstReply: tooMany('ERR_RATE_LIMIT', {}) })).limit).toBe('rate');
+    clock.t += 60_000; // the worker forgets a limit after half a minute
+    expect((await key(3)).limit).toBe('open');
+    expect((await key(4, { scheduledLateMs: 5_000 })).limit).toBe('queue');
+    const quota = tooMany('ERR_QUOTA_EXCEEDED', { scope: 'account', reason: 'concurrency_limit' });
+    expect((await key(5, { firstReply: quota })).limit).toBe('concurrency');
   });
 });

@@ -205,7 +205,8 @@ describe('createImage, once its creation is known', () => {
       { heartbeatDetails: { creationId: 'cr_1', acceptedAtMs: clock.t - 5_000, costUsd: 0.04 } },
     );
     expect(r.failure).toBeUndefined();
-    expect(r.value).toEqual({
+    // (What limit bound the worker is not this test's: test/activities/create-image.test.ts.)
+    expect({ ...r.value, limit: undefined }).toEqual({
       outcome: 'succeeded',
       creationId: 'cr_1',
       costUsd: 0.04,

@@ -65,6 +65,22 @@ describe('progressLine within a width', () => {
     expect(line.endsWith('…')).toBe(true);
   });
 
+  it('says which limit binds when a row reported one, short or gone before the rows ended go', () => {
+    const quiet = progress({ waiting: undefined, spendCapUsd: undefined, unknownSpendRows: 0, leftUsd: undefined });
+    expect(progressLine(quiet, 50)).not.toMatch(/bound/);
+    expect(progressLine({ ...quiet, limit: 'open' }, 50)).not.toMatch(/bound/);
+    expect(progressLine({ ...quiet, limit: 'rate' }, 50)).toContain("| bound by the key's request rate");
+    expect(progressLine({ ...quiet, limit: 'queue' }, 50)).toContain("| bound by Temporal's task queue");
+    const quota = progressLine({ ...quiet, limit: 'concurrency' }, 50);
+    expect(quota).toContain("bound by the account's creations in flight");
+    for (const columns of [100, 80, 60]) {
+      const line = progressLine({ ...quiet, limit: 'concurrency' }, 50, { columns });
+      expect(terminalWidth(line)).toBeLessThanOrEqual(columns);
+      expect(line).toContain('45/50');
+    }
+    expect(progressLine({ ...quiet, limit: 'concurrency' }, 50, { columns: 100 })).toMatch(/quota-bound|creations in/);
+  });
+
   it('colors only when asked', () => {
     expect(progressLine(progress(), 50)).not.toMatch(SGR);
     const colored = progressLine(progress(), 50, { columns: 79, color: true });

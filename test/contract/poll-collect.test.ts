@@ -175,7 +175,9 @@ describe.each(NAMINGS.flatMap((naming) => AUTH_STYLES.map((auth) => ({ naming, a
         const ended = await driveCreateImage(h, clock, createImageInput(key, tag(fault), 'failed'));
         const id = ledgerOf(sim, key)?.creationIds[0];
         expect(id).toMatch(/^cr_/);
-        expect(ended.value).toEqual({ outcome: 'failed', creationId: id, costUsd: 0.04, error: text, retryable });
+        // (What limit bound the worker is not this test's: test/activities/create-image.test.ts.)
+        const { limit: _limit, ...value } = ended.value ?? {};
+        expect(value).toEqual({ outcome: 'failed', creationId: id, costUsd: 0.04, error: text, retryable });
         // Accepted once, then polled at the interval (never too soon: no 429) until the creation failed.
         expect(ended.retries[0]).toEqual({ type: FailureType.Pending, status: names.queued });
         expect(ended.retries.slice(1).every((f) => f.type === FailureType.Pending)).toBe(true);

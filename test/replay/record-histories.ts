@@ -33,6 +33,7 @@ import {
   resumeSignal,
   type BatchWorkflowInput,
 } from '../../src/workflows';
+import { ROW_REPORTS_LIMIT } from '../../src/workflows/prompt-workflow';
 
 // IMAGEBATCH_HISTORIES_DIR records elsewhere (e.g. to add a new version's histories beside the old ones).
 const HISTORIES_DIR = process.env.IMAGEBATCH_HISTORIES_DIR ?? path.join(__dirname, 'histories');
@@ -281,6 +282,29 @@ async function main(): Promise<void> {
       }
       await save('batch-cancel-blocked-row', blocking);
       await save('prompt-cancelled-while-blocked', client.workflow.getHandle('replay-cancel-blocked/blocked'));
+
+      // Twelve rows at once against the account's 8 creations in flight: rows meet 429 ERR_QUOTA_EXCEEDED, and each
+      // row whose worker saw the quota bind as its key ended tells its batch so (patch `row-reports-limit`).
+      const quotaFile = path.join(outputRoot, 'quota.csv');
+      const quotaRows = Array.from({ length: 12 }, (_, i) => `q${i + 1},a lantern festival number ${i + 1}`);
+      await writeFile(quotaFile, `id,prompt\n${quotaRows.join('\n')}\n`);
+      const quota = await client.workflow.start(batchWorkflow, {
+        taskQueue: TASK_QUEUE,
+        workflowId: batchWorkflowId('replay-quota'),
+        args: [
+          { batchId: 'replay-quota', file: quotaFile, outDir: 'quota', concurrency: 12, defaultModel: 'flux-dev' },
+        ] as [BatchWorkflowInput],
+      });
+      const quotaProgress = await quota.result();
+      if (quotaProgress.counts.succeeded !== 12) throw new Error(`quota batch: ${JSON.stringify(quotaProgress)}`);
+      const reporting = [];
+      for (let i = 12; i >= 1; i--) {
+        const handle = client.workflow.getHandle(`replay-quota/q${i}`);
+        if (hasPatch(await handle.fetchHistory(), ROW_REPORTS_LIMIT)) reporting.push(handle);
+      }
+      if (!reporting[0]) throw new Error('quota batch: no row reported the limit that bound');
+      await save('batch-quota-rows-report-limit', quota);
+      await save('prompt-quota-reports-limit', reporting[0]);
     });
 
     await mkdir(HISTORIES_DIR, { recursive: true });
@@ -300,6 +324,19 @@ async function main(): Promise<void> {
     await server.stop();
     await rm(outputRoot, { recursive: true, force: true });
   }
+}
+
+/** Whether `history` holds the marker of patch `id` (its data, decoded, names it). */
+function hasPatch(history: Awaited<ReturnType<WorkflowHandle['fetchHistory']>>, id: string): boolean {
+  return (history.events ?? []).some((e) =>
+    Object.values(e.markerRecordedEventAttributes?.details ?? {}).some((p) =>
+      (p.payloads ?? []).some((d) =>
+        Buffer.from(d.data ?? new Uint8Array())
+          .toString()
+          .includes(id),
+      ),
+    ),
+  );
 }
 
 function expectState(result: { state: string; keys: unknown[] }, state: string, keys = 1): void {

@@ -46,6 +46,9 @@ const EXPECTED = [
   'v6-row-workflow-ids-fit-255-batch-stop-resume',
   'v6-row-workflow-ids-fit-255-batch-continue-as-new-run1',
   'v6-row-workflow-ids-fit-255-batch-continue-as-new-run2',
+  // Recorded after the `row-reports-limit` patch (a row whose worker saw a limit bind tells its batch so).
+  'v7-row-reports-limit-batch-quota-rows-report-limit',
+  'v7-row-reports-limit-prompt-quota-reports-limit',
 ];
 
 type History = temporal.api.history.v1.History;
@@ -97,6 +100,14 @@ describe('replay of recorded histories', () => {
         type: EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
       });
     }
+  });
+
+  it("the row-reports-limit histories hold the patch's marker, and the batch's a row's report of the quota", () => {
+    const texts = (name: string) => payloadTexts(fixtures.find((f) => f.name === name)!.json);
+    expect(texts('v7-row-reports-limit-prompt-quota-reports-limit').some((t) => t.includes('row-reports-limit'))).toBe(
+      true,
+    );
+    expect(texts('v7-row-reports-limit-batch-quota-rows-report-limit')).toContain('{"limit":"concurrency"}');
   });
 
   it('the histories hold no API key', () => {

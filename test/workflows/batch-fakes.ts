@@ -32,13 +32,13 @@ export function rows(n: number): BatchRowInput[] {
 /**
  * Fake activities for a whole batch: pages from an in-memory list, and per-row behaviour decided by a function
  * of the row id and its submission count (`hang`: the submission never ends until it is cancelled; `fail-later`:
- * the creation fails, refunded, after 3 s). Records the
+ * the creation fails, refunded, after 3 s; `quota`: succeeds, its worker saying the account's quota binds). Records the
  * largest number of rows open at once. Rows are looked up for real (the batch asks Temporal about its rows).
  */
 export function batchActivities(
   client: Client,
   all: BatchRowInput[],
-  behaviour: (rowId: string, submission: number) => 'ok' | 'stop' | 'slow' | 'hang' | 'fail-later',
+  behaviour: (rowId: string, submission: number) => 'ok' | 'stop' | 'slow' | 'hang' | 'fail-later' | 'quota',
 ) {
   const submissions = new Map<string, number>();
   const open = new Set<string>();
@@ -107,6 +107,7 @@ export function batchActivities(
           creationId: `c-${rowId}-${n}`,
           costUsd: 0.04,
           images: [{ url: 'u', path: `${rowId}.png`, sha256: 'x', bytes: 1 }],
+          ...(behaviour(rowId, n) === 'quota' ? { limit: 'concurrency' as const } : {}),
         };
       },
     },

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { batchWorkflowId } from '../../src/model';
 import { batchWorkflow, cancelSignal, pauseSignal, progressQuery, resumeSignal } from '../../src/workflows';
 import { createTimeSkippingEnv, useTestEnv } from '../helpers/temporal';
-import { rows, startBatch } from './batch-fakes';
+import { rows, startBatch, until } from './batch-fakes';
 
 const env = useTestEnv(createTimeSkippingEnv);
 
@@ -83,6 +83,34 @@ describe('batchWorkflow (scripted activities, time-skipping server)', () => {
     expect(progress.status).toBe('cancelled');
     expect(progress.counts.succeeded + progress.counts.cancelled).toBeLessThan(20);
     expect(progress.counts.not_run).toBeGreaterThan(0);
+  });
+
+  it("the progress says the limit a row's worker said binds, while the batch runs", async () => {
+    const all = rows(3);
+    // row-1 ends with its worker saying the account's quota binds; row-2 then holds the batch open.
+    const { worker, batchId, taskQueue, input } = await startBatch(
+      env,
+      all,
+      (rowId) => (rowId === 'row-1' ? 'quota' : rowId === 'row-2' ? 'hang' : 'ok'),
+      { concurrency: 1, pageSize: 3 },
+    );
+    const progress = await worker.runUntil(async () => {
+      const handle = await env().client.workflow.start(batchWorkflow, {
+        taskQueue,
+        workflowId: batchWorkflowId(batchId),
+        args: [input],
+      });
+      const p = await until(
+        env,
+        () => handle.query(progressQuery),
+        (q) => q.counts.succeeded === 1,
+      );
+      expect(p.limit).toBe('concurrency');
+      await handle.signal(cancelSignal);
+      return handle.result();
+    });
+    expect(progress.status).toBe('cancelled');
+    expect(progress.limit).toBeUndefined();
   });
 
   it('a spend cap pauses before the row that would pass it; resume with a higher cap finishes', async () => {

@@ -97,7 +97,13 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     connection: options.connection,
     namespace: options.namespace ?? 'default',
     taskQueue: options.taskQueue ?? TASK_QUEUE,
-    activities: { ...options.extraActivities, ...createActivities(options.activityDeps) },
+    activities: {
+      ...options.extraActivities,
+      ...createActivities({
+        taskQueueRateLimited: Boolean(options.maxTaskQueueActivitiesPerSecond),
+        ...options.activityDeps,
+      }),
+    },
     ...(workflowBundle ? { workflowBundle } : { workflowsPath }),
     ...(options.maxTaskQueueActivitiesPerSecond
       ? { maxTaskQueueActivitiesPerSecond: options.maxTaskQueueActivitiesPerSecond }

@@ -23,7 +23,7 @@ import {
 } from '../model';
 import { ImageApiClient, type ClientOutcome, type Logger } from '../api/client';
 import type { HoldRegistry } from '../api/holds';
-import type { PollPlan, PollRegime } from '../api/poll-plan';
+import type { HeldBy, PollPlan, PollRegime } from '../api/poll-plan';
 import { ErrorCode } from '../api/contract';
 import type { ApiKeyProvider } from '../api/api-key';
 import type { ServiceConfig } from '../config/service-config';
@@ -53,6 +53,8 @@ export interface ImageActivityDeps {
   holds?: HoldRegistry;
   /** When to poll: learnt from this process's creations, per model (see poll-plan.ts). */
   pollPlan: PollPlan;
+  /** Whether the task queue has a rate limit: then a late first attempt means the key's rate binds. */
+  taskQueueRateLimited: boolean;
   /** Jitter source in [0, 1). */
   random: () => number;
 }
@@ -70,11 +72,12 @@ export const UNRECOGNIZED_NOT_FOUND_LIMIT = 5;
 export const QUEUE_LAG_MS = 1_000;
 
 /** What the worker's log says when what holds keys back changes. */
-const LIMIT_TEXT: Readonly<Record<BindingLimit, string>> = {
+const HELD_TEXT: Readonly<Record<HeldBy | 'busy', string>> = {
   open: 'no limit holds keys back',
   rate: "the key's request rate binds (429)",
   concurrency: "the account's quota of creations in flight binds (429)",
-  queue: "keys wait in Temporal's task queue (its rate limit, IMAGEBATCH_RATE_LIMIT, or every worker busy)",
+  queue: "the key's request rate binds (keys wait in the task queue for its rate limit, IMAGEBATCH_RATE_LIMIT)",
+  busy: "keys wait in Temporal's task queue: every worker is busy",
 };
 /** ...and, when learning, how creations are polled then. */
 const POLLS_TEXT: Readonly<Record<PollRegime, string>> = {
@@ -90,8 +93,8 @@ export function createImageActivities(deps: ImageActivityDeps) {
   // The plan always tells which limit binds (rows report it to their batch); it times polls only when learning.
   const limits = deps.pollPlan;
   const plan = deps.config.pollPlan === 'learn' ? limits : undefined;
-  /** The limit last told to the log: a change of what binds is worth a line. */
-  let toldLimit: BindingLimit = 'open';
+  /** What held keys back when last told to the log: a change is worth a line. */
+  let told: HeldBy | 'busy' = 'open';
   let client: ImageApiClient | undefined;
   let downloadDispatcher: Dispatcher | undefined = deps.downloadDispatcher;
   const api = () =>
@@ -597,15 +600,27 @@ export function createImageActivities(deps: ImageActivityDeps) {
     return plan.delay(input.request.model, ticket, bounds, now);
   }
 
-  /** What holds keys back now; a change is worth a line in the log. */
+  /**
+   * The service's limit that binds now, for the row's report; a change of what holds keys back is worth a line in
+   * the log. A task queue that holds keys back is the key's rate when it has a rate limit, else busy workers: no
+   * limit of the service.
+   */
   function bindingLimit(now: number): BindingLimit {
-    const limit = limits.limit(now);
-    if (limit !== toldLimit) {
-      toldLimit = limit;
+    const held = limits.heldBy(now);
+    const seen = held === 'queue' && !deps.taskQueueRateLimited ? 'busy' : held;
+    if (seen !== told) {
+      told = seen;
       const polls = plan ? `; poll plan: ${POLLS_TEXT[limits.regime(now)]}` : '';
-      deps.logger.info(`${LIMIT_TEXT[limit]}${polls}`, { limit });
+      deps.logger.info(`${HELD_TEXT[seen]}${polls}`, { heldBy: seen });
     }
-    return limit;
+    switch (seen) {
+      case 'queue':
+        return 'rate';
+      case 'busy':
+        return 'open';
+      default:
+        return seen;
+    }
   }
 
   /**

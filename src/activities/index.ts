@@ -62,6 +62,12 @@ export interface ActivityDeps {
    */
   pollPlan?: PollPlan;
   /**
+   * Whether the task queue has a rate limit (`IMAGEBATCH_RATE_LIMIT`, set under the key's rate): a key's first
+   * attempt that starts late then says the key's rate binds; without one it says only that the workers are busy.
+   * @default false
+   */
+  taskQueueRateLimited?: boolean;
+  /**
    * Jitter source in [0, 1).
    * @default Math.random
    */
@@ -103,6 +109,7 @@ export function createActivitiesWithSteps(deps: ActivityDeps = {}) {
     ...(deps.downloadDispatcher ? { downloadDispatcher: deps.downloadDispatcher } : {}),
     ...(deps.holds ? { holds: deps.holds } : {}),
     pollPlan: deps.pollPlan ?? new PollPlan(),
+    taskQueueRateLimited: deps.taskQueueRateLimited ?? false,
     outputRoot,
     now,
     logger: deps.logger ?? activityLogger,

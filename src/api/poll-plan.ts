@@ -29,6 +29,9 @@ const EXPLORER_START_QUANTILE = 0.05;
 export const POLL_REGIMES = ['open', 'rate', 'concurrency'] as const;
 export type PollRegime = (typeof POLL_REGIMES)[number];
 
+/** What holds keys back: the service's limits ({@link BindingLimit}), or Temporal's task queue. */
+export type HeldBy = BindingLimit | 'queue';
+
 /** What made a regime: a 429's reason, or the task queue holding activities back. */
 export type ThrottleSignal = 'rate_limited' | 'quota_exceeded' | 'queue_lag';
 
@@ -137,7 +140,7 @@ export class PollPlan {
    * What holds keys back now: a quota 429 outranks the rate (a full quota is what the rate then waits on), and a 429
    * the task queue (whose lag may be the rate limit set under the key's rate, or busy workers).
    */
-  limit(nowMs: number): BindingLimit {
+  heldBy(nowMs: number): HeldBy {
     const recent = (kind: ThrottleSignal) => {
       const at = this.lastSignal.get(kind);
       return at !== undefined && nowMs - at <= this.options.regimeMemoryMs;
@@ -148,10 +151,10 @@ export class PollPlan {
     return 'open';
   }
 
-  /** The regime polls are timed by: {@link limit}, a task queue that holds keys back counting as the rate. */
+  /** The regime polls are timed by: {@link heldBy}, a task queue that holds keys back counting as the rate. */
   regime(nowMs: number): PollRegime {
-    const limit = this.limit(nowMs);
-    return limit === 'queue' ? 'rate' : limit;
+    const held = this.heldBy(nowMs);
+    return held === 'queue' ? 'rate' : held;
   }
 
   /**

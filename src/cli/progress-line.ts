@@ -181,8 +181,6 @@ export function limitText(limit: BindingLimit | undefined): string {
       return "bound by the key's request rate";
     case 'concurrency':
       return "bound by the account's creations in flight";
-    case 'queue':
-      return "bound by Temporal's task queue";
   }
 }
 
@@ -190,7 +188,6 @@ const LIMIT_SHORT: Readonly<Record<BindingLimit, string>> = {
   open: '',
   rate: 'rate-bound',
   concurrency: 'quota-bound',
-  queue: 'queue-bound',
 };
 
 function formatSeconds(s: number): string {

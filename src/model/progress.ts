@@ -13,12 +13,12 @@ export type WaitReason =
   | { kind: 'reading' };
 
 /**
- * What holds a worker's keys back, as the worker judges it from what it met in the last half minute:
- * `concurrency`, the account's quota of creations in flight (a 429 ERR_QUOTA_EXCEEDED); `rate`, the key's request
- * rate (any other 429); `queue`, Temporal's task queue (a key's first attempt started over a second after it was
- * scheduled: the queue's rate limit, `IMAGEBATCH_RATE_LIMIT`, or every worker busy); `open`, none of these.
+ * The limit of the service that binds a worker's keys, as the worker judges it from what it met in the last half
+ * minute: `concurrency`, the account's quota of creations in flight (a 429 ERR_QUOTA_EXCEEDED); `rate`, the key's
+ * request rate (any other 429, or keys held in the task queue by its rate limit, `IMAGEBATCH_RATE_LIMIT`, set under
+ * the key's rate); `open`, neither (keys held only by busy workers included).
  */
-export const BINDING_LIMITS = ['open', 'rate', 'concurrency', 'queue'] as const;
+export const BINDING_LIMITS = ['open', 'rate', 'concurrency'] as const;
 export type BindingLimit = (typeof BINDING_LIMITS)[number];
 
 /** What a row tells its batch besides its record when it ends. */

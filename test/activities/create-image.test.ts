@@ -314,11 +314,13 @@ describe('createImage', () => {
       first = undefined;
       return reply;
     });
-    const { activities } = activitiesFor(
-      stub.url,
-      { minPollIntervalMs: MIN_INTERVAL, pollPlan: 'interval' },
-      { now: () => clock.t, pollPlan: plan },
-    );
+    const worker = (taskQueueRateLimited: boolean) =>
+      activitiesFor(
+        stub!.url,
+        { minPollIntervalMs: MIN_INTERVAL, pollPlan: 'interval' },
+        { now: () => clock.t, pollPlan: plan, taskQueueRateLimited },
+      ).activities;
+    let activities = worker(true);
     /** One key to its end, attempt by attempt; the first one started `scheduledLateMs` after it was due. */
     const key = async (n: number, options: { firstReply?: StubReply; scheduledLateMs?: number } = {}) => {
       first = options.firstReply;
@@ -337,7 +339,12 @@ describe('createImage', () => {
     expect((await key(2, { firstReply: tooMany('ERR_RATE_LIMIT', {}) })).limit).toBe('rate');
     clock.t += 60_000; // the worker forgets a limit after half a minute
     expect((await key(3)).limit).toBe('open');
-    expect((await key(4, { scheduledLateMs: 5_000 })).limit).toBe('queue');
+    // Held in the task queue: by its rate limit (set under the key's rate), the key's rate; else busy workers, no
+    // limit of the service.
+    expect((await key(4, { scheduledLateMs: 5_000 })).limit).toBe('rate');
+    clock.t += 60_000;
+    activities = worker(false);
+    expect((await key(6, { scheduledLateMs: 5_000 })).limit).toBe('open');
     const quota = tooMany('ERR_QUOTA_EXCEEDED', { scope: 'account', reason: 'concurrency_limit' });
     expect((await key(5, { firstReply: quota })).limit).toBe('concurrency');
   });

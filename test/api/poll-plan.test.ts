@@ -103,14 +103,14 @@ describe('the poll plan', () => {
 
   it('tells what holds keys back: the quota, then a 429 of the rate, then the task queue, which polls time as the rate', () => {
     const plan = new PollPlan();
-    expect(plan.limit(0)).toBe('open');
+    expect(plan.heldBy(0)).toBe('open');
     plan.signal('queue_lag', 0);
-    expect([plan.limit(0), plan.regime(0)]).toEqual(['queue', 'rate']);
+    expect([plan.heldBy(0), plan.regime(0)]).toEqual(['queue', 'rate']);
     plan.signal('rate_limited', 10);
-    expect([plan.limit(10), plan.regime(10)]).toEqual(['rate', 'rate']);
+    expect([plan.heldBy(10), plan.regime(10)]).toEqual(['rate', 'rate']);
     plan.signal('quota_exceeded', 20);
-    expect([plan.limit(20), plan.regime(20)]).toEqual(['concurrency', 'concurrency']);
-    expect(plan.limit(21 + DEFAULT_POLL_PLAN_OPTIONS.regimeMemoryMs)).toBe('open');
+    expect([plan.heldBy(20), plan.regime(20)]).toEqual(['concurrency', 'concurrency']);
+    expect(plan.heldBy(21 + DEFAULT_POLL_PLAN_OPTIONS.regimeMemoryMs)).toBe('open');
   });
 
   it('follows a service that slows down: the window keeps the newest times', () => {

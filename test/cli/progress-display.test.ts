@@ -70,7 +70,6 @@ describe('progressLine within a width', () => {
     expect(progressLine(quiet, 50)).not.toMatch(/bound/);
     expect(progressLine({ ...quiet, limit: 'open' }, 50)).not.toMatch(/bound/);
     expect(progressLine({ ...quiet, limit: 'rate' }, 50)).toContain("| bound by the key's request rate");
-    expect(progressLine({ ...quiet, limit: 'queue' }, 50)).toContain("| bound by Temporal's task queue");
     const quota = progressLine({ ...quiet, limit: 'concurrency' }, 50);
     expect(quota).toContain("bound by the account's creations in flight");
     for (const columns of [100, 80, 60]) {

@@ -200,7 +200,14 @@ describe('durable retries on the time-skipping server', () => {
     // The price said at acceptance travelled with the creation id, in heartbeat details, to the attempt that ended.
     expect(result).toEqual({
       ok: true,
-      value: { outcome: 'failed', creationId: 'cr_9', costUsd: 0.04, error: 'Generation failed.', retryable: true },
+      value: {
+        outcome: 'failed',
+        creationId: 'cr_9',
+        costUsd: 0.04,
+        error: 'Generation failed.',
+        retryable: true,
+        limit: 'open', // no 429 met, and the queue has no rate limit
+      },
     });
     expect(server.requests.map((r) => `${r.method} ${r.url.split('/').pop()}`)).toEqual([
       'POST creations',

@@ -75,6 +75,11 @@ export interface ServiceCase {
    * @default 'learn'
    */
   pollPlan?: 'learn' | 'interval';
+  /**
+   * Rows in flight (`imagebatch run --concurrency`).
+   * @default {@link UTILISATION_CONCURRENCY}
+   */
+  concurrency?: number;
 }
 
 /**
@@ -147,8 +152,26 @@ export interface UtilisationResult {
   succeeded: number;
 }
 
+/** The columns of benchmark 1's table. */
+export const UTILISATION_HEADERS = [
+  'generation times',
+  'rows ok',
+  'wall s',
+  'bound s',
+  'wall / bound',
+  'requests',
+  'requests/row',
+  'requests/s',
+  '429s',
+  'polls/creation',
+  'polls finding it running/creation',
+  'polls at the interval, ceil(g/i)+1',
+  'double charges',
+  'worker CPU s',
+] as const;
+
 /** One case's run. */
-interface CaseRun extends UtilisationResult {
+export interface CaseRun extends UtilisationResult {
   service: ServiceCase;
   workerCpu: number;
 }
@@ -177,7 +200,8 @@ export function pct(part: number, whole: number): string {
   return whole ? `${num((part / whole) * 100, 2)}%` : 'n/a';
 }
 
-async function runCase(ctx: BenchContext, service: ServiceCase, quick: boolean): Promise<CaseRun> {
+/** Runs one case on a stack of its own. */
+export async function runCase(ctx: BenchContext, service: ServiceCase, quick: boolean): Promise<CaseRun> {
   const quotaBound = service.binds === 'concurrency';
   const rows = quotaBound ? quotaBoundRows(quick) : utilisationRows(quick);
   const stack = await Stack.start({
@@ -201,7 +225,8 @@ async function runCase(ctx: BenchContext, service: ServiceCase, quick: boolean):
     await writeBatchFile(file, rows, service.batchModels);
     ctx.log(`utilisation (${service.name}): ${rows} rows`);
     stack.watch.mark();
-    const run = await stack.runBatch(file, 'utilisation', UTILISATION_CONCURRENCY, 60 * 60_000);
+    const concurrency = service.concurrency ?? UTILISATION_CONCURRENCY;
+    const run = await stack.runBatch(file, 'utilisation', concurrency, 60 * 60_000);
     const workerCpu = stack.watch.cpu(Proc.Worker);
     ctx.log(`utilisation: ${rows} rows in ${run.seconds.toFixed(1)} s, ${JSON.stringify(run.progress.counts)}`);
     return {
@@ -217,7 +242,8 @@ async function runCase(ctx: BenchContext, service: ServiceCase, quick: boolean):
   }
 }
 
-function row(run: CaseRun): Cell[] {
+/** A case's row of the table, under {@link UTILISATION_HEADERS}. */
+export function caseRow(run: CaseRun): Cell[] {
   const { rows, seconds, report } = run;
   const tooMany = tooManyOf(report);
   return [
@@ -273,23 +299,8 @@ export const utilisation: Benchmark = {
       title:
         `1. Rate-limit utilisation (${num(utilisationRows(ctx.quick))} rows per rate-bound case at ${rate} requests/s, ` +
         `${num(quotaBoundRows(ctx.quick))} in the concurrency-bound one; poll interval 1 s)`,
-      headers: [
-        'generation times',
-        'rows ok',
-        'wall s',
-        'bound s',
-        'wall / bound',
-        'requests',
-        'requests/row',
-        'requests/s',
-        '429s',
-        'polls/creation',
-        'polls finding it running/creation',
-        'polls at the interval, ceil(g/i)+1',
-        'double charges',
-        'worker CPU s',
-      ],
-      rows: runs.map(row),
+      headers: [...UTILISATION_HEADERS],
+      rows: runs.map(caseRow),
       notes: [
         `Bound = (rows x 2 + the batch's catalog requests) / ${rate} requests/s: every row needs at least one ` +
           `submission and one poll (images come from another host, outside the rate), and GET /models counts ` +

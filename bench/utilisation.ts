@@ -9,6 +9,7 @@
 import path from 'node:path';
 import { writeBatchFile } from './lib/batch-file';
 import type { Benchmark, BenchContext } from './lib/context';
+import type { BindingLimit } from '../src/model';
 import type { SimHostReport } from './lib/sim-protocol';
 import { simulatorSettings, type SimSettings } from './lib/settings';
 import { Proc, Stack } from './lib/stack';
@@ -45,9 +46,8 @@ export function quotaBoundRows(quick: boolean): number {
   return quick ? 100 : 600;
 }
 
-/** The limit a case is built to bind. */
-export const BINDING_LIMITS = ['rate', 'concurrency'] as const;
-export type BindingLimit = (typeof BINDING_LIMITS)[number];
+/** The limit a case is built to bind: one of the service's. */
+export type CaseLimit = Exclude<BindingLimit, 'open'>;
 
 /** One service case of benchmark 1: the generation times the batch meets, and its goal. */
 export interface ServiceCase {
@@ -69,7 +69,7 @@ export interface ServiceCase {
    * or `concurrency`, the account's 8 creations in flight with the rate ample ({@link quotaBoundSeconds}).
    * @default 'rate'
    */
-  binds?: BindingLimit;
+  binds?: CaseLimit;
   /**
    * The worker's `IMAGEGEN_POLL_PLAN`: `interval`, the product's default, polls at the minimum interval, for comparison.
    * @default 'learn'

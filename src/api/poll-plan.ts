@@ -25,9 +25,8 @@ import type { BindingLimit } from '../model';
 
 /** An explorer's first poll goes out at half this quantile of the learnt times (never sooner than the interval). */
 const EXPLORER_START_QUANTILE = 0.05;
-/** How polls are timed: by which limit binds, the task queue's counting as the rate's (see above). */
-export const POLL_REGIMES = ['open', 'rate', 'concurrency'] as const;
-export type PollRegime = (typeof POLL_REGIMES)[number];
+/** How polls are timed: by the service's limit that binds, the task queue's lag counting as the rate's (see above). */
+export type PollRegime = BindingLimit;
 
 /** What holds keys back: the service's limits ({@link BindingLimit}), or Temporal's task queue. */
 export type HeldBy = BindingLimit | 'queue';

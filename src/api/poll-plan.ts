@@ -21,7 +21,7 @@
  * the minimum interval, and none reaches past the key's maximum wait. Deterministic: the same calls in the same
  * order give the same delays.
  */
-import type { BindingLimit } from '../model';
+import { LIMIT_MEMORY_MS, type BindingLimit } from '../model';
 
 /** An explorer's first poll goes out at half this quantile of the learnt times (never sooner than the interval). */
 const EXPLORER_START_QUANTILE = 0.05;
@@ -78,7 +78,7 @@ export const DEFAULT_POLL_PLAN_OPTIONS: PollPlanOptions = {
   exploreEvery: 16,
   rateQuantile: 0.95,
   earlyQuantile: 0.1,
-  regimeMemoryMs: 30_000,
+  regimeMemoryMs: LIMIT_MEMORY_MS,
   maxModels: 64,
 };
 
@@ -136,8 +136,8 @@ export class PollPlan {
   }
 
   /**
-   * What holds keys back now: a quota 429 outranks the rate (a full quota is what the rate then waits on), and a 429
-   * the task queue (whose lag may be the rate limit set under the key's rate, or busy workers).
+   * What holds keys back now: a quota 429 outranks the rate (a full quota is what the rate then waits on), and any
+   * 429 outranks the task queue (whose lag may be its rate limit, set under the key's rate, or busy workers).
    */
   heldBy(nowMs: number): HeldBy {
     const recent = (kind: ThrottleSignal) => {

@@ -82,7 +82,7 @@ function progressFields(p: BatchProgress, totalRows: number): Record<FieldName, 
     inFlight: [one(`in flight ${p.inFlight}`), []],
     spend: [one(spendText(p)), one(shortSpendText(p))],
     rate: [one(eta ? `${rate} ${eta}` : rate), one(eta || rate), []],
-    limit: p.limit && p.limit !== 'open' ? [one(limitText(p.limit)), one(LIMIT_SHORT[p.limit]), []] : [[]],
+    limit: p.limit && p.limit !== 'open' ? [...LIMIT_TEXT[p.limit].map((t) => one(t)), []] : [[]],
     waiting: [why ? one(`waiting: ${why}`, 'warn') : []],
   };
 }
@@ -171,23 +171,10 @@ export function waitText(w: WaitReason | undefined): string | undefined {
   }
 }
 
-/** The limit that binds, for a person; nothing when none does. */
-export function limitText(limit: BindingLimit | undefined): string {
-  switch (limit) {
-    case undefined:
-    case 'open':
-      return '';
-    case 'rate':
-      return "bound by the key's request rate";
-    case 'concurrency':
-      return "bound by the account's creations in flight";
-  }
-}
-
-const LIMIT_SHORT: Readonly<Record<BindingLimit, string>> = {
-  open: '',
-  rate: 'rate-bound',
-  concurrency: 'quota-bound',
+/** The limit that binds, for a person, in full and short; nothing is shown when none does. */
+const LIMIT_TEXT: Readonly<Record<Exclude<BindingLimit, 'open'>, readonly [full: string, short: string]>> = {
+  rate: ["bound by the key's request rate", 'rate-bound'],
+  concurrency: ["bound by the account's creations in flight", 'quota-bound'],
 };
 
 function formatSeconds(s: number): string {

@@ -21,6 +21,12 @@ export type WaitReason =
 export const BINDING_LIMITS = ['open', 'rate', 'concurrency'] as const;
 export type BindingLimit = (typeof BINDING_LIMITS)[number];
 
+/**
+ * How long a worker counts a limit it met as binding (ms), and how long a batch's progress shows the limit a row
+ * reported (workflow time).
+ */
+export const LIMIT_MEMORY_MS = 30_000;
+
 /** What a row tells its batch besides its record when it ends. */
 export interface RowReport {
   /**

@@ -1,6 +1,7 @@
 import {
   roundUsd,
   type BatchCursor,
+  LIMIT_MEMORY_MS,
   type BindingLimit,
   type BatchProgress,
   type BatchRowInput,
@@ -124,9 +125,6 @@ export function committedUsd(state: BatchState): number {
   return roundUsd(state.spentUsd + (state.unknownSpendAtMostUsd ?? 0) + reservedUsd(state));
 }
 
-/** How long the progress shows the limit a row reported, in workflow time: the worker's own memory of a 429. */
-export const LIMIT_SHOWN_MS = 30_000;
-
 /** The limit the latest row to end reported, and when (workflow time). */
 export interface LimitSeen {
   limit: BindingLimit;
@@ -171,7 +169,7 @@ export function progressOf(
       : { spendCapUsd, leftUsd: Math.max(0, roundUsd(spendCapUsd - committedUsd(state))) }),
     rowsPerSecond: Math.round((ended / seconds) * 100) / 100,
     ...(waiting ? { waiting } : {}),
-    ...(limitSeen && !done && nowMs - limitSeen.atMs <= LIMIT_SHOWN_MS ? { limit: limitSeen.limit } : {}),
+    ...(limitSeen && !done && nowMs - limitSeen.atMs <= LIMIT_MEMORY_MS ? { limit: limitSeen.limit } : {}),
     runs: state.runs,
     newKeys: state.newKeys ?? 0,
     done,

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { applyRowDone, committedUsd, LIMIT_SHOWN_MS, newBatchState, progressOf } from '../../src/workflows/batch-state';
+import { LIMIT_MEMORY_MS } from '../../src/model';
+import { applyRowDone, committedUsd, newBatchState, progressOf } from '../../src/workflows/batch-state';
 import { rowRecord } from '../helpers/records';
 
 /** The batch's spend figures: the sum of its rows', unknown counted apart, reservations released at each end. */
@@ -36,13 +37,13 @@ describe('batch state: spend, reservations, unknowns', () => {
 });
 
 describe('batch progress: the limit that binds', () => {
-  it('shows the limit the latest row reported for LIMIT_SHOWN_MS of workflow time, and never once done', () => {
+  it('shows the limit the latest row reported for LIMIT_MEMORY_MS of workflow time, and never once done', () => {
     const s = newBatchState(0);
     const seen = { limit: 'rate', atMs: 10_000 } as const;
     expect(progressOf('x', s, 10_000, undefined, false, undefined, undefined).limit).toBeUndefined();
     expect(progressOf('x', s, 10_000, undefined, false, undefined, seen).limit).toBe('rate');
-    expect(progressOf('x', s, 10_000 + LIMIT_SHOWN_MS, undefined, false, undefined, seen).limit).toBe('rate');
-    expect(progressOf('x', s, 10_001 + LIMIT_SHOWN_MS, undefined, false, undefined, seen).limit).toBeUndefined();
+    expect(progressOf('x', s, 10_000 + LIMIT_MEMORY_MS, undefined, false, undefined, seen).limit).toBe('rate');
+    expect(progressOf('x', s, 10_001 + LIMIT_MEMORY_MS, undefined, false, undefined, seen).limit).toBeUndefined();
     expect(progressOf('x', s, 10_000, undefined, true, undefined, seen).limit).toBeUndefined();
   });
 });

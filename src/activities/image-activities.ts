@@ -28,7 +28,7 @@ import { ErrorCode } from '../api/contract';
 import type { ApiKeyProvider } from '../api/api-key';
 import type { ServiceConfig } from '../config/service-config';
 import { claimRow, scheduleDirOf } from '../ledger/claims';
-import { appendLedger, keyMayBeStoredSince, ledgerFileOf, readLedger, requestFingerprint } from '../ledger/ledger';
+import { appendLedger, keyMayBeStoredSince, ledgerFileOf, ledgerKeyIndex, requestFingerprint } from '../ledger/ledger';
 import { formatWait } from '../workflows/timeouts';
 import { clipSource, describeImageUrl, downloadImages, guardedDownloadDispatcher } from './download';
 import { checkImageCount, creationByteBudget, noImageFailure } from './image-limits';
@@ -329,8 +329,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
     | { kind: 'follow'; creationId: string; costUsd?: number }
     | { kind: 'answer'; result: CreateImageResult }
   > {
-    const view = await readLedger(ledger);
-    const past = view.key(input.idempotencyKey);
+    const past = await (await ledgerKeyIndex(ledger)).key(input.idempotencyKey);
     const fingerprint = requestFingerprint(input.request);
     const sending = { type: 'sending' as const, ...keyIds(input), request: input.request, requestSha256: fingerprint };
     if (!past) {

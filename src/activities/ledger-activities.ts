@@ -2,7 +2,7 @@ import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import { type CreationRequest, needsReconcile, NO_MONEY_HELD, type RowRecord } from '../model';
 import { releaseRow, scheduleDirOf } from '../ledger/claims';
-import { appendLedger, ledgerFileOf, readLedger, recordAgainstLedger, recordFromLedger } from '../ledger/ledger';
+import { appendLedger, ledgerFileOf, LedgerView, recordAgainstLedger, recordFromLedger } from '../ledger/ledger';
 
 export interface RecordRowInput {
   /** Output folder of the row's batch (the worker's own folder when relative). */
@@ -44,6 +44,11 @@ export interface ListUnresolvedResult {
  */
 export function createLedgerActivities(deps: { outputRoot: string; now: () => number }) {
   const fileOf = (outDir: string) => ledgerFileOf(path.resolve(deps.outputRoot, outDir));
+  /**
+   * The whole view of each ledger a reconcile is going through, page after page; given up when its last page was
+   * listed (the rest of a worker's life needs only the key index).
+   */
+  const views = new Map<string, LedgerView>();
   return {
     async recordRow(input: RecordRowInput): Promise<void> {
       const file = fileOf(input.outDir);
@@ -57,7 +62,9 @@ export function createLedgerActivities(deps: { outputRoot: string; now: () => nu
 
     /** The next rows of a batch whose money is unresolved (see needsReconcile), from its ledger. */
     async listUnresolvedRows(input: ListUnresolvedInput): Promise<ListUnresolvedResult> {
-      const view = await readLedger(fileOf(input.outDir));
+      const file = fileOf(input.outDir);
+      const view = views.get(file) ?? new LedgerView(file);
+      views.set(file, await view.refresh());
       const all = view.rows(input.batchId);
       const rows: UnresolvedRow[] = [];
       let i = input.after;
@@ -83,7 +90,9 @@ export function createLedgerActivities(deps: { outputRoot: string; now: () => nu
             : {}),
         });
       }
-      return { rows, next: i, done: i >= all.length };
+      const done = i >= all.length;
+      if (done) views.delete(file);
+      return { rows, next: i, done };
     },
   };
 }

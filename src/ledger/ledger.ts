@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, open, stat } from 'node:fs/promises';
+import { mkdir, open, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import {
   KeyOutcome,
@@ -214,34 +214,97 @@ export async function appendLedger(file: string, events: readonly NewLedgerEvent
 
 const rowKey = (batchId: string, rowId: string) => `${batchId}\u0000${rowId}`;
 
+/** The events of one key. */
+type KeyEvent = SendingEvent | UnseenEvent | AmbiguousEvent | AcceptedEvent | EndedEvent;
+
 /**
- * What a ledger file says, folded event by event. {@link LedgerView.refresh} reads only what was appended since
- * the last read, so one view per file and process stays current at the cost of the new lines.
+ * Folds one event of a key into what is known of it (`known` is undefined before its first `sending`). Undefined for
+ * an event of a key never sent (an orphan: its `sending` line was lost), which a reader counts as unreadable.
  */
-export class LedgerView {
-  private readonly rowsByKey = new Map<string, LedgerRow>();
-  private readonly keysById = new Map<string, LedgerKey>();
-  private readonly batchEvents = new Map<string, BatchEvent[]>();
+function foldKey(known: LedgerKey | undefined, event: KeyEvent): LedgerKey | undefined {
+  const at = Date.parse(event.at);
+  if (event.type === 'sending') {
+    if (!known) {
+      return {
+        batchId: event.batchId,
+        rowId: event.rowId,
+        idempotencyKey: event.idempotencyKey,
+        firstSentAtMs: at,
+        pendingSinceMs: at,
+        request: event.request,
+        requestSha256: event.requestSha256,
+      };
+    }
+    // The send before this one got no answer: it may be stored.
+    if (known.pendingSinceMs !== undefined) known.mayBeStoredSinceMs ??= known.pendingSinceMs;
+    known.pendingSinceMs = at;
+    return known;
+  }
+  if (!known) return undefined;
+  switch (event.type) {
+    case 'unseen':
+    case 'ambiguous':
+      if (event.type === 'ambiguous') known.mayBeStoredSinceMs ??= known.pendingSinceMs ?? at;
+      break;
+    case 'accepted':
+      known.creationId = event.creationId;
+      if (event.costUsd !== undefined) known.costUsd = event.costUsd;
+      known.mayBeStoredSinceMs ??= known.pendingSinceMs ?? at;
+      break;
+    case 'ended': {
+      const { v: _v, at: _at, type: _type, batchId: _b, rowId: _r, idempotencyKey: _k, ...ended } = event;
+      known.ended = ended;
+      known.mayBeStoredSinceMs ??= known.pendingSinceMs;
+      if (ended.creationId) known.creationId = ended.creationId;
+      if (ended.costUsd !== undefined) known.costUsd = ended.costUsd;
+      break;
+    }
+  }
+  delete known.pendingSinceMs;
+  return known;
+}
+
+/** A ledger line as an event of this version, or undefined (torn by a crash, or of another version). */
+function parseLine(line: string): LedgerEvent | undefined {
+  let event: unknown;
+  try {
+    event = JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  if (typeof event !== 'object' || event === null || (event as { v?: unknown }).v !== LEDGER_VERSION) return undefined;
+  return event as LedgerEvent;
+}
+
+/**
+ * A ledger file read as it grows: {@link refresh} reads only what was appended since the last read and hands each
+ * complete line, with its byte offset, to {@link apply}. Calls made at once (parallel activities of one worker) are
+ * served one after the other, never two reads of one range. A missing file is an empty ledger; a file shorter than
+ * what was read (replaced by hand) is read again from its start.
+ */
+abstract class LedgerReader {
   private offset = 0;
-  private pending = '';
-  /** Lines that could not be read (torn by a crash, or of another version). */
+  /** The start of a line not yet complete (a write under way). */
+  private pending: Buffer = Buffer.alloc(0);
+  /** The refresh under way. */
+  private reading: Promise<unknown> = Promise.resolve();
+  /** Lines that could not be read (torn by a crash, of another version, or of a key never sent). */
   unreadableLines = 0;
 
   constructor(readonly file: string) {}
 
-  /** The refresh under way: refreshes of one view run one after the other, never two reads of one range. */
-  private reading: Promise<unknown> = Promise.resolve();
-
-  /**
-   * Reads what was appended since the last call. A missing file is an empty ledger; a file shorter than what was
-   * read (replaced by hand) is read again from its start. Calls made at once (parallel activities of one worker)
-   * are served one after the other.
-   */
+  /** Reads what was appended since the last call. */
   refresh(): Promise<this> {
     const next = this.reading.then(() => this.readNew());
     this.reading = next.catch(() => undefined);
     return next.then(() => this);
   }
+
+  /** Takes in one event read at byte `lineAt` of the file; false when it cannot be used (counted as unreadable). */
+  protected abstract apply(event: LedgerEvent, lineAt: number): boolean;
+
+  /** Forgets everything taken in. */
+  protected abstract clear(): void;
 
   private async readNew(): Promise<void> {
     let size: number;
@@ -263,24 +326,39 @@ export class LedgerView {
         if (bytesRead === 0) break;
         read += bytesRead;
       }
+      const bytes = this.pending.length ? Buffer.concat([this.pending, buf.subarray(0, read)]) : buf.subarray(0, read);
+      const bytesAt = this.offset - this.pending.length;
       this.offset += read;
-      const text = this.pending + buf.subarray(0, read).toString('utf8');
-      const lastNewline = text.lastIndexOf('\n');
-      this.pending = text.slice(lastNewline + 1);
-      for (const line of text.slice(0, lastNewline + 1).split('\n')) if (line.trim()) this.applyLine(line);
+      let start = 0;
+      for (let nl = bytes.indexOf(0x0a); nl !== -1; start = nl + 1, nl = bytes.indexOf(0x0a, start)) {
+        if (nl === start) continue;
+        const line = bytes.toString('utf8', start, nl);
+        if (!line.trim()) continue;
+        const event = parseLine(line);
+        if (!event || !this.apply(event, bytesAt + start)) this.unreadableLines += 1;
+      }
+      this.pending = Buffer.from(bytes.subarray(start));
     } finally {
       await handle.close();
     }
   }
 
   private reset(): void {
-    this.rowsByKey.clear();
-    this.keysById.clear();
-    this.batchEvents.clear();
+    this.clear();
     this.offset = 0;
-    this.pending = '';
+    this.pending = Buffer.alloc(0);
     this.unreadableLines = 0;
   }
+}
+
+/**
+ * What a ledger file says, folded event by event: every row with its keys (bodies included) and its latest record.
+ * For the commands that read a ledger whole (`results`, `reconcile`); a worker consults a {@link LedgerKeyIndex}.
+ */
+export class LedgerView extends LedgerReader {
+  private readonly rowsByKey = new Map<string, LedgerRow>();
+  private readonly keysById = new Map<string, LedgerKey>();
+  private readonly batchEvents = new Map<string, BatchEvent[]>();
 
   /** The row's entry, if the ledger knows it. */
   row(batchId: string, rowId: string): LedgerRow | undefined {
@@ -309,89 +387,43 @@ export class LedgerView {
     return [...ids];
   }
 
-  /** Applies one line; exported for tests through {@link LedgerView.refresh} only. */
-  private applyLine(line: string): void {
-    let event: LedgerEvent;
-    try {
-      event = JSON.parse(line) as LedgerEvent;
-    } catch {
-      this.unreadableLines += 1;
-      return;
-    }
-    if (typeof event !== 'object' || event === null || event.v !== LEDGER_VERSION) {
-      this.unreadableLines += 1;
-      return;
-    }
+  protected apply(event: LedgerEvent): boolean {
     switch (event.type) {
       case 'batch': {
         const list = this.batchEvents.get(event.batchId) ?? [];
         list.push(event);
         this.batchEvents.set(event.batchId, list);
-        return;
+        return true;
       }
-      case 'sending': {
-        const at = Date.parse(event.at);
-        const known = this.keysById.get(event.idempotencyKey);
-        if (known) {
-          // The send before this one got no answer: it may be stored.
-          if (known.pendingSinceMs !== undefined) known.mayBeStoredSinceMs ??= known.pendingSinceMs;
-          known.pendingSinceMs = at;
-          return;
-        }
-        const key: LedgerKey = {
-          batchId: event.batchId,
-          rowId: event.rowId,
-          idempotencyKey: event.idempotencyKey,
-          firstSentAtMs: at,
-          pendingSinceMs: at,
-          request: event.request,
-          requestSha256: event.requestSha256,
-        };
-        this.keysById.set(key.idempotencyKey, key);
-        this.rowOf(event.batchId, event.rowId).keys.push(key);
-        return;
-      }
+      case 'sending':
       case 'unseen':
-      case 'ambiguous': {
-        const key = this.keysById.get(event.idempotencyKey);
-        if (!key) return this.orphan();
-        if (event.type === 'ambiguous') key.mayBeStoredSinceMs ??= key.pendingSinceMs ?? Date.parse(event.at);
-        delete key.pendingSinceMs;
-        return;
-      }
-      case 'accepted': {
-        const key = this.keysById.get(event.idempotencyKey);
-        if (!key) return this.orphan();
-        key.creationId = event.creationId;
-        if (event.costUsd !== undefined) key.costUsd = event.costUsd;
-        key.mayBeStoredSinceMs ??= key.pendingSinceMs ?? Date.parse(event.at);
-        delete key.pendingSinceMs;
-        return;
-      }
+      case 'ambiguous':
+      case 'accepted':
       case 'ended': {
-        const key = this.keysById.get(event.idempotencyKey);
-        if (!key) return this.orphan();
-        const { v: _v, at: _at, type: _type, batchId: _b, rowId: _r, idempotencyKey: _k, ...ended } = event;
-        key.ended = ended;
-        key.mayBeStoredSinceMs ??= key.pendingSinceMs;
-        delete key.pendingSinceMs;
-        if (ended.creationId) key.creationId = ended.creationId;
-        if (ended.costUsd !== undefined) key.costUsd = ended.costUsd;
-        return;
+        const known = this.keysById.get(event.idempotencyKey);
+        const key = foldKey(known, event);
+        if (!key) return false;
+        if (!known) {
+          this.keysById.set(key.idempotencyKey, key);
+          this.rowOf(event.batchId, event.rowId).keys.push(key);
+        }
+        return true;
       }
       case 'row': {
         const row = this.rowOf(event.record.batchId, event.record.rowId);
         row.record = event.record;
         row.recordBy = event.by;
-        return;
+        return true;
       }
       default:
-        this.unreadableLines += 1;
+        return false;
     }
   }
 
-  private orphan(): void {
-    this.unreadableLines += 1;
+  protected clear(): void {
+    this.rowsByKey.clear();
+    this.keysById.clear();
+    this.batchEvents.clear();
   }
 
   private rowOf(batchId: string, rowId: string): LedgerRow {
@@ -405,18 +437,97 @@ export class LedgerView {
   }
 }
 
-/** One {@link LedgerView} per file for the whole process, refreshed on every read. */
-const views = new Map<string, LedgerView>();
+/**
+ * Where each key's events lie in a ledger file, and nothing more: what a worker consults before every submission. It
+ * holds a key's id and the byte offsets of its lines (about 200 bytes a key), never the rows' records, prompts or
+ * images, so that a worker's memory grows by little with the rows a ledger has seen. A key sent before is folded from
+ * its lines, read again from the file, when it is looked up (a row run again, or an attempt after a crash).
+ */
+export class LedgerKeyIndex extends LedgerReader {
+  private readonly linesByKey = new Map<string, number[]>();
 
-/** The process's view of `file`, brought up to date. */
-export async function readLedger(file: string): Promise<LedgerView> {
-  const resolved = path.resolve(file);
-  let view = views.get(resolved);
-  if (!view) {
-    view = new LedgerView(resolved);
-    views.set(resolved, view);
+  /** Keys the index knows. */
+  get size(): number {
+    return this.linesByKey.size;
   }
-  return view.refresh();
+
+  /** Everything the ledger knows of the key, read from its lines; undefined when it was never sent. */
+  async key(idempotencyKey: string): Promise<LedgerKey | undefined> {
+    const lines = this.linesByKey.get(idempotencyKey);
+    if (!lines) return undefined;
+    const handle = await open(this.file, 'r');
+    try {
+      let key: LedgerKey | undefined;
+      for (const at of lines) {
+        const event = parseLine(await readLineAt(handle, at));
+        // Read and judged once already; the file changed under the index (replaced by hand) if it is not one now.
+        if (!event || !isKeyEvent(event) || event.idempotencyKey !== idempotencyKey) {
+          throw new Error(`the ledger ${this.file} changed under its index at byte ${at}: read it again`);
+        }
+        key = foldKey(key, event);
+      }
+      return key;
+    } finally {
+      await handle.close();
+    }
+  }
+
+  protected apply(event: LedgerEvent, lineAt: number): boolean {
+    if (!isKeyEvent(event)) return event.type === 'batch' || event.type === 'row';
+    const lines = this.linesByKey.get(event.idempotencyKey);
+    if (lines) lines.push(lineAt);
+    else if (event.type === 'sending') this.linesByKey.set(event.idempotencyKey, [lineAt]);
+    else return false;
+    return true;
+  }
+
+  protected clear(): void {
+    this.linesByKey.clear();
+  }
+}
+
+function isKeyEvent(event: LedgerEvent): event is KeyEvent {
+  switch (event.type) {
+    case 'sending':
+    case 'unseen':
+    case 'ambiguous':
+    case 'accepted':
+    case 'ended':
+      return true;
+    case 'batch':
+    case 'row':
+      return false;
+  }
+}
+
+/** The line that starts at byte `at` of an open file, without its newline. */
+async function readLineAt(handle: FileHandle, at: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  for (let pos = at; ;) {
+    const buf = Buffer.alloc(16 * 1024);
+    const { bytesRead } = await handle.read(buf, 0, buf.length, pos);
+    const nl = buf.subarray(0, bytesRead).indexOf(0x0a);
+    if (nl !== -1 || bytesRead === 0) {
+      chunks.push(buf.subarray(0, nl === -1 ? bytesRead : nl));
+      return Buffer.concat(chunks).toString('utf8');
+    }
+    chunks.push(buf.subarray(0, bytesRead));
+    pos += bytesRead;
+  }
+}
+
+/** One {@link LedgerKeyIndex} per file for the whole process. */
+const indexes = new Map<string, LedgerKeyIndex>();
+
+/** The process's key index of `file`, brought up to date. */
+export async function ledgerKeyIndex(file: string): Promise<LedgerKeyIndex> {
+  const resolved = path.resolve(file);
+  let index = indexes.get(resolved);
+  if (!index) {
+    index = new LedgerKeyIndex(resolved);
+    indexes.set(resolved, index);
+  }
+  return index.refresh();
 }
 
 /** A fresh view of `file` (not shared): for a command that reads a ledger once. */

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
+  LedgerKeyIndex,
   LedgerView,
   appendLedger,
   readLedgerOnce,
@@ -67,6 +68,79 @@ describe('the ledger', () => {
     await view.refresh();
     expect(view.key('ib/b/c/a1')).toBeDefined();
     expect(view.key('ib/b/a/a1')).toBeUndefined();
+  });
+});
+
+describe("the worker's key index", () => {
+  /** Every kind of key event, around lines the index must step over by their bytes, not their characters. */
+  async function writeHistory(): Promise<void> {
+    const wide = { prompt: `un café ☕ ${'é'.repeat(20_000)}`, model: 'm' }; // a line over 16 KB, 2-3 bytes a char
+    await appendLedger(file, [
+      { type: 'batch', batchId: 'b', file: 'in.csv', fingerprint: { size: 1, sha256: 'x' } },
+      { ...sending('w'), request: wide, requestSha256: requestFingerprint(wide) } as NewLedgerEvent,
+      sending('r'),
+      { type: 'ambiguous', batchId: 'b', rowId: 'r', idempotencyKey: 'ib/b/r/a1' },
+    ]);
+    await appendFile(file, '{"v":1,"at":"2026-01-01T00:00:00Z","type":"acc'); // torn by a crash
+    await appendLedger(file, [sending('r')]); // the same key sent again
+    await appendLedger(file, [
+      { type: 'accepted', batchId: 'b', rowId: 'w', idempotencyKey: 'ib/b/w/a1', creationId: 'cr_w', costUsd: 0.04 },
+      { type: 'accepted', batchId: 'b', rowId: 'r', idempotencyKey: 'ib/b/r/a1', creationId: 'cr_r' },
+      { type: 'ended', batchId: 'b', rowId: 'x', idempotencyKey: 'ib/b/x/a1', outcome: 'failed' }, // never sent
+      {
+        type: 'ended',
+        batchId: 'b',
+        rowId: 'w',
+        idempotencyKey: 'ib/b/w/a1',
+        outcome: 'succeeded',
+        creationId: 'cr_w',
+        costUsd: 0.04,
+        images: [{ url: 'https://img/w.png', path: 'images/w.png', sha256: 'ab', bytes: 3 }],
+      },
+    ]);
+  }
+
+  it('knows each key as the whole view does, read back from the lines of the file', async () => {
+    await writeHistory();
+    const view = await readLedgerOnce(file);
+    const index = await new LedgerKeyIndex(file).refresh();
+    expect(index.size).toBe(2);
+    for (const id of ['ib/b/w/a1', 'ib/b/r/a1']) expect(await index.key(id)).toEqual(view.key(id));
+    expect((await index.key('ib/b/w/a1'))?.ended?.images?.[0]?.path).toBe('images/w.png');
+    expect((await index.key('ib/b/r/a1'))?.mayBeStoredSinceMs).toBeDefined();
+    expect(await index.key('ib/b/x/a1')).toBeUndefined();
+    // The torn line and the end of a key never sent, as the view counts them.
+    expect(index.unreadableLines).toBe(2);
+    expect(view.unreadableLines).toBe(2);
+  });
+
+  it('refreshed at once by many activities, and as lines arrive a write at a time, reads each line once', async () => {
+    const index = new LedgerKeyIndex(file);
+    for (let round = 0; round < 20; round++) {
+      await appendLedger(file, [sending(`r${round}`)]);
+      await Promise.all(Array.from({ length: 8 }, () => index.refresh()));
+    }
+    // Half a line, then its end: the index takes it once it is whole.
+    const line = `${JSON.stringify({ v: 1, at: new Date().toISOString(), ...sending('half') })}\n`;
+    await appendFile(file, line.slice(0, 40));
+    await index.refresh();
+    expect(await index.key('ib/b/half/a1')).toBeUndefined();
+    await appendFile(file, line.slice(40));
+    await index.refresh();
+    expect((await index.key('ib/b/half/a1'))?.request).toEqual(request);
+    expect(index.size).toBe(21);
+    expect(index.unreadableLines).toBe(0);
+  });
+
+  it('a ledger replaced by a shorter file is indexed again from its start', async () => {
+    const index = new LedgerKeyIndex(file);
+    await appendLedger(file, [sending('a'), sending('b')]);
+    await index.refresh();
+    await writeFile(file, '');
+    await appendLedger(file, [sending('c')]);
+    await index.refresh();
+    expect(await index.key('ib/b/c/a1')).toBeDefined();
+    expect(await index.key('ib/b/a/a1')).toBeUndefined();
   });
 });
 

@@ -76,7 +76,9 @@ export default tseslint.config(
   {
     languageOptions: {
       parserOptions: {
-        projectService: { allowDefaultProject: ['*.mjs', 'scripts/*.mjs', 'bench/naive/*.mjs', 'bin/*.js'] },
+        projectService: {
+          allowDefaultProject: ['*.mjs', 'scripts/*.mjs', 'bench/naive/*.mjs', 'bench/lib/*.cjs', 'bin/*.js'],
+        },
       },
     },
     rules: {
@@ -154,7 +156,7 @@ export default tseslint.config(
     rules: { 'import-x/no-cycle': ['error', { ignoreExternal: true }] },
   },
   {
-    files: ['**/*.mjs', 'bin/*.js'],
+    files: ['**/*.mjs', 'bench/lib/*.cjs', 'bin/*.js'],
     ...tseslint.configs.disableTypeChecked,
     rules: { ...tseslint.configs.disableTypeChecked.rules, '@typescript-eslint/no-require-imports': 'off' },
     languageOptions: {

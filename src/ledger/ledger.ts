@@ -200,15 +200,33 @@ export function ledgerFileOf(outDir: string): string {
  */
 export async function appendLedger(file: string, events: readonly NewLedgerEvent[], now = Date.now()): Promise<void> {
   if (events.length === 0) return;
-  await mkdir(path.dirname(file), { recursive: true });
   const at = new Date(now).toISOString();
   const text = events.map((e) => `\n${JSON.stringify({ v: LEDGER_VERSION, at, ...e })}`).join('') + '\n';
-  const handle = await open(file, 'a');
+  const handle = await openToAppend(file);
   try {
     await handle.write(text);
     await handle.datasync();
   } finally {
     await handle.close();
+  }
+}
+
+/** Folders this process made (or found) for a ledger: made once, not at every append. */
+const madeDirs = new Set<string>();
+
+/** Opens a ledger to append, making its folder the first time, or again when it was removed since. */
+async function openToAppend(file: string): Promise<FileHandle> {
+  const dir = path.dirname(file);
+  if (!madeDirs.has(dir)) {
+    await mkdir(dir, { recursive: true });
+    madeDirs.add(dir);
+  }
+  try {
+    return await open(file, 'a');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    await mkdir(dir, { recursive: true });
+    return open(file, 'a');
   }
 }
 

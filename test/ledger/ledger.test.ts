@@ -49,6 +49,16 @@ describe('the ledger', () => {
     expect(view.key('ib/b/last/a1')).toBeDefined();
   });
 
+  it('makes its folder at the first append, and again when the folder was removed since', async () => {
+    const nested = path.join(dir, 'out', 'ledger.jsonl');
+    await appendLedger(nested, [sending('a')]);
+    await rm(path.join(dir, 'out'), { recursive: true });
+    await appendLedger(nested, [sending('b')]);
+    const view = await readLedgerOnce(nested);
+    expect(view.key('ib/b/b/a1')).toBeDefined();
+    expect(view.key('ib/b/a/a1')).toBeUndefined();
+  });
+
   it('a line torn by a crash spoils only itself: the next event, on a line of its own, is read', async () => {
     await appendLedger(file, [sending('a')]);
     await appendFile(file, '{"v":1,"at":"2026-01-01T00:00:00Z","type":"send'); // a crash mid-write

@@ -79,10 +79,10 @@ export interface CreateWorkerOptions {
   shutdownGraceTimeMs?: number;
   /**
    * Workflows kept cached between their tasks (Temporal's sticky cache); an evicted workflow is replayed from its
-   * history at its next task, and 0 turns the cache off. It bounds the worker's memory: each cached workflow holds its
-   * state and buffers in the SDK (the CLI worker passes `IMAGEBATCH_MAX_CACHED_WORKFLOWS`:
+   * history at its next task, and 0 turns the cache off (the CLI worker passes `IMAGEBATCH_MAX_CACHED_WORKFLOWS`:
    * `TemporalConfig.maxCachedWorkflows`). At least the workflows that run at once (every batch and its window of rows)
-   * should fit, or they are replayed at every task.
+   * should fit, or they are replayed at every task. Rows leave the cache as they complete, so a smaller cache does not
+   * make the worker smaller (BENCHMARKS.md, "Worker memory").
    * @default the SDK's, which grows with the heap limit (about 2,300 with Node's default 4 GB heap)
    */
   maxCachedWorkflows?: number;

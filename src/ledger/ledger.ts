@@ -361,6 +361,11 @@ abstract class LedgerReader {
     }
   }
 
+  /** Forgets everything read, after any refresh under way: the next refresh reads the file from its start. */
+  protected forget(): void {
+    this.reading = this.reading.then(() => this.reset());
+  }
+
   private reset(): void {
     this.clear();
     this.offset = 0;
@@ -495,7 +500,10 @@ export class LedgerKeyIndex extends LedgerReader {
         const event = parseLine(await readLineAt(handle, at));
         // Read and judged once already; the file changed under the index (replaced by hand) if it is not one now.
         if (!event || !isKeyEvent(event)) {
-          throw new Error(`the ledger ${this.file} changed under its index at byte ${at}: read it again`);
+          this.forget();
+          throw new Error(
+            `the ledger ${this.file} changed under its index at byte ${at}: it is read again from its start`,
+          );
         }
         // Another key of the bucket, or an event of this key before its first send (an orphan, counted as read).
         if (event.idempotencyKey === idempotencyKey) key = foldKey(key, event);

@@ -1,4 +1,4 @@
-import { appendFile, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { appendFile, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -125,6 +125,16 @@ describe("the worker's key index", () => {
     // The torn line and the end of a key never sent, as the view counts them.
     expect(index.unreadableLines).toBe(2);
     expect(view.unreadableLines).toBe(2);
+  });
+
+  it('a ledger rewritten in place, at the same length, fails the lookup once and is then read again', async () => {
+    await appendLedger(file, [sending('a')]);
+    const index = await new LedgerKeyIndex(file).refresh();
+    const { size } = await stat(file);
+    await writeFile(file, '\n'.repeat(size)); // the key's line is gone; the file is as long as it was
+    await expect(index.key('ib/b/a/a1')).rejects.toThrow(/changed under its index/);
+    await index.refresh();
+    expect(await index.key('ib/b/a/a1')).toBeUndefined();
   });
 
   it('keys whose hashes collide share a bucket, and each is still read as itself', async () => {

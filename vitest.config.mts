@@ -26,6 +26,7 @@ const integration = [
   'test/workflows/batch-workflow.test.ts',
   'test/workflows/prompt-workflow.test.ts',
   'test/workflows/unreported-rows.test.ts',
+  'test/ledger/store-postgres.test.ts',
 ];
 
 /**

@@ -8,6 +8,7 @@
 //   node scripts/setup.mjs --no-build dependencies and toolchain only
 //   node scripts/setup.mjs --browser  also Chromium, for the gallery browser test (npm test passes it)
 //   node scripts/setup.mjs --compose  also docker-compose, for the docker-compose.yml test (npm test passes it)
+//   node scripts/setup.mjs --postgres also PostgreSQL's server programs, for the ledger store's tests (npm test)
 //   node scripts/setup.mjs --cluster  also the Temporal server and PostgreSQL, for scripts/cluster.mjs
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -171,13 +172,18 @@ function dockerCompose() {
   else log(`note: apt-get could not install docker-compose; ${hint}`);
 }
 
-/**
- * For scripts/cluster.mjs: the Temporal server and its SQL tool, built once into .tools/temporal-server-<version>
- * (scripts/cluster-lib.mjs), and PostgreSQL, installed with apt-get (Debian's `postgresql`) when it is missing and
- * this runs as root; otherwise a note, and set-up goes on (the cluster script then says what is missing).
- */
+/** For scripts/cluster.mjs: the Temporal server and its SQL tool, built once into .tools/temporal-server-<version>. */
 function cluster() {
   buildServerTools(root, log);
+  postgres();
+}
+
+/**
+ * PostgreSQL's server programs, for the ledger store's PostgreSQL tests (`--postgres`, which `npm test` passes) and
+ * scripts/cluster.mjs: installed with apt-get (Debian's `postgresql`) when they are missing and this runs as root;
+ * otherwise a note, and set-up goes on (the tests then fail, saying what is missing).
+ */
+function postgres() {
   const found = postgresBin();
   if (found) {
     log(`PostgreSQL present (${found}): not installing it`);
@@ -185,7 +191,7 @@ function cluster() {
   }
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
   const apt = process.platform === 'linux' ? onPath('apt-get') : undefined;
-  const hint = 'scripts/cluster.mjs needs PostgreSQL (initdb, postgres, pg_isready on PATH or in /usr/lib/postgresql)';
+  const hint = 'PostgreSQL is needed (initdb, postgres, pg_isready on PATH or in /usr/lib/postgresql)';
   if (!isRoot || !apt) {
     log(
       `note: PostgreSQL is not installed and cannot be installed here (${isRoot ? 'no apt-get' : 'not root'}); ${hint}`,
@@ -199,6 +205,36 @@ function cluster() {
   const installed = postgresBin();
   if (ok && installed) log(`PostgreSQL installed (${installed})`);
   else log(`note: apt-get could not install PostgreSQL; ${hint}`);
+}
+
+/**
+ * better-sqlite3 is compiled for one Node ABI. The clone may have been set up under another Node (CI runs the tests
+ * under Node 20, then 24, in one clone): when it does not load here, it is built again against this Node's own
+ * headers (the folder above its binary holds include/node in Node's official builds), never headers fetched from
+ * the network.
+ */
+function nativeModules() {
+  const stamp = join(root, 'node_modules', '.imagebatch-native');
+  const abi = `${process.versions.modules}-${process.platform}-${process.arch}`;
+  if (stamped(stamp, abi) && loads('better-sqlite3')) return;
+  if (!loads('better-sqlite3')) {
+    const own = dirname(dirname(process.execPath));
+    const env = { ...process.env };
+    if (existsSync(join(own, 'include', 'node', 'node.h'))) env.npm_config_nodedir = own;
+    log(`building better-sqlite3 for Node ${process.version} (ABI ${process.versions.modules}; about a minute)`);
+    const res = run('npm', ['rebuild', 'better-sqlite3', '--loglevel=error'], { env, shell: process.platform === 'win32' });
+    if (!res.ok || !loads('better-sqlite3')) throw new Error(`better-sqlite3 could not be built for Node ${process.version}`);
+  }
+  writeFileSync(stamp, abi);
+}
+
+/** Whether `name` loads in a fresh process of this Node (a native module built for another ABI does not). */
+function loads(name) {
+  const res = spawnSync(process.execPath, ['-e', `new (require(${JSON.stringify(name)}))(':memory:').close()`], {
+    cwd: root,
+    stdio: 'ignore',
+  });
+  return res.status === 0;
 }
 
 /**
@@ -216,9 +252,11 @@ function build() {
 
 try {
   npmDependencies();
+  nativeModules();
   temporalToolchain();
   if (args.has('--browser')) chromium();
   if (args.has('--compose')) dockerCompose();
+  if (args.has('--postgres')) postgres();
   if (args.has('--cluster')) cluster();
   if (!args.has('--no-build')) build();
 } catch (err) {

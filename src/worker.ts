@@ -30,7 +30,7 @@ export interface CreateWorkerOptions {
    * Dependencies handed to the activities.
    * @default {}
    */
-  activityDeps?: ActivityDeps;
+  activityDeps: ActivityDeps;
   /**
    * Activities registered beside imagebatch's own, under their keys (tests register their probes this way).
    * @default none

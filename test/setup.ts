@@ -1,3 +1,6 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 
 // One quiet Temporal runtime per test process: warnings and errors only. A unit test process runs several files
@@ -6,3 +9,7 @@ import { DefaultLogger, Runtime } from '@temporalio/worker';
 process.env.IMAGEBATCH_LOCAL ??= 'off';
 
 if (!Runtime._instance) Runtime.install({ logger: new DefaultLogger('WARN') });
+
+// Every test file a user data folder of its own, inherited by the commands and workers it starts: the default ledger
+// store (and local mode's default home) is never the user's, nor another file's or another run's.
+process.env.XDG_DATA_HOME = mkdtempSync(path.join(tmpdir(), 'ib-data-'));

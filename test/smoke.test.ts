@@ -7,6 +7,7 @@ import { createWorker } from '../src/worker';
 import { createPingActivities } from './fixtures/ping-activities';
 import { pingWorkflow } from './fixtures/workflows/ping';
 import { createLocalEnv, createTimeSkippingEnv, quietBundlerLogger, useTestEnv } from './helpers/temporal';
+import { lazyTempLedger } from './helpers/ledger';
 
 let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
 
@@ -26,6 +27,7 @@ async function runPing(env: TestWorkflowEnvironment) {
     taskQueue,
     workflowBundle: await bundleWithPing(),
     extraActivities: createPingActivities(),
+    activityDeps: { ledger: lazyTempLedger() },
   });
   const workflowId = `smoke/${randomUUID()}`;
   return worker

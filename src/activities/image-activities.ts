@@ -1,4 +1,3 @@
-import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import type { Dispatcher } from 'undici';
@@ -7,8 +6,8 @@ import type { FailureOutcome } from '../api/classify';
 import {
   BatchStopReason,
   FailureType,
-  handledFailure,
   KeyOutcome,
+  NO_MONEY_HELD,
   type BindingLimit,
   type CreateImageInput,
   type CreateImageResult,
@@ -27,13 +26,13 @@ import type { HeldBy, PollPlan, PollRegime } from '../api/poll-plan';
 import { ErrorCode } from '../api/contract';
 import type { ApiKeyProvider } from '../api/api-key';
 import type { ServiceConfig } from '../config/service-config';
-import { claimRow, scheduleDirOf } from '../ledger/claims';
-import { appendLedger, keyMayBeStoredSince, ledgerFileOf, ledgerKeyIndex, requestFingerprint } from '../ledger/ledger';
+import type { Fingerprinter, LedgerKey, LedgerStore } from '../ledger';
 import { formatWait } from '../workflows/timeouts';
 import { clipSource, describeImageUrl, downloadImages, guardedDownloadDispatcher } from './download';
 import { checkImageCount, creationByteBudget, noImageFailure } from './image-limits';
 import { toApplicationFailure } from './failures';
 import { currentDetails, heartbeat, whileHeartbeating } from './heartbeat';
+import { asRecord, copyImages, createKeyLedger, type Consult } from './key-ledger';
 
 /**
  * The image-service activities. Each attempt sends at most one request to the service; every wait (Retry-After,
@@ -57,6 +56,10 @@ export interface ImageActivityDeps {
   taskQueueRateLimited: boolean;
   /** Jitter source in [0, 1). */
   random: () => number;
+  /** The ledger store: what was asked and paid, shared by every worker and command of the deployment. */
+  ledger: LedgerStore;
+  /** The print of a request as this worker sends it (see requestFingerprinter). */
+  fingerprintOf: Fingerprinter;
 }
 
 /**
@@ -97,6 +100,13 @@ export function createImageActivities(deps: ImageActivityDeps) {
   let told: HeldBy | 'busy' = 'open';
   let client: ImageApiClient | undefined;
   let downloadDispatcher: Dispatcher | undefined = deps.downloadDispatcher;
+  const keys = createKeyLedger({
+    store: deps.ledger,
+    fingerprintOf: deps.fingerprintOf,
+    idempotencyWindowMs: deps.config.idempotencyWindowMs,
+    now: deps.now,
+    logger: deps.logger,
+  });
   const api = () =>
     (client ??= new ImageApiClient({
       config: deps.config,
@@ -254,11 +264,17 @@ export function createImageActivities(deps: ImageActivityDeps) {
       delete progress.unrecognizedNotFound;
     }
     heartbeat(ctx, progress);
-    const ledger = ledgerFileOf(path.resolve(deps.outputRoot, input.outDir));
+    const outDir = path.resolve(deps.outputRoot, input.outDir);
+    const ended = async (work: Promise<CreateImageResult>) => {
+      const result = await work;
+      await keys.ended(input, result);
+      return result;
+    };
     try {
       if (!progress.creationId) {
-        const past = await consultLedger(input, ledger);
+        const past = await keys.consult(input, outDir);
         if (past.kind === 'answer') return past.result;
+        if (past.kind === 'reuse') return await reuse(input, ctx, outDir, past);
         if (past.kind === 'follow') {
           // The key was accepted before (an earlier run of the row, forgotten by Temporal): its creation is
           // followed, never submitted again.
@@ -268,11 +284,11 @@ export function createImageActivities(deps: ImageActivityDeps) {
             ...(past.costUsd === undefined ? {} : { costUsd: past.costUsd }),
           };
           heartbeat(ctx, known);
-          return await ended(input, ledger, pollAndSave(input, ctx, { ...known, creationId: past.creationId }));
+          return await ended(pollAndSave(input, ctx, { ...known, creationId: past.creationId }));
         }
         const accepted = await submitOnce({ idempotencyKey: input.idempotencyKey, request: input.request }).catch(
           async (err: unknown) => {
-            await noteAnswer(input, ledger, err);
+            await keys.noteAnswer(input, err);
             throw err;
           },
         );
@@ -284,18 +300,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
           ...(ticket ? { pollExplore: ticket.explore } : {}),
         };
         heartbeat(ctx, known);
-        await appendLedger(
-          ledger,
-          [
-            {
-              type: 'accepted',
-              ...keyIds(input),
-              creationId: accepted.creationId,
-              ...(accepted.costUsd === undefined ? {} : { costUsd: accepted.costUsd }),
-            },
-          ],
-          deps.now(),
-        );
+        await keys.accepted(input, accepted);
         // Accepted: the first poll goes out in the next attempt, no sooner than the poll interval (poll-plan.ts).
         throw ApplicationFailure.create({
           type: FailureType.Pending,
@@ -307,210 +312,85 @@ export function createImageActivities(deps: ImageActivityDeps) {
           details: [{ status: accepted.status, accepted: true }],
         });
       }
-      return await ended(input, ledger, pollAndSave(input, ctx, { ...progress, creationId: progress.creationId }));
+      return await ended(pollAndSave(input, ctx, { ...progress, creationId: progress.creationId }));
     } catch (err) {
       const known = keyProgressOf(currentDetails(ctx));
-      await recordEnd(input, ledger, err, known);
+      await keys.recordEnd(input, err, known);
       throw withProgress(err, known);
     }
   }
 
   /**
-   * What the ledger says of this key before anything is sent for it (the memory that outlives Temporal's retention
-   * and the service's idempotency window): its known end (`answer`, no request), its creation (`follow`), or
-   * `send`: never sent, or sent with no known answer within the service's idempotency window (the service replays
-   * it). A key sent longer ago than the window with no known answer, or with another body, is never sent again.
+   * The row is served by an earlier request of the same fingerprint (another batch, file or run): nothing is sent
+   * for its key. Its images, saved and unchanged, are copied here; else its creation is fetched again by its id (a
+   * GET: nothing is charged); a request still being sent elsewhere is waited for, up to the row's maximum wait; one
+   * whose outcome is not known is reported. An earlier request that ended holding nothing (refused, refunded) serves
+   * nobody: the row is unbound and asks the store again.
    */
-  async function consultLedger(
+  async function reuse(
     input: CreateImageInput,
-    ledger: string,
-  ): Promise<
-    | { kind: 'send' }
-    | { kind: 'follow'; creationId: string; costUsd?: number }
-    | { kind: 'answer'; result: CreateImageResult }
-  > {
-    const past = await (await ledgerKeyIndex(ledger)).key(input.idempotencyKey);
-    const fingerprint = requestFingerprint(input.request);
-    const sending = { type: 'sending' as const, ...keyIds(input), request: input.request, requestSha256: fingerprint };
-    if (!past) {
-      // A run of a schedule sends a row only while it holds the row's claim: two overlapping runs never both pay.
-      const scheduleDir = await scheduleDirOf(path.dirname(ledger));
-      const claim = scheduleDir ? await claimRow(scheduleDir, input.rowId, input.batchId) : { ok: true as const };
-      if (!claim.ok) {
-        return fail({
-          kind: 'rejected',
-          details: {
-            httpStatus: 0,
-            code: 'LEDGER',
-            message: `row ${input.rowId} is being run by ${claim.owner}, another run of this schedule: not sent here`,
-            fieldErrors: [],
-          },
-        });
-      }
-      // Written and flushed before the request leaves: from here on, the key may have been charged.
-      await appendLedger(ledger, [sending], deps.now());
-      return { kind: 'send' };
-    }
-    const refuse = (why: string): never =>
-      fail({ kind: 'unknown', details: { idempotencyKey: input.idempotencyKey, tries: 0, lastError: why } });
-    if (past.requestSha256 !== fingerprint) {
-      return refuse(
-        `the ledger ${ledger} shows key ${input.idempotencyKey} sent with another request at ` +
-          `${new Date(past.firstSentAtMs).toISOString()}; not sent with this one (resolve it with imagebatch reconcile)`,
-      );
-    }
-    const end = past.ended;
-    const cost = past.costUsd === undefined ? {} : { costUsd: past.costUsd };
-    switch (end?.outcome) {
-      case KeyOutcome.Succeeded:
-        if (end.images?.length && past.creationId && (await allSaved(ledger, end.images))) {
-          return {
-            kind: 'answer',
-            result: { outcome: 'succeeded', creationId: past.creationId, ...cost, images: end.images },
-          };
-        }
-        break;
-      case KeyOutcome.Failed:
-        if (past.creationId) {
-          return {
-            kind: 'answer',
-            result: {
-              outcome: 'failed',
-              creationId: past.creationId,
-              ...cost,
-              error: end.error ?? 'failed',
-              retryable: end.retryable ?? false,
-            },
-          };
-        }
-        break;
-      case KeyOutcome.Refunded:
-        return fail({
-          kind: 'refunded',
-          details: { httpStatus: 0, code: 'LEDGER', message: `${end.error ?? 'refunded'} (from the ledger)` },
-        });
-      case KeyOutcome.Rejected:
-        return fail({
-          kind: 'rejected',
-          details: {
-            httpStatus: 0,
-            code: 'LEDGER',
-            message: `${end.error ?? 'rejected'} (from the ledger)`,
-            fieldErrors: [],
-          },
-        });
-      case KeyOutcome.Declined:
-        // Judged and not charged: sending it again is a fresh request.
-        await appendLedger(ledger, [sending], deps.now());
-        return { kind: 'send' };
-      case undefined:
-      case KeyOutcome.Submitting:
-      case KeyOutcome.Accepted:
-      case KeyOutcome.Unknown:
-      case KeyOutcome.Lost:
-      case KeyOutcome.TimedOut:
-        break;
-    }
-    if (past.creationId) return { kind: 'follow', creationId: past.creationId, ...cost };
-    // The window runs from the first send the service may have stored (429, 401 and 403 store nothing).
-    const since = keyMayBeStoredSince(past);
-    if (since !== undefined && deps.now() - since > deps.config.idempotencyWindowMs) {
-      return refuse(
-        `key ${input.idempotencyKey} was sent at ${new Date(since).toISOString()} and its answer is not known; ` +
-          `the service's idempotency window (${formatWait(deps.config.idempotencyWindowMs)}, ` +
-          'IMAGEGEN_IDEMPOTENCY_WINDOW_MS) has passed, so sending it again could be charged as a new creation: ' +
-          'it is reported, never sent again',
-      );
-    }
-    await appendLedger(ledger, [sending], deps.now());
-    return { kind: 'send' };
-  }
-
-  /**
-   * What a submission's failed answer says of the key, in the ledger: stored nothing (429, 401, 403, a local hold,
-   * the worker's own configuration), or maybe stored (no answer that can be read). An answer that ends the key is
-   * written by {@link recordEnd}.
-   */
-  async function noteAnswer(input: CreateImageInput, ledger: string, err: unknown): Promise<void> {
-    if (!(err instanceof ApplicationFailure)) return;
-    const status = asRecord(err.details?.[0]).httpStatus;
-    const unseen =
-      err.type === FailureType.RateLimited ||
-      err.type === FailureType.Config ||
-      (err.type === FailureType.BatchStop && status !== 402);
-    const ambiguous = !err.nonRetryable && (err.type === FailureType.Ambiguous || err.type === FailureType.Malformed);
-    if (unseen || ambiguous) {
-      await appendLedger(ledger, [{ type: unseen ? 'unseen' : 'ambiguous', ...keyIds(input) }], deps.now());
-    }
-  }
-
-  /** Whether every image the ledger lists is still in the output folder, with its size. */
-  async function allSaved(ledger: string, images: readonly DownloadedImage[]): Promise<boolean> {
-    const dir = path.dirname(ledger);
-    for (const image of images) {
-      const found = await stat(path.resolve(dir, image.path)).catch(() => undefined);
-      if (found?.size !== image.bytes) return false;
-    }
-    return true;
-  }
-
-  /** The key's end in the ledger, when the creation ended. */
-  async function ended(
-    input: CreateImageInput,
-    ledger: string,
-    work: Promise<CreateImageResult>,
+    ctx: Context,
+    outDir: string,
+    bound: Extract<Consult, { kind: 'reuse' }>,
   ): Promise<CreateImageResult> {
-    const result = await work;
-    const cost = result.costUsd === undefined ? {} : { costUsd: result.costUsd };
-    await appendLedger(
-      ledger,
-      [
-        result.outcome === 'succeeded'
-          ? {
-              type: 'ended',
-              ...keyIds(input),
-              outcome: KeyOutcome.Succeeded,
-              creationId: result.creationId,
-              ...cost,
-              images: result.images,
-            }
-          : {
-              type: 'ended',
-              ...keyIds(input),
-              outcome: KeyOutcome.Failed,
-              creationId: result.creationId,
-              ...cost,
-              error: result.error,
-              retryable: result.retryable,
-            },
-      ],
-      deps.now(),
+    const { source, from } = bound;
+    const end = source.ended?.outcome;
+    const reported = (error: string, generated = false): CreateImageResult => ({
+      outcome: 'reused',
+      reusedFrom: from,
+      images: [],
+      error,
+      ...(generated ? { generated: true } : {}),
+    });
+    const where = `batch ${source.batchId} (row ${source.rowId}, key ${source.idempotencyKey})`;
+    if (end === KeyOutcome.Succeeded) {
+      const copied = await copyImages(source, outDir, input.rowId);
+      if (copied) return { outcome: 'reused', reusedFrom: from, images: copied };
+    }
+    if (end !== undefined && NO_MONEY_HELD.has(end)) return unboundAgain(input, source);
+    if (source.creationId && end !== KeyOutcome.Lost) {
+      const learned = keyProgressOf(currentDetails(ctx));
+      try {
+        const result = await pollAndSave(input, ctx, { ...learned, creationId: source.creationId });
+        if (result.outcome === 'succeeded') return { outcome: 'reused', reusedFrom: from, images: result.images };
+        // Its creation failed and was refunded: it serves nobody.
+        return unboundAgain(input, source);
+      } catch (err) {
+        const type = err instanceof ApplicationFailure ? err.type : undefined;
+        if (!(err instanceof ApplicationFailure) || !err.nonRetryable) throw err;
+        if (type === FailureType.BatchStop || type === FailureType.Config) throw err;
+        const generated = keyProgressOf(currentDetails(ctx)).generated === true;
+        return reported(`the request was paid by ${where}; fetching its creation again: ${err.message}`, generated);
+      }
+    }
+    if (end === undefined) {
+      // Sent elsewhere with no answer yet: waited for, as long as a creation may take.
+      const since = keyProgressOf(currentDetails(ctx)).reuseWaitSinceMs ?? deps.now();
+      note(ctx, { reuseWaitSinceMs: since });
+      if (deps.now() - since <= input.maxPollWaitMs) {
+        return fail(
+          { kind: 'inFlight', status: `waiting for ${where}, which sent the same request` },
+          api().pollIntervalMs(),
+        );
+      }
+      return reported(
+        `the same request was sent by ${where}, which did not end within the maximum wait ` +
+          `(${formatWait(input.maxPollWaitMs)}); nothing was sent for this row: run it again once that key has ended`,
+      );
+    }
+    return reported(
+      `the same request was sent by ${where}, and its outcome is not known (${end}): nothing was sent for this ` +
+        `row; resolve it with imagebatch reconcile ${source.batchId}`,
     );
-    return result;
   }
 
-  /** A failure that ends the key, in the ledger (one that is tried again, or a batch stop, ends nothing). */
-  async function recordEnd(input: CreateImageInput, ledger: string, err: unknown, known: KeyProgress): Promise<void> {
-    if (!(err instanceof ApplicationFailure) || !err.nonRetryable) return;
-    // Answered or refused by the ledger itself (a refusal is an Unknown of 0 tries): nothing new to write.
-    const first = asRecord(err.details?.[0]);
-    if (first.code === 'LEDGER' || (err.type === FailureType.Unknown && first.tries === 0)) return;
-    const outcome = keyOutcomeOfFailure(err, known);
-    if (!outcome) return;
-    await appendLedger(
-      ledger,
-      [
-        {
-          type: 'ended',
-          ...keyIds(input),
-          outcome,
-          ...(known.creationId ? { creationId: known.creationId } : {}),
-          ...(known.costUsd === undefined ? {} : { costUsd: known.costUsd }),
-          error: err.message,
-        },
-      ],
-      deps.now(),
-    ).catch(() => undefined); // the failure itself matters more; the key's sending event is on disk
+  /** The earlier request held nothing: the row is unbound from it, and its next attempt asks the store again. */
+  async function unboundAgain(input: CreateImageInput, source: LedgerKey): Promise<never> {
+    await deps.ledger.unbind(input.batchId, input.rowId, source.idempotencyKey);
+    throw toApplicationFailure(
+      { kind: 'inFlight', status: `key ${source.idempotencyKey} held nothing: asking again` },
+      1,
+    );
   }
 
   async function pollAndSave(
@@ -738,34 +618,6 @@ export function withoutInlineData(poll: PollCreationResult): PollCreationResult 
   };
 }
 
-/** The ids of a key's ledger events. */
-function keyIds(input: CreateImageInput): { batchId: string; rowId: string; idempotencyKey: string } {
-  return { batchId: input.batchId, rowId: input.rowId, idempotencyKey: input.idempotencyKey };
-}
-
-/** The key outcome a non-retryable failure of createImage stands for, if it ends the key. */
-function keyOutcomeOfFailure(err: ApplicationFailure, known: KeyProgress): KeyOutcome | undefined {
-  switch (handledFailure(err.type)) {
-    case FailureType.Refunded:
-      return KeyOutcome.Refunded;
-    case FailureType.Rejected:
-      return KeyOutcome.Rejected;
-    case FailureType.Unknown:
-      return known.creationId ? undefined : KeyOutcome.Unknown;
-    case FailureType.CreationNotFound:
-      return KeyOutcome.Lost;
-    case FailureType.MaxWait:
-      return KeyOutcome.TimedOut;
-    case FailureType.DownloadFailed:
-      return KeyOutcome.Succeeded; // generated, images not saved: no images listed
-    case FailureType.BatchStop:
-      return asRecord(err.details?.[0]).httpStatus === 402 && !known.creationId ? KeyOutcome.Declined : undefined;
-    case FailureType.Config:
-    case undefined:
-      return undefined;
-  }
-}
-
 function countOf(value: unknown): number {
   return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : 0;
 }
@@ -799,8 +651,4 @@ function withProgress(err: unknown, progress: KeyProgress): unknown {
     ...(typeof err.nextRetryDelay === 'number' ? { nextRetryDelay: err.nextRetryDelay } : {}),
     ...(err.category ? { category: err.category } : {}),
   });
-}
-
-function asRecord(value: unknown): Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
 }

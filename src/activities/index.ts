@@ -6,10 +6,12 @@ import { silentLogger, type Logger } from '../api/client';
 import type { HoldRegistry } from '../api/holds';
 import { PollPlan } from '../api/poll-plan';
 import { loadServiceConfig, type ServiceConfig } from '../config/service-config';
+import type { LedgerStore } from '../ledger';
 import { createBatchFileActivities } from './batch-file';
 import { createDoctorActivities } from './doctor';
 import { createScheduleActivities } from './schedule-activities';
 import { createImageActivities } from './image-activities';
+import { requestFingerprinter } from './key-ledger';
 import { createLedgerActivities } from './ledger-activities';
 import { createRowActivities } from './rows';
 
@@ -74,13 +76,18 @@ export interface ActivityDeps {
   random?: () => number;
   /** Temporal client for `lookupRow` (it only reads: no activity signals a workflow). */
   temporalClient?: Client;
+  /**
+   * The ledger store (src/ledger): what was asked and paid, shared by every worker and command of the deployment.
+   * The worker opens the one `IMAGEBATCH_LEDGER` names; tests give one of their own.
+   */
+  ledger: LedgerStore;
 }
 
 /**
  * Builds the activities with their dependencies, in the style of Temporal's samples: the worker registers
  * the returned object, and workflows import only its type.
  */
-export function createActivities(deps: ActivityDeps = {}): Omit<StepActivities, StepActivityName> {
+export function createActivities(deps: ActivityDeps): Omit<StepActivities, StepActivityName> {
   const all = Object.entries(createActivitiesWithSteps(deps));
   return Object.fromEntries(all.filter(([name]) => !(STEP_ACTIVITIES as readonly string[]).includes(name))) as Omit<
     StepActivities,
@@ -97,7 +104,7 @@ type StepActivityName = (typeof STEP_ACTIVITIES)[number];
  * `pollCreation`, `downloadImages`): the contract and activity tests drive the service one request at a time
  * through them. The worker never registers them.
  */
-export function createActivitiesWithSteps(deps: ActivityDeps = {}) {
+export function createActivitiesWithSteps(deps: ActivityDeps) {
   const now = deps.now ?? Date.now;
   // Read (and validated) now, so that a wrong setting stops the worker at start-up, naming its variable.
   const config = deps.config ?? loadServiceConfig(process.env);
@@ -114,20 +121,24 @@ export function createActivitiesWithSteps(deps: ActivityDeps = {}) {
     now,
     logger: deps.logger ?? activityLogger,
     random: deps.random ?? Math.random,
+    ledger: deps.ledger,
+    fingerprintOf: requestFingerprinter(config),
   });
   return {
     ...image,
     ...createBatchFileActivities({ outputRoot }),
     ...createScheduleActivities({
       outputRoot,
+      ledger: { store: deps.ledger, fingerprintOf: requestFingerprinter(config) },
       ...(deps.temporalClient ? { temporalClient: deps.temporalClient } : {}),
     }),
     ...createRowActivities({
       outputRoot,
       now,
+      ledger: deps.ledger,
       ...(deps.temporalClient ? { temporalClient: deps.temporalClient } : {}),
     }),
-    ...createLedgerActivities({ outputRoot, now }),
+    ...createLedgerActivities({ outputRoot, now, ledger: deps.ledger, fingerprintOf: requestFingerprinter(config) }),
     ...createDoctorActivities({
       config,
       apiKey: deps.apiKey ?? lazyApiKeyProvider(() => loadApiKey(process.env)),

@@ -2,7 +2,13 @@ import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import { type CreationRequest, needsReconcile, NO_MONEY_HELD, type RowRecord } from '../model';
 import { releaseRow, scheduleDirOf } from '../ledger/claims';
-import { appendLedger, ledgerFileOf, LedgerView, recordAgainstLedger, recordFromLedger } from '../ledger/ledger';
+import {
+  importJsonlLedger,
+  recordAgainstLedger,
+  recordFromLedger,
+  type Fingerprinter,
+  type LedgerStore,
+} from '../ledger';
 
 export interface RecordRowInput {
   /** Output folder of the row's batch (the worker's own folder when relative). */
@@ -18,7 +24,7 @@ export interface RecordRowInput {
 export interface ListUnresolvedInput {
   outDir: string;
   batchId: string;
-  /** Rows of the batch (in ledger order) already looked at. */
+  /** Where the last call stopped among the batch's rows in the store (0 at first). */
   after: number;
   /** Rows returned at most. */
   max: number;
@@ -33,66 +39,65 @@ export interface UnresolvedRow {
 
 export interface ListUnresolvedResult {
   rows: UnresolvedRow[];
-  /** Rows looked at so far (the next call's `after`). */
+  /** Where this call stopped (the next call's `after`). */
   next: number;
   done: boolean;
 }
 
 /**
- * The activities of the ledger: a row's record written as it ends (a local activity of the row workflow), and the
- * rows `reconcile` resolves. `results` and `reconcile` read the ledger after Temporal has forgotten the rows.
+ * The activities of the ledger store: a row's record written as it ends (a local activity of the row workflow), and
+ * the rows `reconcile` resolves. `results` and `reconcile` read the store after Temporal has forgotten the rows.
  */
-export function createLedgerActivities(deps: { outputRoot: string; now: () => number }) {
-  const fileOf = (outDir: string) => ledgerFileOf(path.resolve(deps.outputRoot, outDir));
-  /**
-   * The whole view of each ledger a reconcile is going through, page after page; given up when its last page was
-   * listed (the rest of a worker's life needs only the key index).
-   */
-  const views = new Map<string, LedgerView>();
+export function createLedgerActivities(deps: {
+  outputRoot: string;
+  now: () => number;
+  ledger: LedgerStore;
+  fingerprintOf: Fingerprinter;
+}) {
   return {
     async recordRow(input: RecordRowInput): Promise<void> {
-      const file = fileOf(input.outDir);
-      await appendLedger(file, [{ type: 'row', by: input.by ?? 'row', record: input.record }], deps.now());
+      await deps.ledger.append([{ type: 'row', by: input.by ?? 'row', record: input.record }], deps.now());
       // A row of a schedule's run that ended holding no money gives its claim back: a later run may try it again.
       if (input.record.keys.every((k) => NO_MONEY_HELD.has(k.outcome))) {
-        const scheduleDir = await scheduleDirOf(path.dirname(file));
+        const scheduleDir = await scheduleDirOf(path.resolve(deps.outputRoot, input.outDir));
         if (scheduleDir) await releaseRow(scheduleDir, input.record.rowId, input.record.batchId);
       }
     },
 
-    /** The next rows of a batch whose money is unresolved (see needsReconcile), from its ledger. */
+    /** The next rows of a batch whose money is unresolved (see needsReconcile), from the store. */
     async listUnresolvedRows(input: ListUnresolvedInput): Promise<ListUnresolvedResult> {
-      const file = fileOf(input.outDir);
-      const view = views.get(file) ?? new LedgerView(file);
-      views.set(file, await view.refresh());
-      const all = view.rows(input.batchId);
-      const rows: UnresolvedRow[] = [];
-      let i = input.after;
-      for (; i < all.length && rows.length < input.max; i++) {
-        if (i % 1000 === 0) Context.current().heartbeat(i);
-        const row = all[i]!;
-        const first = row.keys[0]?.request;
-        const record = recordAgainstLedger(recordFromLedger(row, first?.prompt ?? '', first?.model ?? ''), row);
-        if (!needsReconcile(record)) continue;
-        const last = record.keys.at(-1);
-        const known = last ? view.key(last.idempotencyKey) : undefined;
-        const creationId = last?.creationId ?? known?.creationId;
-        rows.push({
-          record,
-          ...(last && known
-            ? {
-                key: {
-                  idempotencyKey: last.idempotencyKey,
-                  request: known.request,
-                  ...(creationId ? { creationId } : {}),
-                },
-              }
-            : {}),
-        });
+      if (input.after === 0) {
+        await importJsonlLedger(deps.ledger, path.resolve(deps.outputRoot, input.outDir), deps.fingerprintOf);
       }
-      const done = i >= all.length;
-      if (done) views.delete(file);
-      return { rows, next: i, done };
+      const rows: UnresolvedRow[] = [];
+      let after = input.after;
+      for (;;) {
+        Context.current().heartbeat(after);
+        const page = await deps.ledger.rows(input.batchId, after, input.max);
+        for (const row of page.rows) {
+          const first = row.keys[0]?.request;
+          const record = recordAgainstLedger(recordFromLedger(row, first?.prompt ?? '', first?.model ?? ''), row);
+          if (!needsReconcile(record)) continue;
+          const last = record.keys.at(-1);
+          const known = last ? row.keys.find((k) => k.idempotencyKey === last.idempotencyKey) : undefined;
+          const creationId = last?.creationId ?? known?.creationId;
+          rows.push({
+            record,
+            ...(last && known
+              ? {
+                  key: {
+                    idempotencyKey: last.idempotencyKey,
+                    request: known.request,
+                    ...(creationId ? { creationId } : {}),
+                  },
+                }
+              : {}),
+          });
+        }
+        after = page.next;
+        // A page is a bound on rows read, so a call's answer stays small; it may hold fewer unresolved rows.
+        if (page.done || rows.length > 0) return { rows, next: after, done: page.done };
+      }
     },
   };
 }

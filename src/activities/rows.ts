@@ -1,4 +1,3 @@
-import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import type { Client, WorkflowExecutionStatusName } from '@temporalio/client';
 import type { LoadedDataConverter } from '@temporalio/common';
@@ -12,7 +11,7 @@ import {
   type PromptWorkflowInput,
   type RowRecord,
 } from '../model';
-import { appendLedger, ledgerFileOf } from '../ledger/ledger';
+import type { LedgerStore } from '../ledger';
 import { rowDoneSignal } from '../workflows/definitions';
 import { whileHeartbeating } from './heartbeat';
 
@@ -58,7 +57,12 @@ export async function lookupRowRecord(client: Client, workflowId: string): Promi
 }
 
 /** Activities that ask Temporal about rows: a batch started again over rows that exist, or a row gone quiet. */
-export function createRowActivities(deps: { temporalClient?: Client; outputRoot: string; now: () => number }) {
+export function createRowActivities(deps: {
+  temporalClient?: Client;
+  outputRoot: string;
+  now: () => number;
+  ledger: LedgerStore;
+}) {
   return {
     /**
      * Whether the row workflow `workflowId` still runs, or its record. A record rebuilt from history (the row was
@@ -68,8 +72,7 @@ export function createRowActivities(deps: { temporalClient?: Client; outputRoot:
       if (!deps.temporalClient) throw new Error('lookupRow needs a Temporal client (worker misconfigured)');
       const found = await whileHeartbeating(Context.current(), lookupRowRecord(deps.temporalClient, workflowId));
       if (found.status === 'closed' && found.rebuiltFor) {
-        const file = ledgerFileOf(path.resolve(deps.outputRoot, found.rebuiltFor.outDir));
-        await appendLedger(file, [{ type: 'row', by: 'lookup', record: found.record }], deps.now());
+        await deps.ledger.append([{ type: 'row', by: 'lookup', record: found.record }], deps.now());
       }
       return found;
     },

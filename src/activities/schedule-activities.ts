@@ -2,8 +2,8 @@ import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { msToNumber } from '@temporalio/common/lib/time';
-import { LEDGER_FILE, readLedgerOnce, rowMayBePaid } from '../ledger/ledger';
-import { prepareScheduledInput, type PreparedInput } from '../schedules/prepare';
+import { eachRow, fileFingerprint, rowMayBePaid } from '../ledger';
+import { prepareScheduledInput, type PreparedInput, type ScheduleLedger } from '../schedules/prepare';
 import { promptWorkflowId } from '../model';
 import { CREATE_IMAGE_START_TO_CLOSE } from '../workflows/timeouts';
 import { whileHeartbeating } from './heartbeat';
@@ -28,7 +28,12 @@ export const ROW_SETTLED_AFTER_MS = 3 * msToNumber(CREATE_IMAGE_START_TO_CLOSE);
  * Activities of scheduled runs: make a run's input (reading what every earlier run may have paid for from their
  * ledgers), and a no-op left for the workflows that still call it. Both heartbeat while they work.
  */
-export function createScheduleActivities(deps: { outputRoot: string; temporalClient?: Client; now?: () => number }) {
+export function createScheduleActivities(deps: {
+  outputRoot: string;
+  temporalClient?: Client;
+  now?: () => number;
+  ledger: ScheduleLedger;
+}) {
   const now = deps.now ?? Date.now;
   return {
     async prepareScheduledRun(input: PrepareScheduledRunInput): Promise<PreparedInput> {
@@ -40,12 +45,26 @@ export function createScheduleActivities(deps: { outputRoot: string; temporalCli
         runDir: path.join(outDir, input.batchId),
         batchId: input.batchId,
         skipSucceeded: input.skipSucceeded,
+        ledger: deps.ledger,
         ...(client
           ? { rowSettled: (batchId: string, rowId: string) => rowSettled(client, batchId, rowId, now()) }
           : {}),
         ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
       });
-      return whileHeartbeating(ctx, prepared);
+      const run = await whileHeartbeating(ctx, prepared);
+      // The run is a batch of its own in the store: `results` finds its file and folder there for as long as it lasts.
+      await deps.ledger.store.append([
+        {
+          type: 'batch',
+          batchId: input.batchId,
+          file: run.file,
+          fingerprint: await fileFingerprint(run.file),
+          outDir: path.join(outDir, input.batchId),
+          ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
+          newImages: true,
+        },
+      ]);
+      return run;
     },
 
     /**
@@ -56,10 +75,9 @@ export function createScheduleActivities(deps: { outputRoot: string; temporalCli
      */
     async recordSucceededRows(input: { outDir: string; batchId: string; file: string }): Promise<number> {
       const count = async () => {
-        const view = await readLedgerOnce(
-          path.join(path.resolve(deps.outputRoot, input.outDir), input.batchId, LEDGER_FILE),
-        );
-        return view.rows(input.batchId).filter(rowMayBePaid).length;
+        let paid = 0;
+        for await (const row of eachRow(deps.ledger.store, input.batchId)) if (rowMayBePaid(row)) paid += 1;
+        return paid;
       };
       return whileHeartbeating(Context.current(), count());
     },

@@ -3,7 +3,15 @@ import { WorkflowIdConflictPolicy } from '@temporalio/common';
 import type { Client, WorkflowExecutionDescription, WorkflowHandle } from '@temporalio/client';
 import { validateBatchFile, type BatchReport } from '../batch';
 import { ErrorCode, ImagebatchError } from '../model/errors';
-import { appendLedger, fileFingerprint, ledgerFileOf, readLedgerOnce, type FileFingerprint } from '../ledger';
+import {
+  canonicalSha256,
+  fileFingerprint,
+  type BatchAsks,
+  type BatchEvent,
+  type FileFingerprint,
+  type LedgerStore,
+} from '../ledger';
+import { importOutputFolder } from './ledger-store';
 import { batchWorkflow, progressQuery, type BatchWorkflowInput } from '../workflows';
 import { batchWorkflowId, ID_PATTERN, type BatchProgress } from '../model';
 import { ID_RULE } from './options';
@@ -18,25 +26,23 @@ export class BatchValidationError extends ImagebatchError {
 }
 
 /**
- * A batch id already ran on another file (its fingerprint, size and SHA-256, differs): nothing was started. Rows
- * are known by their ids, so the same id over another file would count the old rows' results as the new rows'.
+ * A batch id already ran on other content: another file (its size and SHA-256 differ), or other options (model,
+ * columns, new images). Nothing was started: rows are known by their ids, so the same id over other content would
+ * count the old rows' results as the new rows', and relabel them.
  */
 export class BatchFileChangedError extends ImagebatchError {
   readonly code = ErrorCode.BatchFileChanged;
   constructor(
     readonly batchId: string,
     readonly file: string,
-    /** The fingerprint the batch was started with. */
-    readonly recorded: FileFingerprint,
-    /** Where that fingerprint was found: Temporal's memo of the batch, or a ledger file. */
+    /** What differs, for a person: the file's fingerprints, or the options. */
+    readonly difference: string,
+    /** Where the batch's content was found: Temporal's memo of the batch, or the ledger store. */
     readonly recordedIn: string,
-    /** The file's fingerprint now. */
-    readonly current: FileFingerprint,
   ) {
     super(
-      `batch ${batchId} was started on a different file: ${describeFingerprint(recorded)} (recorded in ` +
-        `${recordedIn}), and ${file} is now ${describeFingerprint(current)}; run it under a new --batch-id, ` +
-        'or restore the file',
+      `batch ${batchId} was started on other content: ${difference} (recorded in ${recordedIn}); run it under a ` +
+        'new --batch-id (requests paid before are reused, not paid again), or restore the file and options',
     );
   }
 }
@@ -44,6 +50,59 @@ export class BatchFileChangedError extends ImagebatchError {
 const describeFingerprint = (fp: FileFingerprint) => `${fp.size} bytes, sha256 ${fp.sha256.slice(0, 12)}`;
 
 const sameFingerprint = (a: FileFingerprint, b: FileFingerprint) => a.size === b.size && a.sha256 === b.sha256;
+
+/** What a batch asks besides its file, as the store records it. */
+export function batchAsks(input: BatchWorkflowInput): BatchAsks {
+  return {
+    ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
+    ...(input.userColumns && (input.userColumns.carry?.length || Object.keys(input.userColumns.send ?? {}).length)
+      ? { userColumns: input.userColumns }
+      : {}),
+    ...(input.ledger?.newImages ? { newImages: true } : {}),
+  };
+}
+
+const asksPrint = (asks: BatchAsks) =>
+  canonicalSha256({ defaultModel: asks.defaultModel, userColumns: asks.userColumns, newImages: asks.newImages });
+
+/** The options of `asks` for a person: `--model flux-dev, --new-images`. */
+function describeAsks(asks: BatchAsks): string {
+  const parts = [
+    asks.defaultModel ? `--model ${asks.defaultModel}` : 'no --model',
+    ...(asks.userColumns?.carry ?? []).map((c) => `--carry ${c}`),
+    ...Object.entries(asks.userColumns?.send ?? {}).map(([c, f]) => `--column ${c}=${f}`),
+    ...(asks.newImages ? ['--new-images'] : []),
+  ];
+  return parts.join(', ');
+}
+
+/** How a recorded start differs from this one, or undefined when it asked the same. */
+function contentDifference(recorded: BatchEvent, fingerprint: FileFingerprint, asks: BatchAsks): string | undefined {
+  if (!sameFingerprint(recorded.fingerprint, fingerprint)) {
+    return `its file was ${describeFingerprint(recorded.fingerprint)}, and it is now ${describeFingerprint(fingerprint)}`;
+  }
+  if (asksPrint(recorded) !== asksPrint(asks)) {
+    return `it asked ${describeAsks(recorded)}, and this asks ${describeAsks(asks)}`;
+  }
+  return undefined;
+}
+
+/**
+ * The batch id of a file run without `--batch-id`: the file's name, or, when the store holds a batch of that name
+ * over other content, the name and a short digest of the content (file and options), so that another `--model` or
+ * an edited file is a batch of its own, never the old one's.
+ */
+export async function defaultBatchId(
+  store: LedgerStore,
+  name: string,
+  fingerprint: FileFingerprint,
+  asks: BatchAsks,
+): Promise<string> {
+  const recorded = await store.batches(name);
+  if (recorded.every((e) => contentDifference(e, fingerprint, asks) === undefined)) return name;
+  const digest = canonicalSha256({ file: fingerprint, asks: asksPrint(asks) }).slice(0, 8);
+  return `${name.slice(0, 128 - digest.length - 1)}-${digest}`;
+}
 
 /** A batch as the command line gives it: the workflow's input before the file was read. */
 export interface BatchOptions extends Omit<BatchWorkflowInput, 'state' | 'file' | 'outDir'> {
@@ -86,10 +145,17 @@ export async function prepareBatch(options: BatchOptions): Promise<PreparedBatch
 }
 
 /**
- * Options of {@link startOrAttachBatch}: the client and task queue, and the batch from {@link prepareBatch}
- * (`prepared`), or its options (prepared first, after connecting: for callers whose file is their own).
+ * Options of {@link startOrAttachBatch}: the client and task queue, the ledger store, and the batch from
+ * {@link prepareBatch} (`prepared`), or its options (prepared first, after connecting: for callers whose file is
+ * their own).
  */
-export type StartBatchOptions = { client: Client; taskQueue: string } & ({ prepared: PreparedBatch } | BatchOptions);
+export type StartBatchOptions = {
+  client: Client;
+  taskQueue: string;
+  ledger: LedgerStore;
+  /** The worker's settings (for the prints of an earlier version's ledger.jsonl). @default process.env */
+  env?: Readonly<Record<string, string | undefined>>;
+} & ({ prepared: PreparedBatch } | BatchOptions);
 
 export interface StartedBatch {
   handle: WorkflowHandle<typeof batchWorkflow>;
@@ -103,14 +169,14 @@ export interface StartedBatch {
  * whose batch has ended starts again: every row that exists is counted from its own result, nothing is submitted
  * twice.
  *
- * A batch id is bound to its file: the file's fingerprint is compared with the one in the memo of the batch
- * workflow Temporal still has, and with the batch events of the output folder's ledger (which outlives
- * Temporal's retention); a difference is a {@link BatchFileChangedError} and nothing starts. A ledger the CLI
- * cannot read (a cluster's workers may write to a folder it does not see) is skipped. The batch is then recorded
- * in the ledger (best effort) before it starts.
+ * A batch is what it asks: its file's fingerprint and its options (model, columns, new images) are compared with
+ * those in the memo of the batch workflow Temporal still has, and with every start of the id in the ledger store
+ * (which outlives Temporal's retention); a difference is a {@link BatchFileChangedError} and nothing starts. The
+ * batch is then recorded in the store, and its rows are told the store's id: a worker on another store sends
+ * nothing for them.
  */
 export async function startOrAttachBatch(options: StartBatchOptions): Promise<StartedBatch> {
-  const { client, taskQueue, ...batch } = options;
+  const { client, taskQueue, ledger, env, ...batch } = options;
   const { input, report, fingerprint } = 'prepared' in batch ? batch.prepared : await prepareBatch(batch);
   const workflowId = batchWorkflowId(input.batchId);
   const existing = await describeBatch(client, workflowId);
@@ -121,33 +187,37 @@ export async function startOrAttachBatch(options: StartBatchOptions): Promise<St
   const memoFingerprint = asFingerprint((existing?.memo as { fingerprint?: unknown } | undefined)?.fingerprint);
   if (memoFingerprint && !sameFingerprint(memoFingerprint, fingerprint)) {
     const where = `Temporal's memo of ${workflowId}, started ${existing!.startTime.toISOString()}`;
-    throw new BatchFileChangedError(input.batchId, input.file, memoFingerprint, where, fingerprint);
+    const difference = `its file was ${describeFingerprint(memoFingerprint)}, and it is now ${describeFingerprint(fingerprint)}`;
+    throw new BatchFileChangedError(input.batchId, input.file, difference, where);
   }
-  const ledgerFile = ledgerFileOf(input.outDir);
-  const recorded = await readLedgerOnce(ledgerFile).then(
-    (view) => view.batches(input.batchId),
-    () => undefined, // not readable from here: the workers' folder, or no folder yet that we may see
-  );
-  const differing = recorded?.findLast((e) => !sameFingerprint(e.fingerprint, fingerprint));
-  if (differing) {
-    const where = `${ledgerFile} at ${differing.at}`;
-    throw new BatchFileChangedError(input.batchId, input.file, differing.fingerprint, where, fingerprint);
+  // A batch of an earlier version kept its ledger in its output folder: taken into the store first.
+  await importOutputFolder(ledger, input.outDir, env ?? process.env);
+  const asks = batchAsks(input);
+  const recorded = await ledger.batches(input.batchId);
+  for (const start of recorded) {
+    const difference = contentDifference(start, fingerprint, asks);
+    if (difference) {
+      throw new BatchFileChangedError(
+        input.batchId,
+        input.file,
+        difference,
+        `the ledger store ${ledger.location} at ${start.at}`,
+      );
+    }
   }
-  if (!recorded?.length || !sameFingerprint(recorded.at(-1)!.fingerprint, fingerprint)) {
-    await appendLedger(ledgerFile, [
-      {
-        type: 'batch',
-        batchId: input.batchId,
-        file: input.file,
-        fingerprint,
-        ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
-      },
-    ]).catch(() => undefined); // best effort: a folder the CLI may not write is the workers' to write
+  if (recorded.length === 0 || recorded.at(-1)!.outDir !== input.outDir || recorded.at(-1)!.file !== input.file) {
+    await ledger.append([
+      { type: 'batch', batchId: input.batchId, file: input.file, fingerprint, outDir: input.outDir, ...asks },
+    ]);
   }
+  const started: BatchWorkflowInput = {
+    ...input,
+    ledger: { storeId: ledger.id, ...(asks.newImages ? { newImages: true } : {}) },
+  };
   const handle = await client.workflow.start(batchWorkflow, {
     workflowId,
     taskQueue,
-    args: [input],
+    args: [started],
     workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
     memo: {
       batchId: input.batchId,

@@ -1,1 +1,6 @@
-export * from './ledger';
+export * from './events';
+export * from './fingerprint';
+export * from './jsonl';
+export * from './location';
+export * from './rules';
+export * from './store';

@@ -1,5 +1,5 @@
-import os from 'node:os';
 import path from 'node:path';
+import { userDataFolder } from '../util/data-folder';
 import { LocalSettingError } from './errors';
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -28,17 +28,7 @@ export const IMAGEBATCH_HOME_ENV = 'IMAGEBATCH_HOME';
  */
 export function localHome(env: Env, platform: NodeJS.Platform = process.platform): string {
   const given = env[IMAGEBATCH_HOME_ENV]?.trim();
-  if (given) return path.resolve(given);
-  const home = env.HOME?.trim() || os.homedir();
-  let data: string;
-  if (platform === 'win32') data = env.LOCALAPPDATA?.trim() || path.join(home, 'AppData', 'Local');
-  else if (platform === 'darwin') data = path.join(home, 'Library', 'Application Support');
-  else {
-    const xdg = env.XDG_DATA_HOME?.trim();
-    // The XDG spec ignores a relative XDG_DATA_HOME.
-    data = xdg && path.isAbsolute(xdg) ? xdg : path.join(home, '.local', 'share');
-  }
-  return path.join(data, 'imagebatch');
+  return given ? path.resolve(given) : userDataFolder(env, platform);
 }
 
 /** Where each piece of local mode's state lives in its home. */

@@ -7,6 +7,7 @@
  */
 
 import type { BindingLimit } from './progress';
+import type { ReusedFrom } from './record';
 
 /** The body fields a row may carry (gaps.md, "Submit request body"). */
 export interface CreationRequest {
@@ -133,6 +134,20 @@ export interface CreateImageInput {
    * creation is polled, never submitted again.
    */
   progress?: KeyProgress;
+  /** The ledger store the row's batch was started on, and whether it asks for new images. @default none */
+  ledger?: LedgerScope;
+}
+
+/** What a batch tells its rows of the ledger store (src/ledger): plain JSON, it travels in workflow inputs. */
+export interface LedgerScope {
+  /** The id of the store the batch was recorded in: a worker whose store has another id sends nothing for it. */
+  storeId?: string;
+  /**
+   * New images even for requests paid before (`--new-images`, and every run of a schedule): no earlier request
+   * serves a row of the batch.
+   * @default false
+   */
+  newImages?: boolean;
 }
 
 /**
@@ -155,12 +170,27 @@ export interface KeyProgress {
   generated?: true;
   /** The poll plan's choice at the acceptance: polled at the minimum interval and learnt from (see poll-plan.ts). */
   pollExplore?: boolean;
+  /** Worker time (ms) the row began to wait for the earlier request that serves it, still in flight elsewhere. */
+  reuseWaitSinceMs?: number;
 }
 
-/** How a key ended when its creation ended. Every other end is an ApplicationFailure (FailureType). */
+/**
+ * How a key ended when its creation ended, or, `reused`, how the earlier request of the same fingerprint that served
+ * the row instead (nothing was sent for the key): its images saved here, or none and why. Every other end is an
+ * ApplicationFailure (FailureType).
+ */
 export type CreateImageResult = (
   | { outcome: 'succeeded'; creationId: string; costUsd?: number; images: DownloadedImage[] }
   | { outcome: 'failed'; creationId: string; costUsd?: number; error: string; retryable: boolean }
+  | {
+      outcome: 'reused';
+      reusedFrom: ReusedFrom;
+      images: DownloadedImage[];
+      /** Why there are no images. */
+      error?: string;
+      /** Its creation succeeded (paid), but its images could not be saved here. */
+      generated?: boolean;
+    }
 ) & {
   /** The limit that bound the worker's requests when the key ended (see {@link BindingLimit}). */
   limit?: BindingLimit;

@@ -52,6 +52,10 @@ export const ErrorCode = {
   LocalSettingsDiffer: 'LOCAL_SETTINGS_DIFFER',
   /** The local Temporal server or worker did not start. */
   LocalStartFailed: 'LOCAL_START_FAILED',
+  /** The ledger store (`IMAGEBATCH_LEDGER`) cannot be opened, read or written. */
+  LedgerUnavailable: 'LEDGER_UNAVAILABLE',
+  /** A worker's ledger store is not the one its batch was started with: two memories of what was paid. */
+  LedgerMismatch: 'LEDGER_MISMATCH',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

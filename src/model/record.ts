@@ -9,6 +9,11 @@ export const RowState = {
   /** Generated, and every image saved. */
   Succeeded: 'succeeded',
   /**
+   * Asked and paid before: an earlier request with the same fingerprint (another batch, file or run) served it, so
+   * nothing was sent and nothing charged here; its images are copied (or fetched again from the creation) here.
+   */
+  Reused: 'reused',
+  /**
    * Paid and generated, but the images could not be saved (a download failed for good, or kept failing until the
    * maximum wait). Not to be submitted again: the creation exists; its images may still be fetched from its id.
    */
@@ -102,6 +107,17 @@ export interface RowRecord {
    * it used is known not to have been charged, or refunded.
    */
   resubmittable: boolean;
+  /** The earlier request that served the row (state `reused`, or a row that waited for it and reports it). */
+  reusedFrom?: ReusedFrom;
+}
+
+/** An earlier request with the same fingerprint that served a row instead of a key of its own. */
+export interface ReusedFrom {
+  batchId: string;
+  rowId: string;
+  idempotencyKey: string;
+  /** Its creation, when the service gave one. */
+  creationId?: string;
 }
 
 /** Key outcomes that leave no money held: the key was judged and refused, or charged and refunded in full. */
@@ -118,7 +134,9 @@ export const NO_MONEY_HELD: ReadonlySet<KeyOutcome> = new Set([
  * these rows, and only these.
  */
 export function needsReconcile(record: RowRecord): boolean {
-  if (record.state === RowState.Succeeded) return false;
+  if (record.state === RowState.Succeeded || record.state === RowState.Reused) return false;
+  // Served by another batch's key, with none of its own that may hold money: that batch's reconcile resolves it.
+  if (record.reusedFrom && record.keys.every((k) => NO_MONEY_HELD.has(k.outcome))) return false;
   if (record.state === RowState.Unknown || record.state === RowState.ImagesUnsaved) return true;
   return record.keys.some((k) => !NO_MONEY_HELD.has(k.outcome));
 }

@@ -1,5 +1,5 @@
 /** A row: one line of the batch file, run by one prompt workflow. */
-import type { CreationRequest, ListPrice } from './creation';
+import type { CreationRequest, LedgerScope, ListPrice } from './creation';
 
 /** A valid row of the batch file, as the page reader gives it to the batch workflow. */
 export interface BatchRowInput {
@@ -45,4 +45,6 @@ export interface PromptWorkflowInput {
    * @default ROW_CHECK_EVERY_MS (5 minutes)
    */
   batchCheckEveryMs?: number;
+  /** The ledger store the batch was started on, and whether it asks for new images. @default none */
+  ledger?: LedgerScope;
 }

@@ -1,7 +1,7 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { lookupRowRecord, type RowLookup } from '../activities/rows';
 import { readBatchPage, type BatchRow } from '../batch';
-import { recordAgainstLedger, recordFromLedger, type LedgerView } from '../ledger';
+import { recordAgainstLedger, recordFromLedger, type LedgerRow, type LedgerStore } from '../ledger';
 import { promptWorkflowId, type BatchCursor, type RowRecord, type RowState } from '../model';
 
 /** The state of a row as the results show it: a final state, or where it is while the batch runs. */
@@ -22,11 +22,10 @@ export interface CollectResultsOptions {
   file: string;
   defaultModel?: string;
   /**
-   * The ledger of the batch's output folder, read once by the caller: it knows rows Temporal has forgotten (past
-   * its retention, or a reset server), and records written after a row closed (by reconcile).
-   * @default none: Temporal only
+   * The ledger store: it knows rows Temporal has forgotten (past its retention, or a reset server), and records
+   * written after a row closed (by reconcile).
    */
-  ledger?: LedgerView;
+  ledger: LedgerStore;
   /**
    * Row workflows asked about at once.
    * @default 16
@@ -38,7 +37,7 @@ export interface CollectResultsOptions {
  * Every row of a batch with its state and record, in file order. Works while the batch runs: rows in flight and
  * rows not started yet are listed as such. Per row:
  * - its workflow still runs (Temporal): `in_flight`;
- * - else the ledger's latest record of the row, if it has one: the row's own, or one written later by reconcile,
+ * - else the store's latest record of the row, if it has one: the row's own, or one written later by reconcile,
  *   which knows more than the row did when it closed;
  * - else Temporal's record: the row workflow's result, or for a row closed any other way, its record rebuilt from
  *   its history by {@link lookupRowRecord};
@@ -57,14 +56,20 @@ export async function collectResults(options: CollectResultsOptions): Promise<Re
       // with its options when it started, and carried cells never travel through workflow history.
       userColumns: { readAll: true },
     });
-    const results = await mapLimit(page.rows, options.concurrency ?? 16, (row) => lookup(options, row));
+    const known = await options.ledger.rowsOf(
+      options.batchId,
+      page.rows.map((r) => r.rowId),
+    );
+    const results = await mapLimit(page.rows, options.concurrency ?? 16, (row) =>
+      lookup(options, row, known.get(row.rowId)),
+    );
     out.push(...results);
     if (page.done) return out;
     cursor = page.nextCursor;
   }
 }
 
-async function lookup(options: CollectResultsOptions, row: BatchRow): Promise<ResultRow> {
+async function lookup(options: CollectResultsOptions, row: BatchRow, known: LedgerRow | undefined): Promise<ResultRow> {
   let found: RowLookup | undefined;
   try {
     found = await lookupRowRecord(options.client, promptWorkflowId(options.batchId, row.rowId));
@@ -72,7 +77,6 @@ async function lookup(options: CollectResultsOptions, row: BatchRow): Promise<Re
     if (!(err instanceof WorkflowNotFoundError)) throw err;
   }
   if (found?.status === 'running') return { row, state: 'in_flight' };
-  const known = options.ledger?.row(options.batchId, row.rowId);
   const chosen =
     known?.record ??
     found?.record ??

@@ -7,10 +7,16 @@ import { request, type Dispatcher } from 'undici';
 import type { BatchCursor } from '../model';
 import { isKnownColumn, readBatchPage } from '../batch';
 import { CLAIMS_DIR, claimFileName, claimOwner, markScheduleRun, releaseRow } from '../ledger/claims';
-import { LEDGER_FILE, readLedgerOnce, rowMayBePaid } from '../ledger/ledger';
+import { eachRow, importJsonlLedger, rowMayBePaid, type Fingerprinter, type LedgerStore } from '../ledger';
 
 /** The record of succeeded row ids that schedules wrote before the ledgers; still read, no longer written. */
 export const LEGACY_SUCCEEDED_IDS_FILE = 'succeeded-ids.txt';
+
+/** The ledger store as a schedule's preparation reads it. */
+export interface ScheduleLedger {
+  store: LedgerStore;
+  fingerprintOf: Fingerprinter;
+}
 
 /** Options of {@link prepareScheduledInput}. */
 export interface PrepareInput {
@@ -38,6 +44,8 @@ export interface PrepareInput {
    */
   rowSettled?: (batchId: string, rowId: string) => Promise<boolean>;
   defaultModel?: string;
+  /** The ledger store, and how a request's fingerprint is made (for the `ledger.jsonl` files of earlier versions). */
+  ledger: ScheduleLedger;
   /**
    * Largest source accepted from a URL.
    * @default 512 MiB
@@ -83,7 +91,7 @@ export async function prepareScheduledInput(input: PrepareInput, dispatcher?: Di
         dispatcher,
       )
     : input.source;
-  const done = input.skipSucceeded ? await paidRowIds(scheduleDir) : new Set<string>();
+  const done = input.skipSucceeded ? await paidRowIds(scheduleDir, input.ledger) : new Set<string>();
   const claimNames = input.skipSucceeded ? await claimFileNames(scheduleDir) : new Set<string>();
   const out: string[][] = [[...COLUMNS]];
   // The user's own columns (`--carry`, `--column`) are copied as they are, after ours: the run's batch checks them
@@ -144,10 +152,10 @@ export async function prepareScheduledInput(input: PrepareInput, dispatcher?: Di
 }
 
 /**
- * Ids of the rows that any run of the schedule may have paid for: every `<scheduleDir>/<run>/ledger.jsonl`, row by
- * row ({@link rowMayBePaid}), and the old record of succeeded ids.
+ * Ids of the rows that any run of the schedule may have paid for: every run's rows in the ledger store (a run's
+ * batch id is its folder's name), row by row ({@link rowMayBePaid}), and the old record of succeeded ids.
  */
-export async function paidRowIds(scheduleDir: string): Promise<Set<string>> {
+export async function paidRowIds(scheduleDir: string, ledger: ScheduleLedger): Promise<Set<string>> {
   const ids = await readIds(path.join(scheduleDir, LEGACY_SUCCEEDED_IDS_FILE));
   let entries;
   try {
@@ -158,9 +166,9 @@ export async function paidRowIds(scheduleDir: string): Promise<Set<string>> {
   }
   for (const entry of entries) {
     if (!entry.isDirectory() || entry.name === CLAIMS_DIR) continue;
-    // A missing ledger is an empty one (a run that sent nothing); each is read once and let go.
-    const view = await readLedgerOnce(path.join(scheduleDir, entry.name, LEDGER_FILE));
-    for (const batch of view.batchIds()) for (const row of view.rows(batch)) if (rowMayBePaid(row)) ids.add(row.rowId);
+    // A run of an earlier version kept its ledger in its folder: taken in once.
+    await importJsonlLedger(ledger.store, path.join(scheduleDir, entry.name), ledger.fingerprintOf);
+    for await (const row of eachRow(ledger.store, entry.name)) if (rowMayBePaid(row)) ids.add(row.rowId);
   }
   return ids;
 }

@@ -56,7 +56,7 @@ export interface BatchState {
 }
 
 export function emptyCounts(): Record<RowState, number> {
-  return { succeeded: 0, images_unsaved: 0, failed: 0, unknown: 0, cancelled: 0, not_run: 0 };
+  return { succeeded: 0, reused: 0, images_unsaved: 0, failed: 0, unknown: 0, cancelled: 0, not_run: 0 };
 }
 
 export function newBatchState(nowMs: number): BatchState {
@@ -91,7 +91,8 @@ export function applyRowDone(
   const reserved = state.inFlight[record.rowId];
   delete state.inFlight[record.rowId];
   state.blocked = state.blocked.filter((id) => id !== record.rowId);
-  state.counts[record.state] += 1;
+  // A state carried from a run that knew fewer states starts at 0.
+  state.counts[record.state] = (state.counts[record.state] ?? 0) + 1;
   const unpriced = state.unpriced?.[record.rowId];
   if (state.unpriced) delete state.unpriced[record.rowId];
   if (record.netUsd === null) {

@@ -20,6 +20,7 @@ import {
   roundUsd,
   type BatchProgress,
   type BatchRowInput,
+  type LedgerScope,
   type ListPrice,
   type RowRecord,
   type RowReport,
@@ -113,6 +114,12 @@ export interface BatchWorkflowInput {
    * @default ROW_CHECK_EVERY_MS (5 minutes)
    */
   rowCheckEveryMs?: number;
+  /**
+   * The ledger store the batch was recorded in (`imagebatch run` gives its id), and whether it asks for new images;
+   * each row passes it to its keys.
+   * @default none: any store, and earlier requests of the same fingerprint serve rows
+   */
+  ledger?: LedgerScope;
   /** @internal State carried across continue-as-new. */
   state?: BatchState;
 }
@@ -422,6 +429,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
             ...(input.maxAttempts === undefined ? {} : { maxAttempts: input.maxAttempts }),
             ...(input.maxPollWaitMs === undefined ? {} : { maxPollWaitMs: input.maxPollWaitMs }),
             ...(input.rowCheckEveryMs === undefined ? {} : { batchCheckEveryMs: input.rowCheckEveryMs }),
+            ...(input.ledger ? { ledger: input.ledger } : {}),
           },
         ],
       });

@@ -160,6 +160,7 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
           outDir: input.outDir,
           maxPollWaitMs,
           ...(progress ? { progress } : {}),
+          ...(input.ledger ? { ledger: input.ledger } : {}),
         });
       } catch (err) {
         const failure =
@@ -224,6 +225,12 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
         }
       }
       limit = ended.limit ?? limit;
+      // Served by an earlier request of the same fingerprint: nothing was sent for the key. (No patch: only a worker
+      // of this version answers `reused`, so no earlier history reaches this branch.)
+      if (ended.outcome === 'reused') {
+        ledger.reused(ended.reusedFrom, ended.images, ended.error, ended.generated === true);
+        return 'done';
+      }
       if (ended.outcome === 'succeeded') {
         ledger.succeeded(ended.creationId, ended.costUsd, ended.images);
         return 'done';

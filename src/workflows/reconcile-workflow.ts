@@ -152,7 +152,10 @@ export async function reconcileWorkflow(input: ReconcileWorkflowInput): Promise<
         maxPollWaitMs: input.maxPollWaitMs ?? DEFAULT_MAX_POLL_WAIT_MS,
         ...(row.key.creationId ? { progress: { creationId: row.key.creationId } } : {}),
       });
-      if (ended.outcome === 'succeeded') {
+      if (ended.outcome === 'reused') {
+        ledger.reused(ended.reusedFrom, ended.images, ended.error, ended.generated === true);
+        note = `served by key ${ended.reusedFrom.idempotencyKey} of batch ${ended.reusedFrom.batchId}`;
+      } else if (ended.outcome === 'succeeded') {
         ledger.succeeded(ended.creationId, ended.costUsd, ended.images);
         note = `creation ${ended.creationId} succeeded; ${ended.images.length} image(s) saved`;
       } else {

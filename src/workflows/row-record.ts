@@ -13,6 +13,7 @@ import {
   type KeyRecord,
   type ListPrice,
   type PromptWorkflowInput,
+  type ReusedFrom,
   type RowRecord,
 } from '../model';
 
@@ -92,6 +93,27 @@ export class RowLedger {
     this.endKey(KeyOutcome.Succeeded);
     this.record.images = images;
     this.finish(RowState.Succeeded);
+  }
+
+  /**
+   * An earlier request with the same fingerprint served the row: the key in play was never sent and leaves the
+   * record, and nothing is charged here. With its images saved, the row is `reused`; without, `images_unsaved` when
+   * that creation succeeded (`generated`), else `unknown`, and `error` says why and where to resolve it.
+   */
+  reused(from: ReusedFrom, images: RowRecord['images'], error?: string, generated = false): void {
+    const key = this.current;
+    if (key?.outcome === KeyOutcome.Submitting) this.record.keys.pop();
+    this.record.reusedFrom = from;
+    if (from.creationId && !this.record.creationIds.includes(from.creationId)) {
+      this.record.creationIds.push(from.creationId);
+    }
+    this.record.images = images;
+    if (images.length > 0) {
+      this.finish(RowState.Reused);
+      return;
+    }
+    this.record.error = error ?? 'the earlier request that served the row left no image';
+    this.finish(generated ? RowState.ImagesUnsaved : RowState.Unknown);
   }
 
   /** The creation failed and was refunded in full: `retryable` says whether a new key may be tried. */
@@ -212,7 +234,7 @@ export class RowLedger {
     r.state = state;
     for (const key of r.keys) this.priceKey(key);
     Object.assign(r, rowMoney(r.keys));
-    if (state === RowState.Succeeded) delete r.error;
+    if (state === RowState.Succeeded || state === RowState.Reused) delete r.error;
     // Submitted again only when nothing it sent may hold money, and what ended it may pass on another try.
     r.resubmittable =
       (state === RowState.Failed || state === RowState.Cancelled || state === RowState.NotRun) &&

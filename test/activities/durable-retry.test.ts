@@ -13,6 +13,7 @@ import { SECRET_KEY, startStub, type StubReply, type StubServer } from '../api/h
 import { createTimeSkippingEnv, useTestEnv } from '../helpers/temporal';
 import { capturingLogger } from './helpers';
 import { createImageWorkflow, pollWorkflow, probeHeartbeatWorkflow, submitWorkflow } from './fixtures/workflows';
+import { lazyTempLedger } from '../helpers/ledger';
 
 /**
  * The retry mechanics the activities rely on, measured on the time-skipping test server: heartbeat details
@@ -58,6 +59,7 @@ async function realActivities(reply: (i: number) => StubReply, maxAmbiguousTries
     // A folder of its own (not the working directory): the ledger of one run must not answer the next run's keys
     // (seen: the suite on Node 24 read the ledger its run on Node 20 had left in ./out).
     outputRoot: mkdtempSync(path.join(tmpdir(), 'imagebatch-durable-')),
+    ledger: lazyTempLedger(),
   });
   const ticking = {
     submitCreation: (input: Parameters<typeof activities.submitCreation>[0]) => {

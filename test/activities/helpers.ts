@@ -9,6 +9,7 @@ import { createActivitiesWithSteps, type ActivityDeps } from '../../src/activiti
 import type { Logger } from '../../src/api/client';
 import { defaultServiceConfig, type ServiceConfig } from '../../src/config/service-config';
 import { SECRET_KEY } from '../api/helpers/stub-server';
+import { lazyTempLedger } from '../helpers/ledger';
 
 /** A logger that keeps every line (message and fields) for assertions. */
 export function capturingLogger(): Logger & { lines: { level: string; message: string; meta?: unknown }[] } {
@@ -40,6 +41,7 @@ export function activitiesFor(
     logger,
     // A folder of its own: what one test's activities write (images, the ledger) never answers another's.
     outputRoot: mkdtempSync(path.join(tmpdir(), 'imagebatch-act-')),
+    ledger: lazyTempLedger(),
     ...deps,
   });
   return { activities, logger, clock };

@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { decodeDataUri, describeImageUrl, downloadImages } from '../../src/activities/download';
 import { noImageFailure } from '../../src/activities/image-limits';
 import { FailureType, KeyOutcome } from '../../src/model';
-import { ledgerFileOf } from '../../src/ledger/ledger';
+import { tempLedger, testPrint } from '../helpers/ledger';
 import { renderImage } from '../../src/simulator/png';
 import { startStub, type StubServer } from '../api/helpers/stub-server';
 import { activitiesFor, runActivity, tempDir } from './helpers';
@@ -217,7 +217,14 @@ describe('createImage: a success with no image', () => {
       },
     }));
     servers.push(api);
-    const { activities, clock } = activitiesFor(api.url, {}, { outputRoot: out.dir });
+    const ledger = await tempLedger();
+    // The key was sent and accepted (an earlier attempt): this attempt polls its creation.
+    const ids = { batchId: 'b1', rowId: 'row-7', idempotencyKey: createInput.idempotencyKey };
+    await ledger.append([
+      { type: 'sending', ...ids, request, ...testPrint(request) },
+      { type: 'accepted', ...ids, creationId: 'cr_1', costUsd: 0.04 },
+    ]);
+    const { activities, clock } = activitiesFor(api.url, {}, { outputRoot: out.dir, ledger });
     const r = await runActivity(() => activities.createImage(createInput), {
       heartbeatDetails: { creationId: 'cr_1', acceptedAtMs: clock.t - 5_000, costUsd: 0.04 },
     });
@@ -231,16 +238,11 @@ describe('createImage: a success with no image', () => {
     expect(message).toContain('imagebatch reconcile b1');
     expect(JSON.stringify(r.failure?.details)).not.toContain('SECRET-VALUE');
     expect(message).not.toContain('SECRET-VALUE');
-    // One poll, no submission; the ledger knows the key ended generated and paid, with no image.
+    // One poll, no submission; the store knows the key ended generated and paid, with no image.
     expect(api.requests.map((q) => q.method)).toEqual(['GET']);
-    const events = (await readFile(ledgerFileOf(path.join(out.dir, 'batch-out')), 'utf8'))
-      .trim()
-      .split('\n')
-      .map((l) => JSON.parse(l) as Record<string, unknown>);
-    expect(events).toEqual([
-      expect.objectContaining({ type: 'ended', outcome: KeyOutcome.Succeeded, creationId: 'cr_1', error: message }),
-    ]);
-    expect(events[0]?.images).toBeUndefined();
+    const key = await ledger.key(createInput.idempotencyKey);
+    expect(key?.ended).toEqual({ outcome: KeyOutcome.Succeeded, creationId: 'cr_1', costUsd: 0.04, error: message });
+    await ledger.close();
   });
 
   it('words the message for every shape of record keys', () => {

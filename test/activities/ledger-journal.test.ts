@@ -1,23 +1,26 @@
-import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FailureType, type CreateImageInput, type CreateImageResult } from '../../src/model';
-import { LEDGER_FILE, readLedgerOnce } from '../../src/ledger/ledger';
+import Database from 'better-sqlite3';
+import type { LedgerStore } from '../../src/ledger';
+import { tempLedger, tempLedgerFile } from '../helpers/ledger';
 import { startStub, type StubServer } from '../api/helpers/stub-server';
 import { activitiesFor, runActivity } from './helpers';
 
 /**
- * createImage consults the ledger of its output folder before it sends anything: the memory of what was paid that
- * outlives Temporal (a row run again after the retention starts with no heartbeat details) and the service's
- * idempotency window.
+ * createImage consults the ledger store before it sends anything: the memory of what was paid that outlives Temporal
+ * (a row run again after the retention starts with no heartbeat details) and the service's idempotency window.
  */
 let stub: StubServer | undefined;
 let root: string | undefined;
+let ledger: LedgerStore | undefined;
 afterEach(async () => {
   await stub?.close();
   stub = undefined;
+  await ledger?.close();
+  ledger = undefined;
   if (root) await rm(root, { recursive: true, force: true });
   root = undefined;
 });
@@ -38,9 +41,10 @@ function input(extra: Partial<CreateImageInput> = {}): CreateImageInput {
 
 /**
  * A service that accepts (202, cr_1), or answers 500 when `silent`; polls say succeeded with one image on the same
- * server. Each request notes whether the ledger already held a `sending` event for its key when it arrived.
+ * server. Each submission notes whether the store's file, read by a connection of its own, already held its key
+ * (committed) when it arrived.
  */
-async function service(options: { silent?: boolean; first429?: boolean; first401?: boolean } = {}) {
+async function service(file: string, options: { silent?: boolean; first429?: boolean; first401?: boolean } = {}) {
   const ledgerAtRequest: boolean[] = [];
   let posts = 0;
   stub = await startStub((req) => {
@@ -55,16 +59,13 @@ async function service(options: { silent?: boolean; first429?: boolean; first401
       };
     }
     if (req.method === 'POST') {
-      const file = path.join(root!, 'out', LEDGER_FILE);
-      let text = '';
+      const reader = new Database(file, { readonly: true });
       try {
-        text = readFileSync(file, 'utf8');
-      } catch {
-        // no ledger yet
+        const sql = 'SELECT 1 AS found FROM ledger_keys WHERE idempotency_key = ?';
+        ledgerAtRequest.push(reader.prepare(sql).get(req.headers['idempotency-key']) !== undefined);
+      } finally {
+        reader.close();
       }
-      ledgerAtRequest.push(
-        text.includes('"type":"sending"') && text.includes(req.headers['idempotency-key'] as string),
-      );
       if (options.silent) return { status: 500, body: { error: { code: 'ERR_INTERNAL', message: 'try again' } } };
       return { status: 202, body: { id: 'cr_1', status: 'queued', cost_usd: 0.04 } };
     }
@@ -106,13 +107,13 @@ async function setup(
   } = {},
 ) {
   root = await mkdtemp(path.join(tmpdir(), 'imagebatch-journal-'));
-  const s = await service(options);
+  const file = tempLedgerFile();
+  ledger = await tempLedger(file);
+  const s = await service(file, options);
   const made = activitiesFor(
     s.url,
     { minPollIntervalMs: 1_000, maxAmbiguousTries: 2, ...options.config },
-    {
-      outputRoot: root,
-    },
+    { outputRoot: root, ledger },
   );
   // The same clock for the activities and the tests.
   const clock = made.clock;
@@ -120,12 +121,12 @@ async function setup(
 }
 
 describe('createImage and the ledger', () => {
-  it('writes the key to the ledger, on disk, before its request leaves; then its acceptance and its end', async () => {
+  it('commits the key to the store before its request leaves; then its acceptance and its end', async () => {
     const t = await setup();
     const ended = await drive(() => t.activities.createImage(input()), t.clock);
     expect(ended.value?.outcome).toBe('succeeded');
     expect(t.ledgerAtRequest).toEqual([true]);
-    const key = (await readLedgerOnce(path.join(root!, 'out', LEDGER_FILE))).key('ib/b/r/a1');
+    const key = await ledger!.key('ib/b/r/a1');
     expect(key).toMatchObject({ creationId: 'cr_1', costUsd: 0.04, ended: { outcome: 'succeeded' } });
     expect(key?.ended?.images).toHaveLength(1);
   });

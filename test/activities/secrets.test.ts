@@ -9,6 +9,7 @@ import { ErrorCode, FailureMessage } from '../../src/api/contract';
 import { defaultServiceConfig } from '../../src/config/service-config';
 import { SECRET_KEY, startStub, type StubReply, type StubServer } from '../api/helpers/stub-server';
 import { capturingLogger, tempDir } from './helpers';
+import { lazyTempLedger } from '../helpers/ledger';
 
 /**
  * Runs the activities through every error path with a recognisable key, capturing everything they produce
@@ -99,6 +100,7 @@ describe('the API key never leaves the request headers', () => {
         maxResponseBytes: 4096,
         maxAmbiguousTries: 2,
       }),
+      ledger: lazyTempLedger(),
       apiKey: () => SECRET_KEY,
       logger: ours,
       // A folder per header style: the ledger of one run must not answer the other's keys.
@@ -177,6 +179,7 @@ describe('the API key never leaves the request headers', () => {
         createActivitiesWithSteps({
           apiKey: () => `${SECRET_KEY}!`,
           config: defaultServiceConfig({ baseUrl: api.url }),
+          ledger: lazyTempLedger(),
         }).fetchModels(),
       );
     } finally {

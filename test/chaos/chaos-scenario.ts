@@ -5,6 +5,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { startOrAttachBatch } from '../../src/cli/batches';
+import { openLedgerStore, type LedgerStore } from '../../src/ledger';
 import { reconcile } from '../../src/cli/commands/reconcile';
 import { results } from '../../src/cli/commands/results';
 import { DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
@@ -144,6 +145,7 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
   let proxy: FaultProxy | undefined;
   let connection: Connection | undefined;
   let worker: WorkerProcess | undefined;
+  let ledger: LedgerStore | undefined;
   let keep = options.keepDir ?? false;
   let workerLogs = 0;
   const saveLog = async (w: WorkerProcess) => writeFile(path.join(dir, `worker-${++workerLogs}.log`), w.output());
@@ -160,8 +162,12 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
     const client = new Client({ connection });
     const taskQueue = `chaos-${randomUUID()}`;
     const batchId = `chaos${seed}-${randomUUID().slice(0, 8)}`;
+    // The store of what was paid: one file, shared by the workers and the commands of the run.
+    const ledgerFile = path.join(dir, 'ledger.sqlite');
+    ledger = await openLedgerStore({ kind: 'sqlite', file: ledgerFile });
     const env = {
       ...WORKER_SETTINGS,
+      IMAGEBATCH_LEDGER: ledgerFile,
       TEMPORAL_ADDRESS: server.address,
       TEMPORAL_TASK_QUEUE: taskQueue,
       IMAGEGEN_BASE_URL: proxy.rewrite(sim.baseUrl),
@@ -174,6 +180,7 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
     const t0 = Date.now();
     const deadline = t0 + budgetMs;
     const { handle } = await startOrAttachBatch({
+      ledger,
       client,
       taskQueue,
       batchId,
@@ -278,7 +285,7 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
     step('read every row workflow');
     const runs = await runsPerRow(client, batchId);
     step('listed the row workflows');
-    const written = await results({ client, batchId, outDir: path.join(dir, 'results') });
+    const written = await results({ client, batchId, ledger, outDir: path.join(dir, 'results') });
     step('wrote the result files');
     const figures = await computeFigures({
       rows,
@@ -307,7 +314,7 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
     // images unsaved, cancelled in flight) is resolved with its own key, or reported; nothing is paid twice.
     sim.setFaults({});
     proxy.setFaults({});
-    const reconciled = await reconcile({ client, taskQueue, batchId, outDir });
+    const reconciled = await reconcile({ client, taskQueue, batchId, outDir, ledger });
     step('reconciled the unresolved rows');
     const reconcileFigures = reconcileFiguresOf(written.unresolvedRows, reconciled, batchId, sim.ledger);
     violations.push(...reconcileViolations(reconcileFigures));
@@ -343,6 +350,7 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
     await proxy?.close();
     await sim?.close();
     await server?.stop();
+    await ledger?.close();
     if (keep) log(`[chaos] the run's folder is kept: ${dir}`);
     else await rm(dir, { recursive: true, force: true });
   }

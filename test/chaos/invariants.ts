@@ -150,6 +150,10 @@ export async function computeFigures(input: FigureInputs): Promise<ChaosFigures>
       case RowState.ImagesUnsaved:
         if (netCharged !== 1) succeededNotChargedOnce++;
         break;
+      case RowState.Reused:
+        // Served by an earlier request of the same fingerprint: nothing charged under its own keys.
+        if (netCharged !== 0) doubleCharged++;
+        break;
       case RowState.Failed:
         if (netCharged !== 0 || Math.abs(netUsd) > 1e-9) failedWithCharge++;
         break;

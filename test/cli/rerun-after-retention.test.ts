@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_IDEMPOTENCY_HEADER } from '../../src/api/contract';
-import { ledgerFileOf, readLedgerOnce } from '../../src/ledger';
+import { defaultLedger } from '../helpers/ledger';
 import { DEMO_API_KEY, FaultKind, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
 import type { BatchProgress } from '../../src/model';
@@ -14,10 +14,10 @@ import { WorkerProcess, baseEnv, cli, cliJson, describeRun, ensureDistIsFresh, r
 import { chargedKeys } from './stack';
 
 /**
- * A batch run again after Temporal's retention has passed: its row workflows are gone, but its output folder (and
- * the ledger in it) is kept. Simulated with a second, empty dev server and a new worker on the same simulator and
- * the same output folder. The ledger alone must stop every paid row from being submitted (or charged) again, bring
- * back deleted images from their creation, and let `results` write every row.
+ * A batch run again after Temporal's retention has passed: its row workflows are gone, but the ledger store is kept.
+ * Simulated with a second, empty dev server and a new worker on the same simulator and the same store. The store
+ * alone must stop every paid row from being submitted (or charged) again, bring back deleted images from their
+ * creation, and let `results` write every row.
  */
 
 const BATCH = 'kept';
@@ -165,7 +165,7 @@ async function expectResults(args: string[], env: Record<string, string>, out: s
 }
 
 describe('a batch run again after its row workflows are gone', { timeout: 120_000 }, () => {
-  it('pays nothing for rows its ledger holds, and results still writes every row', async () => {
+  it('pays nothing for rows the store holds, and results still writes every row', async () => {
     const file = path.join(dir, 'prompts.csv');
     const out = path.join(dir, 'out');
     await writeFile(file, `${ROWS.join('\n')}\n`);
@@ -188,8 +188,9 @@ describe('a batch run again after its row workflows are gone', { timeout: 120_00
     expect(chargedBefore).toHaveLength(8);
 
     // r1's images are deleted from the output folder.
-    const ledger = await readLedgerOnce(ledgerFileOf(out));
-    const r1 = ledger.row(BATCH, 'r1')!.keys[0]!;
+    const ledger = await defaultLedger();
+    const r1 = (await ledger.row(BATCH, 'r1'))!.keys[0]!;
+    await ledger.close();
     const images = r1.ended?.images ?? [];
     expect(images).toHaveLength(2);
     for (const image of images) await rm(path.join(out, image.path));
@@ -200,8 +201,8 @@ describe('a batch run again after its row workflows are gone', { timeout: 120_00
     const gone = await cli(['status', BATCH], { env });
     expect(gone.code, describeRun(['status', BATCH], gone)).toBe(1);
 
-    // results --out, from the ledger alone: every row in its state.
-    await expectResults(['results', BATCH, '--out', out], env, out);
+    // results, from the store alone: every row in its state.
+    await expectResults(['results', BATCH], env, out);
 
     // The same file, the same batch id, again.
     const callsBefore = proxy.calls.length;

@@ -2,16 +2,18 @@ import { readFile, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { appendLedger, fileFingerprint, ledgerFileOf, requestFingerprint, type NewLedgerEvent } from '../../src/ledger';
+import { fileFingerprint, ledgerLocation, type NewLedgerEvent } from '../../src/ledger';
+import { defaultLedger, testPrint, writeJsonlLedger } from '../helpers/ledger';
 import { DevServer } from '../../src/temporal/dev-server';
 import type { RowRecord } from '../../src/model';
 import { baseEnv, cli, describeRun, ensureDistIsFresh, readCsv } from './helpers';
 import { rowRecord } from '../helpers/records';
 
 /**
- * `imagebatch results BATCH --out DIR` once Temporal has forgotten the batch (its retention passed, or the server
- * was reset; here a fresh dev server that never saw it): the batch file and default model come from the last
- * `batch` event of DIR's ledger, and every row's record from the ledger. Without --out it says what to give.
+ * `imagebatch results BATCH` once Temporal has forgotten the batch (its retention passed, or the server was reset;
+ * here a fresh dev server that never saw it): the batch file, output folder and default model come from the batch's
+ * last start in the ledger store, and every row's record from the store. A batch of an earlier version kept its
+ * ledger in its output folder: `--out DIR` takes DIR's ledger.jsonl into the store first.
  */
 
 let dir: string;
@@ -36,7 +38,7 @@ function record(rowId: string, line: number, fields: Partial<RowRecord> & Pick<R
 }
 
 describe('results of a batch Temporal does not know', { timeout: 120_000 }, () => {
-  it('--out: every row from the ledger, with the batch file and model its batch event names', async () => {
+  it('--out, for a batch of an earlier version: its ledger.jsonl is imported, every row comes from it', async () => {
     const file = path.join(dir, 'prompts.csv');
     const out = path.join(dir, 'out');
     await writeFile(file, 'id,prompt\nok,prompt ok\nlost,prompt lost\nnope,prompt nope\nnew,prompt new\n');
@@ -64,11 +66,11 @@ describe('results of a batch Temporal does not know', { timeout: 120_000 }, () =
         rowId: 'lost',
         idempotencyKey: 'ib.forgotten.lost.a1',
         request,
-        requestSha256: requestFingerprint(request),
+        ...testPrint(request),
       },
       { type: 'row', by: 'row', record: nope },
     ];
-    await appendLedger(ledgerFileOf(out), events);
+    await writeJsonlLedger(out, events);
 
     const args = ['results', BATCH, '--out', out, '--json'];
     const r = await cli(args, env());
@@ -90,22 +92,36 @@ describe('results of a batch Temporal does not know', { timeout: 120_000 }, () =
     expect(jsonl[0]).toMatchObject({ row_id: 'ok', creation_ids: ['cr_ok'], charged_usd: 0.04 });
   });
 
-  it('without --out: one line saying to give the output folder (exit 1)', async () => {
+  it('without --out: the batch and its rows from the store alone, written to the folder it ran with', async () => {
+    const file = path.join(dir, 'stored.csv');
+    const out = path.join(dir, 'stored-out');
+    await writeFile(file, 'id,prompt\nok,prompt ok\nnew,prompt new\n');
+    const store = await defaultLedger();
+    try {
+      await store.append([
+        { type: 'batch', batchId: 'stored', file, fingerprint: await fileFingerprint(file), outDir: out },
+        { type: 'row', by: 'row', record: rowRecord({ batchId: 'stored', rowId: 'ok', line: 2, state: 'succeeded' }) },
+      ]);
+    } finally {
+      await store.close();
+    }
+    const args = ['results', 'stored', '--json'];
+    const r = await cli(args, env());
+    expect(r.code, describeRun(args, r)).toBe(0);
+    const csv = await readCsv(path.join(out, 'results.csv'));
+    expect(csv.map((row) => [row.row_id, row.state])).toEqual([
+      ['ok', 'succeeded'],
+      ['new', 'not_started'],
+    ]);
+  });
+
+  it('a batch neither Temporal nor the store knows: one line naming the store and the setting (exit 1)', async () => {
     const args = ['results', 'never-seen'];
     const r = await cli(args, env());
     expect(r.code, describeRun(args, r)).toBe(1);
-    expect(r.stderr.trim()).toBe(
-      'imagebatch: batch never-seen is not known to Temporal (retention passed?): give its output folder with --out',
-    );
-  });
-
-  it('--out with a ledger that does not know the batch: says so and names the ledger (exit 1)', async () => {
-    const out = path.join(dir, 'empty-out');
-    const args = ['results', 'never-seen', '--out', out];
-    const r = await cli(args, env());
-    expect(r.code, describeRun(args, r)).toBe(1);
     expect(r.stderr).toContain('never-seen');
-    expect(r.stderr).toContain(ledgerFileOf(out));
+    expect(r.stderr).toContain(String((ledgerLocation(process.env) as { file: string }).file));
+    expect(r.stderr).toContain('IMAGEBATCH_LEDGER');
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
   });
 });

@@ -18,6 +18,7 @@ import {
   type Simulator,
   type SimulatorConfigInput,
 } from '../../src/simulator';
+import { lazyTempLedger } from '../helpers/ledger';
 
 /**
  * Contract tests: the real activities against the real simulator over loopback HTTP, both on one manual
@@ -123,6 +124,7 @@ export function harness(
     // keys (seen: the second run of the suite on one machine, Node 24 after Node 20, read the first one's ledger).
     outputRoot: options.outputRoot ?? mkdtempSync(path.join(tmpdir(), 'imagebatch-contract-')),
     random: () => 0.5,
+    ledger: lazyTempLedger(),
     ...(options.dispatcher ? { dispatcher: options.dispatcher } : {}),
   });
   const logger = new DefaultLogger('TRACE', (entry) => produced.logs.push(entry));

@@ -19,6 +19,7 @@ import { promptWorkflow, rowResumeSignal } from '../../src/workflows';
 import { idempotencyKeyFor, type PromptWorkflowInput } from '../../src/model';
 import { createTimeSkippingEnv, useTestEnv, workflowBundle } from '../helpers/temporal';
 import { SkippedTimeClock } from '../helpers/skipped-clock';
+import { lazyTempLedger } from '../helpers/ledger';
 
 /**
  * promptWorkflow end to end: the real activities and HTTP client against the simulator, on the time-skipping
@@ -51,6 +52,7 @@ async function createTestWorker(taskQueue: string): Promise<Worker> {
       apiKey: () => DEMO_API_KEY,
       now: clock.now,
       outputRoot: outDir,
+      ledger: lazyTempLedger(),
     }),
     interceptors: { activity: [clock.interceptor()] },
   });

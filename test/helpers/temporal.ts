@@ -8,6 +8,8 @@ import { createActivities } from '../../src/activities';
 import { defaultServiceConfig, type ServiceConfig } from '../../src/config/service-config';
 import { DEMO_API_KEY } from '../../src/simulator';
 import { refuseInUnitProject } from './project';
+import { tempLedger } from './ledger';
+import type { LedgerStore } from '../../src/ledger';
 
 /**
  * Test environments on the project's pinned binaries (see scripts/setup.mjs). When a binary is missing the
@@ -67,9 +69,17 @@ export const quietBundlerLogger = { trace: noop, debug: noop, info: noop, warn: 
  */
 export async function simulatorWorker(
   env: () => TestWorkflowEnvironment,
-  options: { baseUrl: string; outputRoot: string; prefix: string; config?: Partial<ServiceConfig> },
-): Promise<{ worker: Worker; taskQueue: string }> {
+  options: {
+    baseUrl: string;
+    outputRoot: string;
+    prefix: string;
+    config?: Partial<ServiceConfig>;
+    /** @default a store of its own */
+    ledger?: LedgerStore;
+  },
+): Promise<{ worker: Worker; taskQueue: string; ledger: LedgerStore }> {
   const taskQueue = `${options.prefix}-${randomUUID()}`;
+  const ledger = options.ledger ?? (await tempLedger());
   const worker = await Worker.create({
     connection: env().nativeConnection,
     taskQueue,
@@ -79,7 +89,8 @@ export async function simulatorWorker(
       apiKey: () => DEMO_API_KEY,
       outputRoot: options.outputRoot,
       temporalClient: env().client,
+      ledger,
     }),
   });
-  return { worker, taskQueue };
+  return { worker, taskQueue, ledger };
 }

@@ -15,6 +15,7 @@ import { batchWorkflow, promptWorkflow } from '../../src/workflows';
 import { ROW_HAPPY_PATH_EVENTS } from '../helpers/history-events';
 import { workflowBundle } from '../helpers/temporal';
 import { rowOutcomes, within, writeBatchCsv } from './helpers';
+import { lazyTempLedger } from '../helpers/ledger';
 
 /**
  * Continue-as-new on the real server code: the dev server suggests continue-as-new after a low history count,
@@ -89,6 +90,7 @@ async function newWorker(client: Client, taskQueue: string) {
       apiKey: () => DEMO_API_KEY,
       outputRoot: dir,
       temporalClient: client,
+      ledger: lazyTempLedger(),
     },
   });
 }

@@ -13,6 +13,7 @@ import { results } from '../../src/cli/commands/results';
 import { startSimulator, type Simulator, type SimulatorConfigInput } from '../../src/simulator';
 import { parseIdempotencyKey, promptWorkflowId, type BatchProgress } from '../../src/model';
 import { createLocalEnv, simulatorWorker, useTestEnv } from '../helpers/temporal';
+import { tempLedger } from '../helpers/ledger';
 
 /**
  * Where the images are, and a success without one, on the dev server against the simulator:
@@ -67,13 +68,16 @@ interface Folder {
   out: string;
   file: string;
   batchId: string;
+  /** The ledger store's file: every worker of the folder's batch and its reconcile use it. */
+  ledgerFile: string;
 }
 
 async function newFolder(): Promise<Folder> {
   const folder = await mkdtemp(path.join(dir, 'run-'));
   const file = path.join(folder, 'prompts.csv');
   await writeFile(file, `${ROWS.join('\n')}\n`);
-  return { folder, file, out: path.join(folder, 'out'), batchId: `i${randomUUID().slice(0, 8)}` };
+  const batchId = `i${randomUUID().slice(0, 8)}`;
+  return { folder, file, out: path.join(folder, 'out'), batchId, ledgerFile: path.join(folder, 'ledger.sqlite') };
 }
 
 async function readResults(f: Folder) {
@@ -90,9 +94,16 @@ async function readResults(f: Folder) {
 
 /** Runs the batch of {@link ROWS} on a worker with `config` against `baseUrl`, and writes its results. */
 async function runBatch(f: Folder, baseUrl: string, config: Partial<ServiceConfig> = {}): Promise<BatchProgress> {
-  const { worker, taskQueue } = await simulatorWorker(env, { baseUrl, outputRoot: f.folder, prefix: 'inline', config });
+  const { worker, taskQueue, ledger } = await simulatorWorker(env, {
+    baseUrl,
+    outputRoot: f.folder,
+    prefix: 'inline',
+    config,
+    ledger: await tempLedger(f.ledgerFile),
+  });
   return worker.runUntil(async () => {
     const { handle } = await startOrAttachBatch({
+      ledger,
       client: env().client,
       taskQueue,
       batchId: f.batchId,
@@ -102,15 +113,21 @@ async function runBatch(f: Folder, baseUrl: string, config: Partial<ServiceConfi
       concurrency: 2,
     });
     const progress = await handle.result();
-    await results({ client: env().client, batchId: f.batchId });
+    await results({ client: env().client, batchId: f.batchId, ledger });
     return progress;
   });
 }
 
 /** `imagebatch reconcile` of the batch, on a (new) worker with `config`. */
 async function reconcileOn(f: Folder, baseUrl: string, config: Partial<ServiceConfig> = {}) {
-  const { worker, taskQueue } = await simulatorWorker(env, { baseUrl, outputRoot: f.folder, prefix: 'rec', config });
-  return worker.runUntil(() => reconcile({ client: env().client, taskQueue, batchId: f.batchId }));
+  const { worker, taskQueue, ledger } = await simulatorWorker(env, {
+    baseUrl,
+    outputRoot: f.folder,
+    prefix: 'rec',
+    config,
+    ledger: await tempLedger(f.ledgerFile),
+  });
+  return worker.runUntil(() => reconcile({ client: env().client, taskQueue, batchId: f.batchId, ledger }));
 }
 
 /** Creations the simulator made for the batch, per row: each one a submission that was charged. */
@@ -186,7 +203,9 @@ describe('inline images', { timeout: 120_000 }, () => {
       const stored = [
         await historyText(promptWorkflowId(f.batchId, 'one')),
         await historyText(promptWorkflowId(f.batchId, 'two')),
-        await readFile(path.join(f.out, 'ledger.jsonl'), 'utf8'),
+        // The store's file and its write-ahead log, as bytes: whatever SQLite keeps of it.
+        await readFile(f.ledgerFile, 'latin1'),
+        await readFile(`${f.ledgerFile}-wal`, 'latin1').catch(() => ''),
         await readFile(path.join(f.out, 'results.jsonl'), 'utf8'),
         await readFile(path.join(f.out, 'results.csv'), 'utf8'),
       ].join('\n');

@@ -67,13 +67,14 @@ async function runBatch(sim: Simulator, extra: { prices?: Record<string, number>
   const file = path.join(folder, 'prompts.csv');
   await writeFile(file, `${ROWS.join('\n')}\n`);
   const batchId = `p${randomUUID().slice(0, 8)}`;
-  const { worker, taskQueue } = await simulatorWorker(env, {
+  const { worker, taskQueue, ledger } = await simulatorWorker(env, {
     baseUrl: sim.baseUrl,
     outputRoot: folder,
     prefix: 'prices',
   });
   return worker.runUntil(async (): Promise<Run> => {
     const { handle } = await startOrAttachBatch({
+      ledger,
       client: env().client,
       taskQueue,
       batchId,
@@ -83,7 +84,7 @@ async function runBatch(sim: Simulator, extra: { prices?: Record<string, number>
       ...extra,
     });
     const progress = await handle.result();
-    const written = await results({ client: env().client, batchId });
+    const written = await results({ client: env().client, batchId, ledger });
     const jsonl = (await readFile(written.resultsJsonl, 'utf8'))
       .trim()
       .split('\n')

@@ -62,7 +62,7 @@ async function runBatch(
   await writeFile(file, `${ROWS.join('\n')}\n`);
   const out = path.join(folder, 'out');
   const batchId = `s${randomUUID().slice(0, 8)}`;
-  const { worker, taskQueue } = await simulatorWorker(env, {
+  const { worker, taskQueue, ledger } = await simulatorWorker(env, {
     baseUrl: sim.baseUrl,
     outputRoot: folder,
     prefix: 'shapes',
@@ -70,6 +70,7 @@ async function runBatch(
   });
   const progress = await worker.runUntil(async () => {
     const { handle } = await startOrAttachBatch({
+      ledger,
       client: env().client,
       taskQueue,
       batchId,
@@ -80,7 +81,7 @@ async function runBatch(
       ...(maxPollWaitMs === undefined ? {} : { maxPollWaitMs }),
     });
     const ended = await handle.result();
-    await results({ client: env().client, batchId });
+    await results({ client: env().client, batchId, ledger });
     return ended;
   });
   const lines = (await readFile(path.join(out, 'results.jsonl'), 'utf8')).trim().split('\n');

@@ -8,6 +8,7 @@ import { startSimulator, type Simulator } from '../../src/simulator';
 import { paidRowIds } from '../../src/schedules/prepare';
 import type { ScheduledBatchResult } from '../../src/workflows';
 import { createLocalEnv, simulatorWorker, useTestEnv } from '../helpers/temporal';
+import { testPrint } from '../helpers/ledger';
 
 /**
  * Scheduled pipelines on the dev server (the time-skipping server has no schedules): a schedule triggered twice
@@ -51,7 +52,7 @@ describe('schedules (dev server)', () => {
       file,
       'id,prompt\na,a red kite over a beach\nb,a green tram in the fog\nc,a blue door in a white wall\n',
     );
-    const { worker, taskQueue } = await simulatorWorker(env, {
+    const { worker, taskQueue, ledger } = await simulatorWorker(env, {
       baseUrl: sim.baseUrl,
       outputRoot: dir,
       prefix: 'sched',
@@ -91,7 +92,13 @@ describe('schedules (dev server)', () => {
     expect(accepted).toHaveLength(5);
     expect(sim.ledger.isConsistent()).toBe(true);
     // The runs' ledgers are the schedule's record: every row paid once, and nothing else written.
-    expect([...(await paidRowIds(path.join(dir, 'out')))].sort()).toEqual(['a', 'b', 'c', 'd', 'e']);
+    expect([...(await paidRowIds(path.join(dir, 'out'), { store: ledger, fingerprintOf: testPrint }))].sort()).toEqual([
+      'a',
+      'b',
+      'c',
+      'd',
+      'e',
+    ]);
     await expect(readFile(path.join(dir, 'out', 'succeeded-ids.txt'))).rejects.toThrow(/ENOENT/);
   });
 });

@@ -23,6 +23,7 @@ import { batchWorkflowId, parseIdempotencyKey, type BatchProgress } from '../../
 import { runs } from '../fuzz/runs';
 import { createLocalEnv, useTestEnv, workflowBundle } from '../helpers/temporal';
 import { WorkerProcess, ensureDistIsFresh, within } from './helpers';
+import { defaultLedger, tempLedger } from '../helpers/ledger';
 
 /**
  * The spend cap, as a property over generated batches (fast-check; each case is a real batch on the dev server
@@ -505,6 +506,7 @@ async function inProcessCase(c: CapCase, mode: 'cap' | 'resume', budgetMs: numbe
     const taskQueue = `spend-cap-${randomUUID()}`;
     const batchId = `cap${randomUUID().slice(0, 8)}`;
     const cap = mode === 'cap' ? Math.round(sumUsd(rowPrices(c)) * c.capPercent) / 100 : undefined;
+    const ledger = await tempLedger();
     const worker = await Worker.create({
       connection: env().nativeConnection,
       taskQueue,
@@ -514,10 +516,12 @@ async function inProcessCase(c: CapCase, mode: 'cap' | 'resume', budgetMs: numbe
         apiKey: () => DEMO_API_KEY,
         outputRoot: folder,
         temporalClient: env().client,
+        ledger,
       }),
     });
     return await worker.runUntil(async () => {
       const { handle } = await startOrAttachBatch({
+        ledger,
         client: env().client,
         taskQueue,
         batchId,
@@ -556,7 +560,10 @@ async function killCase(c: CapCase, budgetMs: number): Promise<CaseReport> {
     const file = await writeCaseFile(folder, c);
     const cap = Math.round(sumUsd(rowPrices(c)) * c.capPercent) / 100;
     workers.push(await startWorker());
+    // The store the worker processes use (this file's default): the batch is recorded where they look.
+    const ledger = await defaultLedger();
     const { handle } = await startOrAttachBatch({
+      ledger,
       client: env().client,
       taskQueue,
       batchId,

@@ -48,7 +48,7 @@ async function runBatch(
   const file = path.join(folder, 'prompts.csv');
   await writeFile(file, `${lines.join('\n')}\n`);
   const batchId = `c${randomUUID().slice(0, 8)}`;
-  const { worker, taskQueue } = await simulatorWorker(env, {
+  const { worker, taskQueue, ledger } = await simulatorWorker(env, {
     baseUrl: sim.baseUrl,
     outputRoot: folder,
     prefix: 'columns',
@@ -56,6 +56,7 @@ async function runBatch(
   });
   return worker.runUntil(async () => {
     const { handle } = await startOrAttachBatch({
+      ledger,
       client: env().client,
       taskQueue,
       batchId,
@@ -65,7 +66,7 @@ async function runBatch(
       userColumns,
     });
     const progress = await handle.result();
-    const written = await results({ client: env().client, batchId });
+    const written = await results({ client: env().client, batchId, ledger });
     const jsonl = (await readFile(written.resultsJsonl, 'utf8'))
       .trim()
       .split('\n')

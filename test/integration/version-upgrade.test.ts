@@ -22,6 +22,7 @@ import { progressQuery } from '../../src/workflows/definitions';
 import { ASK_BATCH_BEFORE_NEW_KEY } from '../../src/workflows/prompt-workflow';
 import { REPO_ROOT, rowOutcomes, sha256Of, waitUntil, within, writeBatchCsv } from './helpers';
 import { temporal } from '@temporalio/proto';
+import { tempLedger } from '../helpers/ledger';
 
 /**
  * Deploying a new worker version in the middle of a batch. Worker "v1" runs the workflow code as it was just before
@@ -85,6 +86,8 @@ describe('a new worker version in the middle of a batch', () => {
     const batchId = `upgrade${randomUUID().slice(0, 8)}`;
     const file = path.join(dir, 'batch.csv');
     const rowIds = await writeBatchCsv(file, ROWS);
+    // One store for both versions, as one deployment has.
+    const ledger = await tempLedger();
     // Every third row's first creation fails, refunded: the row tries a new key, the patched path.
     for (let n = 3; n <= ROWS; n += 3) {
       sim!.scriptFor(`a watercolour harbour at dawn, number ${n}`, [{ kind: FaultKind.FailGeneration }]);
@@ -101,6 +104,7 @@ describe('a new worker version in the middle of a batch', () => {
           apiKey: () => DEMO_API_KEY,
           outputRoot: dir,
           temporalClient: client,
+          ledger,
         },
       });
 

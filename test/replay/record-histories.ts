@@ -34,6 +34,7 @@ import {
   type BatchWorkflowInput,
 } from '../../src/workflows';
 import { ROW_REPORTS_LIMIT } from '../../src/workflows/prompt-workflow';
+import { lazyTempLedger } from '../helpers/ledger';
 
 // IMAGEBATCH_HISTORIES_DIR records elsewhere (e.g. to add a new version's histories beside the old ones).
 const HISTORIES_DIR = process.env.IMAGEBATCH_HISTORIES_DIR ?? path.join(__dirname, 'histories');
@@ -63,6 +64,7 @@ async function main(): Promise<void> {
         apiKey: () => DEMO_API_KEY,
         outputRoot,
         temporalClient: client,
+        ledger: lazyTempLedger(),
       },
     });
     const histories = new Map<string, string>();

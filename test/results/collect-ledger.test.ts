@@ -4,7 +4,8 @@ import path from 'node:path';
 import { type Client, WorkflowNotFoundError } from '@temporalio/client';
 import { defaultFailureConverter, defaultPayloadConverter } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { appendLedger, ledgerFileOf, readLedgerOnce, requestFingerprint, type NewLedgerEvent } from '../../src/ledger';
+import type { NewLedgerEvent } from '../../src/ledger';
+import { tempLedger, testPrint } from '../helpers/ledger';
 import { collectResults } from '../../src/results';
 import { promptWorkflowId, type RowRecord } from '../../src/model';
 import { rowRecord } from '../helpers/records';
@@ -12,8 +13,8 @@ import { rowRecord } from '../helpers/records';
 /**
  * collectResults with the output folder's ledger: Temporal says what still runs; otherwise the ledger's latest row
  * record wins (the row's own, or reconcile's, written later); then Temporal's record; then, for a row Temporal
- * does not know, the record rebuilt from the ledger's keys. A real ledger file, written by appendLedger; a fake
- * Temporal client (the rows' workflows, or none).
+ * does not know, the record rebuilt from the ledger's keys. A real ledger store (SQLite), a store of its own per
+ * test; a fake Temporal client (the rows' workflows, or none).
  */
 
 let dir: string;
@@ -64,7 +65,7 @@ const sending = (rowId: string, n = 1): NewLedgerEvent => ({
   rowId,
   idempotencyKey: `ib.${BATCH}.${rowId}.a${n}`,
   request: request(rowId),
-  requestSha256: requestFingerprint(request(rowId)),
+  ...testPrint(request(rowId)),
 });
 
 const image = { url: 'https://files.example/k.png', path: 'lb/kept-1.png', sha256: 'cd'.repeat(32), bytes: 99 };
@@ -78,7 +79,7 @@ async function batch(name: string, ids: string[]): Promise<{ file: string; out: 
 
 describe('collectResults with the ledger', () => {
   it('rows Temporal does not know come out of the ledger: their record, or one rebuilt from their keys', async () => {
-    const { file, out } = await batch('only-ledger', ['done', 'kept', 'sent', 'refused', 'new']);
+    const { file } = await batch('only-ledger', ['done', 'kept', 'sent', 'refused', 'new']);
     const done = record('done', {
       state: 'succeeded',
       line: 2,
@@ -90,7 +91,8 @@ describe('collectResults with the ledger', () => {
       chargedUsd: 0.04,
       netUsd: 0.04,
     });
-    await appendLedger(ledgerFileOf(out), [
+    const ledger = await tempLedger();
+    await ledger.append([
       { type: 'batch', batchId: BATCH, file, fingerprint: { size: 1, sha256: 'ab'.repeat(32) } },
       sending('done'),
       { type: 'row', by: 'row', record: done },
@@ -129,7 +131,6 @@ describe('collectResults with the ledger', () => {
       { ...sending('new'), batchId: 'other' } as NewLedgerEvent,
     ]);
     const client = fakeClient({});
-    const ledger = await readLedgerOnce(ledgerFileOf(out));
     const rows = await collectResults({ client, batchId: BATCH, file, defaultModel: 'flux-dev', ledger });
 
     expect(rows.map((r) => [r.row.rowId, r.state])).toEqual([
@@ -163,7 +164,7 @@ describe('collectResults with the ledger', () => {
   });
 
   it("the ledger's latest row record (reconcile's) wins over Temporal's; a running row is in flight", async () => {
-    const { file, out } = await batch('reconciled', ['settled', 'busy', 'plain']);
+    const { file } = await batch('reconciled', ['settled', 'busy', 'plain']);
     const unknown = record('settled', {
       state: 'unknown',
       keys: [{ attempt: 1, idempotencyKey: 'ib.lb.settled.a1', outcome: 'unknown' }],
@@ -176,7 +177,8 @@ describe('collectResults with the ledger', () => {
       resubmittable: true,
     });
     const plain = record('plain', { state: 'failed', error: 'temporal says so', resubmittable: true });
-    await appendLedger(ledgerFileOf(out), [
+    const ledger = await tempLedger();
+    await ledger.append([
       sending('settled'),
       { type: 'row', by: 'row', record: unknown },
       { type: 'row', by: 'reconcile', record: settled },
@@ -188,7 +190,6 @@ describe('collectResults with the ledger', () => {
       [promptWorkflowId(BATCH, 'busy')]: { status: 'RUNNING' },
       [promptWorkflowId(BATCH, 'plain')]: { status: 'COMPLETED', result: plain },
     });
-    const ledger = await readLedgerOnce(ledgerFileOf(out));
     const rows = await collectResults({ client, batchId: BATCH, file, defaultModel: 'flux-dev', ledger });
     expect(rows.map((r) => [r.row.rowId, r.state])).toEqual([
       ['settled', 'failed'],

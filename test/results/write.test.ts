@@ -11,6 +11,7 @@ import { collectResults, type ResultRow, writeResults } from '../../src/results'
 import { adviceFor, isUnresolved } from '../../src/results/write';
 import { promptWorkflowId, type KeyOutcome, type KeyRecord, type RowRecord } from '../../src/model';
 import { rowRecord } from '../helpers/records';
+import { lazyTempLedger } from '../helpers/ledger';
 
 let dir: string;
 beforeAll(async () => {
@@ -576,7 +577,7 @@ describe('collectResults: the state comes from the record', () => {
         },
       },
     });
-    const collected = await collectResults({ client, batchId: BATCH, file });
+    const collected = await collectResults({ client, batchId: BATCH, file, ledger: lazyTempLedger() });
     expect(collected.map((r) => [r.row.rowId, r.state])).toEqual([
       ['ok', 'succeeded'],
       ['busy', 'in_flight'],

@@ -5,7 +5,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimOwner, claimRow, scheduleDirOf } from '../../src/ledger/claims';
-import { appendLedger, ledgerFileOf, requestFingerprint, type NewLedgerEvent } from '../../src/ledger/ledger';
+import type { LedgerStore, NewLedgerEvent } from '../../src/ledger';
+import { tempLedger, testPrint, writeJsonlLedger } from '../helpers/ledger';
 import { prepareScheduledInput } from '../../src/schedules/prepare';
 import { KeyOutcome, RowState, type KeyOutcome as KeyOutcomeT, type RowRecord } from '../../src/model';
 import { rowRecord } from '../helpers/records';
@@ -13,10 +14,14 @@ import { rowRecord } from '../helpers/records';
 let dir: string;
 let server: Server;
 let base: string;
+let store: LedgerStore;
+/** What every preparation reads: the store, and the prints of an earlier version's ledger.jsonl. */
+const ledger = () => ({ store, fingerprintOf: testPrint });
 const BODY = 'prompt,model\n"a fox, in snow",flux-dev\na lake at dawn,flux-dev\n';
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'imagebatch-prepare-'));
+  store = await tempLedger();
   server = createServer((req, res) => {
     if (req.url === '/prompts.csv') res.writeHead(200, { 'content-type': 'text/csv' }).end(BODY);
     else if (req.url === '/big.csv') res.writeHead(200).end('prompt\n' + 'x'.repeat(5000) + '\n');
@@ -28,6 +33,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await new Promise<void>((resolve) => server.close(() => resolve()));
   await rm(dir, { recursive: true, force: true });
+  await store.close();
 });
 
 describe('the input of a scheduled run', () => {
@@ -37,6 +43,7 @@ describe('the input of a scheduled run', () => {
       source: `${base}/prompts.csv`,
       runDir,
       skipSucceeded: true,
+      ledger: ledger(),
     });
     expect(prepared).toMatchObject({ rows: 2, skipped: 0, invalid: 0 });
     const text = await readFile(prepared.file, 'utf8');
@@ -55,13 +62,14 @@ describe('the input of a scheduled run', () => {
       source: file,
       runDir: path.join(scheduleDir, 'run2'),
       skipSucceeded: true,
+      ledger: ledger(),
     });
     expect(prepared).toMatchObject({ rows: 1, skipped: 1 });
     expect(await readFile(prepared.file, 'utf8')).not.toContain('a fox');
   });
 
   it('refuses a URL that answers an error, or a body over the size limit, with the reason', async () => {
-    const common = { runDir: path.join(dir, 'run3'), skipSucceeded: false };
+    const common = { runDir: path.join(dir, 'run3'), skipSucceeded: false, ledger: ledger() };
     await expect(prepareScheduledInput({ ...common, source: `${base}/missing.csv` })).rejects.toThrow(/HTTP 404/);
     await expect(prepareScheduledInput({ ...common, source: `${base}/big.csv`, maxBytes: 1000 })).rejects.toThrow(
       /over the limit of 1000/,
@@ -79,7 +87,7 @@ function keyEvents(
   const request = { prompt: `prompt of ${rowId}`, model: 'flux-dev' };
   const ids = { batchId, rowId, idempotencyKey: `ib.${batchId}.${rowId}.a${n}` };
   return [
-    { type: 'sending', ...ids, request, requestSha256: requestFingerprint(request) },
+    { type: 'sending', ...ids, request, ...testPrint(request) },
     ...(end?.accepted ? [{ type: 'accepted' as const, ...ids, creationId: `c-${rowId}-${n}`, costUsd: 0.01 }] : []),
     ...(end?.outcome ? [{ type: 'ended' as const, ...ids, outcome: end.outcome }] : []),
   ];
@@ -111,8 +119,8 @@ describe('what --skip-succeeded leaves out: every row any earlier run may have p
   /** A schedule folder whose two earlier runs ended their rows in every way there is. */
   async function scheduleWithHistory(name: string): Promise<string> {
     const scheduleDir = path.join(dir, name);
-    const run1 = ledgerFileOf(path.join(scheduleDir, 'run1'));
-    await appendLedger(run1, [
+    // The first run was of an earlier version: its ledger.jsonl is imported.
+    await writeJsonlLedger(path.join(scheduleDir, 'run1'), [
       ...keyEvents('run1', 'a', 1, { accepted: true, outcome: KeyOutcome.Succeeded }), // succeeded
       ...keyEvents('run1', 'b', 1), // sent, no answer yet (in flight, or cut off): may be paid
       ...keyEvents('run1', 'c', 1, { accepted: true }), // accepted, never ended (cancelled, terminated)
@@ -130,8 +138,9 @@ describe('what --skip-succeeded leaves out: every row any earlier run may have p
       // A record rebuilt by the batch's safety net, with no key events of its own: its key may be paid.
       { type: 'row', by: 'lookup', record: rowRecordOf('run1', 'l', RowState.Unknown, [KeyOutcome.Unknown]) },
     ]);
-    // A later run, whose own ledger says m succeeded and that g (refused in run1) was paid this time.
-    await appendLedger(ledgerFileOf(path.join(scheduleDir, 'run2')), [
+    // A later run, in the store: m succeeded, and g (refused in run1) was paid this time.
+    await mkdir(path.join(scheduleDir, 'run2'), { recursive: true });
+    await store.append([
       ...keyEvents('run2', 'm', 1, { accepted: true, outcome: KeyOutcome.Succeeded }),
       ...keyEvents('run2', 'g', 1, { accepted: true, outcome: KeyOutcome.Succeeded }),
     ]);
@@ -144,6 +153,7 @@ describe('what --skip-succeeded leaves out: every row any earlier run may have p
       source: await source('history'),
       runDir: path.join(scheduleDir, 'run3'),
       skipSucceeded: true,
+      ledger: ledger(),
     });
     // Left out: a b c d e f k l (run1), g m (run2). Run again: h i j (nothing held), n o p (never sent).
     expect(await inputIds(prepared.file)).toEqual(['h', 'i', 'j', 'n', 'o', 'p']);
@@ -153,7 +163,12 @@ describe('what --skip-succeeded leaves out: every row any earlier run may have p
   it('runs every row when not asked to skip, and marks no run for claims', async () => {
     const scheduleDir = await scheduleWithHistory('no-skip');
     const runDir = path.join(scheduleDir, 'run3');
-    const prepared = await prepareScheduledInput({ source: await source('no-skip'), runDir, skipSucceeded: false });
+    const prepared = await prepareScheduledInput({
+      source: await source('no-skip'),
+      runDir,
+      skipSucceeded: false,
+      ledger: ledger(),
+    });
     expect(await inputIds(prepared.file)).toEqual(ids);
     expect(await scheduleDirOf(runDir)).toBeUndefined();
   });
@@ -161,7 +176,7 @@ describe('what --skip-succeeded leaves out: every row any earlier run may have p
   it('marks the run as a run of its schedule, so its rows claim themselves before they send', async () => {
     const scheduleDir = await scheduleWithHistory('marked');
     const runDir = path.join(scheduleDir, 'run3');
-    await prepareScheduledInput({ source: await source('marked'), runDir, skipSucceeded: true });
+    await prepareScheduledInput({ source: await source('marked'), runDir, skipSucceeded: true, ledger: ledger() });
     expect(await scheduleDirOf(runDir)).toBe(scheduleDir);
   });
 
@@ -174,6 +189,7 @@ describe('what --skip-succeeded leaves out: every row any earlier run may have p
       source: await source('claimed'),
       runDir: path.join(scheduleDir, 'run3'),
       skipSucceeded: true,
+      ledger: ledger(),
     });
     expect(await inputIds(prepared.file)).toEqual(['h', 'i', 'j', 'o', 'p']);
     expect(prepared).toMatchObject({ rows: 5, skipped: 11, claimed: 1 });
@@ -189,6 +205,7 @@ describe('what --skip-succeeded leaves out: every row any earlier run may have p
       source: await source('stale'),
       runDir: path.join(scheduleDir, 'run3'),
       skipSucceeded: true,
+      ledger: ledger(),
       rowSettled: async (batchId, rowId) => {
         asked.push(`${batchId}/${rowId}`);
         return rowId === 'n';

@@ -20,6 +20,7 @@ import { batchWorkflow, progressQuery, type BatchWorkflowInput } from '../../src
 import { whileHeartbeating } from '../../src/activities/heartbeat';
 import { createRowActivities } from '../../src/activities/rows';
 import { workflowBundle } from '../helpers/temporal';
+import { lazyTempLedger } from '../helpers/ledger';
 
 export function rows(n: number): BatchRowInput[] {
   return Array.from({ length: n }, (_, i) => ({
@@ -43,7 +44,12 @@ export function batchActivities(
   const submissions = new Map<string, number>();
   const open = new Set<string>();
   const stats = { maxOpen: 0, submits: 0, pagesRead: 0 };
-  const rowLookups = createRowActivities({ temporalClient: client, outputRoot: tmpdir(), now: Date.now });
+  const rowLookups = createRowActivities({
+    temporalClient: client,
+    outputRoot: tmpdir(),
+    now: Date.now,
+    ledger: lazyTempLedger(),
+  });
   const recorded: RecordRowInput[] = [];
   return {
     stats,

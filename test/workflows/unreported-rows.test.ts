@@ -30,6 +30,7 @@ describe('rows that close without reporting (dev server)', () => {
     expect(progress.status).toBe('cancelled');
     expect(progress.counts).toEqual({
       succeeded: 0,
+      reused: 0,
       images_unsaved: 0,
       failed: 0,
       unknown: 0,
@@ -57,6 +58,7 @@ describe('rows that close without reporting (dev server)', () => {
     expect(progress.runs).toBeGreaterThanOrEqual(2);
     expect(progress.counts).toEqual({
       succeeded: 7,
+      reused: 0,
       images_unsaved: 0,
       failed: 0,
       unknown: 0,

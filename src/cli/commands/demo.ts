@@ -8,7 +8,7 @@ import { clientDataConverter, payloadCodecFromEnv, workerDataConverter } from '.
 import { defaultServiceConfig } from '../../config/service-config';
 import { collectResults, writeResults, type WrittenResults } from '../../results';
 import { DEMO_ACCOUNT_ID, DEMO_API_KEY, DEMO_KEY_ID, FaultKind, resolveConfig, startSimulator } from '../../simulator';
-import { ledgerFileOf, readLedgerOnce } from '../../ledger';
+import { DEFAULT_LEDGER_FILE, openLedgerStore } from '../../ledger';
 import { DevServer } from '../../temporal/dev-server';
 import { projectRoot } from '../../temporal/toolchain';
 import { createWorker, TASK_QUEUE } from '../../worker';
@@ -137,6 +137,8 @@ export async function demo(options: DemoOptions): Promise<DemoResult> {
     ...(options.onServerOutput ? { onOutput: options.onServerOutput } : {}),
   });
   const sim = await startSimulator(demoSimulatorConfig(options.home));
+  // The demo's money is its simulator's, kept in its home: so is its ledger store (never the user's own).
+  const ledger = await openLedgerStore({ kind: 'sqlite', file: path.join(options.home, DEFAULT_LEDGER_FILE) });
   const nativeConnection = await NativeConnection.connect({ address: server.address });
   const connection = await Connection.connect({ address: server.address });
   try {
@@ -152,6 +154,7 @@ export async function demo(options: DemoOptions): Promise<DemoResult> {
         config: defaultServiceConfig({ baseUrl: sim.baseUrl, minPollIntervalMs: 1000 }),
         apiKey: () => DEMO_API_KEY,
         temporalClient: client,
+        ledger,
       },
     });
     const aborted = new Promise<never>((_, reject) => {
@@ -162,6 +165,7 @@ export async function demo(options: DemoOptions): Promise<DemoResult> {
       const { handle, attached, report } = await startOrAttachBatch({
         client,
         taskQueue: TASK_QUEUE,
+        ledger,
         batchId: DEMO_BATCH_ID,
         file,
         outDir,
@@ -181,8 +185,7 @@ export async function demo(options: DemoOptions): Promise<DemoResult> {
       const progress = await followBatch(handle, (p) => options.onProgress?.(p, report.validRows), {
         ...(options.signal ? { signal: options.signal } : {}),
       });
-      // The output folder's ledger too: what the rows wrote there, and what reconcile resolved later.
-      const ledger = await readLedgerOnce(ledgerFileOf(outDir));
+      // The ledger store too: what the rows wrote there, and what reconcile resolved later.
       const rows = await collectResults({ client, batchId: DEMO_BATCH_ID, file, defaultModel: 'flux-dev', ledger });
       const results = await writeResults(outDir, DEMO_BATCH_ID, rows);
       return { progress, results, attached };
@@ -207,6 +210,7 @@ export async function demo(options: DemoOptions): Promise<DemoResult> {
     await connection.close();
     await nativeConnection.close();
     await sim.close();
+    await ledger.close();
     await server.stop();
   }
 }

@@ -11,14 +11,18 @@ import { ExitCode } from '../errors';
 import { batchId, duration, flag } from '../options';
 import { terminalText } from '../terminal-text';
 import { batchMemo, results } from './results';
+import type { LedgerStore } from '../../ledger';
+import { withLedgerStore } from '../ledger-store';
 
 export interface ReconcileOptions {
   client: Client;
   taskQueue: string;
   batchId: string;
+  /** The ledger store: what the batch's rows sent and paid. */
+  ledger: LedgerStore;
   /**
    * The batch's output folder, as the workers see it.
-   * @default the folder in the batch's memo (needed once Temporal has forgotten the batch)
+   * @default the folder in the batch's memo, else its last start in the store
    */
   outDir?: string;
   /**
@@ -48,9 +52,15 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileOut
     // Its rows in flight are still resolving their own keys: reconcile would follow them a second time.
     throw new Error(`batch ${batchId} is still running: reconcile it once it has ended (imagebatch status ${batchId})`);
   }
-  const outDir = options.outDir ?? (await batchMemo(client, batchId))?.outDir;
+  const outDir =
+    options.outDir ??
+    (await batchMemo(client, batchId))?.outDir ??
+    (await options.ledger.batches(batchId)).at(-1)?.outDir;
   if (!outDir) {
-    throw new Error(`batch ${batchId} is not known to Temporal (retention passed?): give its output folder with --out`);
+    throw new Error(
+      `batch ${batchId} is known neither to Temporal nor to the ledger store ${options.ledger.location}: check ` +
+        'IMAGEBATCH_LEDGER, or give the output folder a batch of an earlier version ran with in --out',
+    );
   }
   const handle = await client.workflow.start(reconcileWorkflow, {
     workflowId: reconcileWorkflowId(batchId),
@@ -61,7 +71,7 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileOut
     workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
   });
   const summary = await handle.result();
-  const written = await results({ client, batchId, outDir });
+  const written = await results({ client, batchId, outDir, ledger: options.ledger });
   return { summary, written };
 }
 
@@ -99,7 +109,7 @@ export const reconcileCommand = defineCommand({
     'never a new one; rows that cannot be resolved are reported. A worker must be running',
   args: [{ name: 'batch', description: 'the batch id' }],
   options: [
-    { flags: '--out <dir>', description: "the batch's output folder (needed once Temporal has forgotten the batch)" },
+    { flags: '--out <dir>', description: "the batch's output folder (only for a batch of an earlier version)" },
     { flags: '--max-poll-wait <duration>', description: 'longest wait for a followed creation to end (default 30m)' },
     { flags: '--json', description: 'print the summary as JSON' },
   ],
@@ -107,14 +117,17 @@ export const reconcileCommand = defineCommand({
   async run(opts, { stdout, stderr, env, signal }) {
     const { client, config, close } = await connectClient(env, { local: 'worker', log: (line) => stderr(`${line}\n`) });
     try {
-      const outcome = await client.withAbortSignal(signal, () =>
-        reconcile({
-          client,
-          taskQueue: config.taskQueue,
-          batchId: opts.batch,
-          ...(opts.out ? { outDir: path.resolve(opts.out) } : {}),
-          ...(opts.maxPollWait === undefined ? {} : { maxPollWaitMs: opts.maxPollWait }),
-        }),
+      const outcome = await withLedgerStore(env, (ledger) =>
+        client.withAbortSignal(signal, () =>
+          reconcile({
+            client,
+            taskQueue: config.taskQueue,
+            batchId: opts.batch,
+            ledger,
+            ...(opts.out ? { outDir: path.resolve(opts.out) } : {}),
+            ...(opts.maxPollWait === undefined ? {} : { maxPollWaitMs: opts.maxPollWait }),
+          }),
+        ),
       );
       stdout(opts.json ? `${JSON.stringify(outcome)}\n` : `${reconcileLines(outcome).map(terminalText).join('\n')}\n`);
       return outcome.summary.reported > 0 || outcome.summary.stoppedBy ? ExitCode.Failure : ExitCode.Ok;

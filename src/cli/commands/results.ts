@@ -1,7 +1,8 @@
 import path from 'node:path';
 import { type Client, WorkflowNotFoundError } from '@temporalio/client';
 import { z } from 'zod';
-import { ledgerFileOf, readLedgerOnce, type LedgerView } from '../../ledger';
+import type { LedgerStore } from '../../ledger';
+import { importOutputFolder, withLedgerStore } from '../ledger-store';
 import { collectResults, writeResults, type WrittenResults } from '../../results';
 import { batchWorkflowId } from '../../model';
 import { withClient } from '../client';
@@ -12,51 +13,49 @@ import { resultFilesSummary } from './demo';
 export interface ResultsOptions {
   client: Client;
   batchId: string;
+  /** The ledger store: it knows the batch's file and every row, also once Temporal has forgotten them. */
+  ledger: LedgerStore;
   /**
-   * Where to write. For a batch Temporal no longer knows (its retention passed, or the server was reset), the
-   * batch's output folder: its ledger says which file the batch ran and what became of every row.
+   * Where to write; for a batch of an earlier version that Temporal no longer knows, its output folder (whose
+   * ledger.jsonl is taken into the store).
    * @default the batch's own output folder
    */
   outDir?: string;
+  /** The worker's settings (for the prints of an earlier version's ledger.jsonl). @default process.env */
+  env?: Readonly<Record<string, string | undefined>>;
 }
 
 /**
  * `imagebatch results BATCH`: results.csv, results.jsonl, errors.csv and index.html, from the row workflows and the
- * output folder's ledger. The batch file and output folder come from the batch's memo, so only its id is needed;
- * once Temporal has forgotten the batch, from the last `batch` event of the ledger in `outDir`. Works while it runs.
+ * ledger store. The batch file and output folder come from the batch's memo, or once Temporal has forgotten the
+ * batch, from its last start in the store. Works while it runs.
  */
 export async function results(options: ResultsOptions): Promise<WrittenResults> {
-  const { client, batchId } = options;
+  const { client, batchId, ledger } = options;
   const memo = await batchMemo(client, batchId);
-  let source: { file: string; outDir: string; defaultModel?: string | undefined; ledger?: LedgerView | undefined };
+  let source: { file: string; outDir: string; defaultModel?: string | undefined };
   if (memo) {
     if (!memo.file || !memo.outDir) throw new Error(`batch ${batchId} has no file recorded in its memo`);
-    // The workers' folder may not be visible from here (a cluster): then Temporal alone answers.
-    const ledger = await readLedgerOnce(ledgerFileOf(memo.outDir)).catch(() => undefined);
-    source = { file: memo.file, outDir: memo.outDir, defaultModel: memo.defaultModel || undefined, ledger };
+    source = { file: memo.file, outDir: memo.outDir, defaultModel: memo.defaultModel || undefined };
   } else {
-    if (!options.outDir) {
-      throw new Error(
-        `batch ${batchId} is not known to Temporal (retention passed?): give its output folder with --out`,
-      );
-    }
-    const ledgerFile = ledgerFileOf(options.outDir);
-    const ledger = await readLedgerOnce(ledgerFile);
-    const started = ledger.batches(batchId).at(-1);
+    if (options.outDir) await importOutputFolder(ledger, options.outDir, options.env ?? process.env);
+    const started = (await ledger.batches(batchId)).at(-1);
     if (!started) {
       throw new Error(
-        `batch ${batchId} is not known to Temporal (retention passed?), and ${ledgerFile} has no record of it: ` +
-          'give the output folder it ran with in --out',
+        `batch ${batchId} is not known to Temporal (retention passed?) nor to the ledger store ${ledger.location}: ` +
+          'check IMAGEBATCH_LEDGER, or give the output folder a batch of an earlier version ran with in --out',
       );
     }
-    source = { file: started.file, outDir: options.outDir, defaultModel: started.defaultModel, ledger };
+    const outDir = started.outDir ?? options.outDir;
+    if (!outDir) throw new Error(`batch ${batchId} has no output folder recorded: give it in --out`);
+    source = { file: started.file, outDir, defaultModel: started.defaultModel };
   }
   const rows = await collectResults({
     client,
     batchId,
     file: source.file,
     ...(source.defaultModel ? { defaultModel: source.defaultModel } : {}),
-    ...(source.ledger ? { ledger: source.ledger } : {}),
+    ledger,
   });
   return writeResults(options.outDir ?? source.outDir, batchId, rows);
 }
@@ -83,18 +82,16 @@ export const resultsCommand = defineCommand({
     {
       flags: '--out <dir>',
       description:
-        'where to write (default: the batch output folder); for a batch Temporal no longer knows, its output folder',
+        'where to write (default: the batch output folder); for a batch of an earlier version, its output folder',
     },
     { flags: '--json', description: 'print the written paths as JSON' },
   ],
   schema: z.object({ batch: batchId, out: z.string().optional(), json: flag }),
   async run(opts, { stdout, env }) {
     await withClient(async (client) => {
-      const written = await results({
-        client,
-        batchId: opts.batch,
-        ...(opts.out ? { outDir: path.resolve(opts.out) } : {}),
-      });
+      const written = await withLedgerStore(env, (ledger) =>
+        results({ client, batchId: opts.batch, ledger, env, ...(opts.out ? { outDir: path.resolve(opts.out) } : {}) }),
+      );
       stdout(
         opts.json
           ? `${JSON.stringify(written)}\n`

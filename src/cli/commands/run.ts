@@ -1,6 +1,15 @@
 import path from 'node:path';
 import { z } from 'zod';
-import { followBatch, prepareBatch, startOrAttachBatch } from '../batches';
+import {
+  batchAsks,
+  defaultBatchId,
+  followBatch,
+  prepareBatch,
+  startOrAttachBatch,
+  type PreparedBatch,
+} from '../batches';
+import type { LedgerStore } from '../../ledger';
+import { withLedgerStore } from '../ledger-store';
 import { connectClient, superviseLocal } from '../client';
 import { COLUMN_OPTIONS, columnSchema, userColumnsInput } from '../columns';
 import { defineCommand } from '../command';
@@ -14,8 +23,8 @@ import { webUiOf } from '../../local/local';
 import { resultFilesSummary } from './demo';
 import { results } from './results';
 
-/** The batch id of a file run without `--batch-id`: its name without the extension, other characters as `-`. */
-const batchIdOf = (file: string) =>
+/** The name of a file run without `--batch-id`: without the extension, other characters as `-`. */
+const nameOf = (file: string) =>
   path
     .basename(file)
     .replace(/\.[^.]*$/, '')
@@ -30,10 +39,17 @@ export const runCommand = defineCommand({
   options: [
     {
       flags: '--batch-id <id>',
-      description: 'batch id (default: the file name); the same id again resumes, never repays',
+      description:
+        'batch id (default: the file name, with a digest when that name ran other content); the same id again ' +
+        'resumes, never repays',
     },
     { flags: '--model <id>', description: 'model of rows that name none' },
-    { flags: '--out <dir>', description: 'output folder for images and results', default: 'out' },
+    { flags: '--out <dir>', description: 'output folder for images and results (default: out/<batch id>)' },
+    {
+      flags: '--new-images',
+      description:
+        'new images even for requests paid before (default: a request paid before is reused, not paid again)',
+    },
     { flags: '--concurrency <n>', description: 'rows in flight at most', default: '8' },
     {
       flags: '--max-attempts <n>',
@@ -63,7 +79,8 @@ export const runCommand = defineCommand({
     file: z.string(),
     batchId: batchId.optional(),
     model: z.string().optional(),
-    out: z.string(),
+    out: z.string().optional(),
+    newImages: flag,
     concurrency: positiveInt,
     maxAttempts: positiveInt,
     spendCap: dollars.optional(),
@@ -78,12 +95,12 @@ export const runCommand = defineCommand({
   async run(opts, { stdout, stderr, stderrIsTTY, env, signal }) {
     const columns = userColumnsInput(opts);
     const prices = await pricesInput(opts);
-    const batchId = opts.batchId ?? batchIdOf(opts.file);
+    const name = opts.batchId ?? nameOf(opts.file);
     // The file is read and checked before anything connects: a wrong file is said at once.
-    const prepared = await prepareBatch({
-      batchId,
+    const checked = await prepareBatch({
+      batchId: name,
       file: opts.file,
-      outDir: opts.out,
+      outDir: opts.out ?? path.join('out', name),
       concurrency: opts.concurrency,
       maxAttempts: opts.maxAttempts,
       ...(opts.model ? { defaultModel: opts.model } : {}),
@@ -92,83 +109,106 @@ export const runCommand = defineCommand({
       ...columns,
       ...(opts.deadline ? { deadline: opts.deadline } : {}),
       ...(opts.maxPollWait === undefined ? {} : { maxPollWaitMs: opts.maxPollWait }),
+      ...(opts.newImages ? { ledger: { newImages: true } } : {}),
     });
-    const { client, config, close, local } = await connectClient(env, {
-      local: 'worker',
-      log: (line) => stderr(`${line}\n`),
+    // The store of what was paid: without it nothing starts.
+    return withLedgerStore(env, async (ledger) => {
+      // A file's own name serves as its id while the store knows no other content under it.
+      const batchId =
+        opts.batchId ?? (await defaultBatchId(ledger, name, checked.fingerprint, batchAsks(checked.input)));
+      if (batchId !== name) {
+        stderr(`batch ${name} ran other content (another file or options): this one is batch ${batchId}\n`);
+      }
+      const outDir = opts.out ? checked.input.outDir : path.resolve('out', batchId);
+      const prepared: PreparedBatch = { ...checked, input: { ...checked.input, batchId, outDir } };
+      return runBatch(prepared, ledger);
     });
-    try {
-      // Ctrl-C while the local server and worker started: they run on, and no batch is started.
-      if (signal.aborted) {
-        stderr(
-          `interrupted before batch ${batchId} started${local ? ' (imagebatch local stop stops the local server)' : ''}\n`,
-        );
-        return ExitCode.Interrupted;
-      }
-      if (local) {
-        stderr(
-          `running locally: state in ${local.home}, Temporal ${local.server.address}, ` +
-            `Web UI ${webUiOf(local.server)} (imagebatch local status)\n`,
-        );
-      }
-      const { handle, attached, report } = await startOrAttachBatch({ client, taskQueue: config.taskQueue, prepared });
-      stderr(`${attached ? 'attached to' : 'started'} batch ${batchId} (${report.validRows} rows)\n`);
-      // Local mode follows unless told not to: the batch is this command's work on this machine.
-      if (!(opts.follow || (local && !opts.detach))) {
-        if (opts.json) stdout(`${JSON.stringify({ batchId, attached })}\n`);
-        return;
-      }
-      const tty = stderrIsTTY && !opts.json;
-      const display = new ProgressDisplay({ write: stderr, tty, env });
-      // Local mode: the local server and worker are started again if one goes while the batch is followed.
-      const unwatch = local ? superviseLocal(env, (line) => display.line(line)) : () => undefined;
-      const final = await client
-        .withAbortSignal(signal, () =>
-          followBatch(
-            handle,
-            // Not on a terminal, the last progress is the command's result (stdout), not a line of stderr.
-            (p) => {
-              if (!opts.json && (tty || !p.done)) display.update(p, report.validRows);
-            },
-            {
-              onNoAnswer: (err) =>
-                display.line(`imagebatch: ${terminalText(err.message)} (still waiting; Ctrl-C stops)`),
-            },
-          ),
-        )
-        .catch((err: unknown) => {
-          if (!signal.aborted) throw err;
-          return undefined;
-        })
-        .finally(() => {
-          unwatch();
-          display.end();
+
+    async function runBatch(prepared: PreparedBatch, ledger: LedgerStore): Promise<ExitCode | undefined> {
+      const { batchId } = prepared.input;
+      const { client, config, close, local } = await connectClient(env, {
+        local: 'worker',
+        log: (line) => stderr(`${line}\n`),
+      });
+      try {
+        // Ctrl-C while the local server and worker started: they run on, and no batch is started.
+        if (signal.aborted) {
+          stderr(
+            `interrupted before batch ${batchId} started${local ? ' (imagebatch local stop stops the local server)' : ''}\n`,
+          );
+          return ExitCode.Interrupted;
+        }
+        if (local) {
+          stderr(
+            `running locally: state in ${local.home}, Temporal ${local.server.address}, ` +
+              `Web UI ${webUiOf(local.server)} (imagebatch local status)\n`,
+          );
+        }
+        const { handle, attached, report } = await startOrAttachBatch({
+          client,
+          taskQueue: config.taskQueue,
+          ledger,
+          env,
+          prepared,
         });
-      if (final === undefined) {
-        // Ctrl-C stops following, nothing else: the batch goes on where its worker runs.
-        const where = local
-          ? `in the local worker (pid ${local.worker?.pid}); imagebatch local stop pauses it, this command again resumes it`
-          : `on the workers of ${config.address}`;
-        stderr(`stopped following; batch ${batchId} goes on ${where} (imagebatch status ${batchId})\n`);
-        return ExitCode.Interrupted;
+        stderr(`${attached ? 'attached to' : 'started'} batch ${batchId} (${report.validRows} rows)\n`);
+        // Local mode follows unless told not to: the batch is this command's work on this machine.
+        if (!(opts.follow || (local && !opts.detach))) {
+          if (opts.json) stdout(`${JSON.stringify({ batchId, attached })}\n`);
+          return;
+        }
+        const tty = stderrIsTTY && !opts.json;
+        const display = new ProgressDisplay({ write: stderr, tty, env });
+        // Local mode: the local server and worker are started again if one goes while the batch is followed.
+        const unwatch = local ? superviseLocal(env, (line) => display.line(line)) : () => undefined;
+        const final = await client
+          .withAbortSignal(signal, () =>
+            followBatch(
+              handle,
+              // Not on a terminal, the last progress is the command's result (stdout), not a line of stderr.
+              (p) => {
+                if (!opts.json && (tty || !p.done)) display.update(p, report.validRows);
+              },
+              {
+                onNoAnswer: (err) =>
+                  display.line(`imagebatch: ${terminalText(err.message)} (still waiting; Ctrl-C stops)`),
+              },
+            ),
+          )
+          .catch((err: unknown) => {
+            if (!signal.aborted) throw err;
+            return undefined;
+          })
+          .finally(() => {
+            unwatch();
+            display.end();
+          });
+        if (final === undefined) {
+          // Ctrl-C stops following, nothing else: the batch goes on where its worker runs.
+          const where = local
+            ? `in the local worker (pid ${local.worker?.pid}); imagebatch local stop pauses it, this command again resumes it`
+            : `on the workers of ${config.address}`;
+          stderr(`stopped following; batch ${batchId} goes on ${where} (imagebatch status ${batchId})\n`);
+          return ExitCode.Interrupted;
+        }
+        stdout(opts.json ? `${JSON.stringify(final)}\n` : `${progressLine(final, report.validRows)}\n`);
+        if (!final.done) return;
+        if (!local) {
+          // The workers' output folder may not be visible from here: `results` writes the files where they are.
+          stderr(`results: imagebatch results ${batchId}\n`);
+          return;
+        }
+        // On this machine the output folder is ours: the result files are written at the end, as the demo does.
+        const written = await results({ client, batchId, ledger, env });
+        stderr(
+          [
+            `results: ${written.resultsCsv} (${written.rows} rows); gallery: ${written.gallery}`,
+            ...resultFilesSummary(batchId, written),
+          ].join('\n') + '\n',
+        );
+      } finally {
+        await close();
       }
-      stdout(opts.json ? `${JSON.stringify(final)}\n` : `${progressLine(final, report.validRows)}\n`);
-      if (!final.done) return;
-      if (!local) {
-        // The workers' output folder may not be visible from here: `results` writes the files where they are.
-        stderr(`results: imagebatch results ${batchId}\n`);
-        return;
-      }
-      // On this machine the output folder is ours: the result files are written at the end, as the demo does.
-      const written = await results({ client, batchId });
-      stderr(
-        [
-          `results: ${written.resultsCsv} (${written.rows} rows); gallery: ${written.gallery}`,
-          ...resultFilesSummary(batchId, written),
-        ].join('\n') + '\n',
-      );
-    } finally {
-      await close();
     }
   },
 });

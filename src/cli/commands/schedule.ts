@@ -10,6 +10,7 @@ import { COLUMN_OPTIONS, columnSchema, userColumnsInput } from '../columns';
 import { defineCommand, type CommandDefinition, type CommandGroup } from '../command';
 import { ID_RULE, batchId, dollars, duration, flag, positiveInt } from '../options';
 import { checkPricesForCap, priceOptions, priceSchema, pricesInput } from '../prices';
+import { withLedgerStore } from '../ledger-store';
 
 /** Overlap policies a person can choose (what happens when a run is due while the previous one runs). */
 export const OVERLAP_POLICIES = [
@@ -48,6 +49,12 @@ export interface CreateScheduleSettings {
   /** Columns the user owns (`--carry`, `--column`). @default none */
   userColumns?: UserColumns;
   /**
+   * The id of the ledger store the runs are recorded in (the command's `IMAGEBATCH_LEDGER`): a worker on another
+   * store sends nothing for them.
+   * @default any store
+   */
+  ledgerId?: string;
+  /**
    * The report of a local `source` whose prices a cap needs, read before connecting (see {@link capReport}).
    * @default read here when needed
    */
@@ -84,6 +91,8 @@ export async function createSchedule(options: CreateScheduleOptions): Promise<{ 
     ...(options.spendCapUsd === undefined ? {} : { spendCapUsd: options.spendCapUsd }),
     ...(options.prices ? { prices: options.prices } : {}),
     ...(options.userColumns ? { userColumns: options.userColumns } : {}),
+    // Each run asks for new images by intent (a pipeline runs again to get new ones): no earlier request serves it.
+    ledger: { ...(options.ledgerId ? { storeId: options.ledgerId } : {}), newImages: true },
   };
   // A cap is kept only with a price for every model: a local file is checked now.
   const report = options.report ?? (await capReport(options));
@@ -244,11 +253,13 @@ const createCommand = defineCommand({
       ...(o.model ? { defaultModel: o.model } : {}),
       ...columns,
     });
+    const ledgerId = await withLedgerStore(env, async (ledger) => ledger.id);
     const { client, config, close } = await connectClient(env, { local: 'worker', log: (line) => stderr(`${line}\n`) });
     try {
       const res = await createSchedule({
         client,
         taskQueue: config.taskQueue,
+        ledgerId,
         scheduleId: o.id,
         source,
         outDir: path.resolve(o.out),

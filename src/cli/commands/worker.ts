@@ -7,6 +7,7 @@ import { loadMetricsConfig } from '../../config/metrics-config';
 import { loadServiceConfig } from '../../config/service-config';
 import { connectionOptions, loadTemporalConfig } from '../../config/temporal-config';
 import { installWorkerRuntime, WorkerMetrics } from '../../metrics';
+import { ledgerLocation, openLedgerStore } from '../../ledger';
 import { createWorker, prebuiltWorkflowBundle } from '../../worker';
 import { z } from 'zod';
 import { defineCommand } from '../command';
@@ -51,19 +52,24 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSum
   const apiKey = loadApiKey(options.env);
   const codec = payloadCodecFromEnv(options.env);
   const metricsConfig = loadMetricsConfig(options.env);
+  const ledgerAt = ledgerLocation(options.env);
   // Before the first NativeConnection: the Prometheus exporter is chosen when the runtime is created.
   const runtime = installWorkerRuntime({
     logger: new DefaultLogger(options.env.IMAGEBATCH_LOG_LEVEL === 'debug' ? 'DEBUG' : 'WARN'),
     ...(metricsConfig ? { metrics: metricsConfig } : {}),
   });
+  // The store of what was paid, reached before anything else connects: a worker without it sends nothing.
+  const ledger = await openLedgerStore(ledgerAt);
   const dataConverter = codec ? workerDataConverter(codec) : undefined;
   // The build's bundle (the image makes it at build time); without one the worker runs webpack now, which costs
   // seconds and memory at every start: said, so that a build that lost its bundles shows.
   const workflowBundle = prebuiltWorkflowBundle(dataConverter);
   if (!workflowBundle) options.log(`no prebuilt workflow bundle for this build: ${BUNDLING_AT_START}`);
-  const connection = await NativeConnection.connect(connectionOptions(temporal));
-  const clientConnection = await Connection.connect(connectionOptions(temporal));
+  let connection: NativeConnection | undefined;
+  let clientConnection: Connection | undefined;
   try {
+    connection = await NativeConnection.connect(connectionOptions(temporal));
+    clientConnection = await Connection.connect(connectionOptions(temporal));
     const worker = await createWorker({
       ...(workflowBundle ? { workflowBundle } : {}),
       connection,
@@ -90,6 +96,7 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSum
           ...(codec ? { dataConverter: clientDataConverter(codec) } : {}),
         }),
         ...(options.outputRoot ? { outputRoot: options.outputRoot } : {}),
+        ledger,
       },
     });
     const onAbort = () => worker.shutdown();
@@ -99,7 +106,8 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSum
       `worker polling ${temporal.taskQueue} on ${temporal.address} (namespace ${temporal.namespace}` +
         `${temporal.ratePerSecond > 0 ? `, ${temporal.ratePerSecond} activities/s for the whole queue` : ''}` +
         `${codec ? `, payloads encrypted with key id ${codec.keyId}` : ''}` +
-        `${metricsConfig ? `, metrics on http://${metricsConfig.bindAddress}/metrics` : ''})`,
+        `${metricsConfig ? `, metrics on http://${metricsConfig.bindAddress}/metrics` : ''}; ledger store ` +
+        `${ledger.location})`,
     );
     const summary = {
       address: temporal.address,
@@ -113,8 +121,9 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSum
     await running;
     return summary;
   } finally {
-    await clientConnection.close();
-    await connection.close();
+    await clientConnection?.close();
+    await connection?.close();
+    await ledger.close();
   }
 }
 

@@ -1,0 +1,132 @@
+import { KeyOutcome, NO_MONEY_HELD, rowMoney, RowState, type KeyRecord, type RowRecord } from '../model';
+import type { KeyEvent, LedgerKey, LedgerRow } from './events';
+
+/**
+ * The ledger's rules, with no storage in them: how a key's events fold into what is known of it, whether a key or a
+ * row may hold money, and a row's record rebuilt from its keys. Every store applies them alike.
+ */
+
+/** Whether a key may hold money: sent with no known end, accepted, or ended in anything but a refusal or refund. */
+export function keyMayHoldMoney(key: LedgerKey): boolean {
+  return !key.ended || !NO_MONEY_HELD.has(key.ended.outcome);
+}
+
+/** Whether a row may have been paid for: any key of it may hold money, whatever its record says. */
+export function rowMayBePaid(row: LedgerRow): boolean {
+  return row.keys.some(keyMayHoldMoney) || (row.record?.keys ?? []).some((k) => !NO_MONEY_HELD.has(k.outcome));
+}
+
+/**
+ * Folds one event of a key into what is known of it (`known` is undefined before its first `sending`). Undefined for
+ * an event of a key never sent (an orphan: its `sending` line was lost), which a reader counts as unreadable.
+ */
+export function foldKey(known: LedgerKey | undefined, event: KeyEvent): LedgerKey | undefined {
+  const at = Date.parse(event.at);
+  if (event.type === 'sending') {
+    if (!known) {
+      return {
+        batchId: event.batchId,
+        rowId: event.rowId,
+        idempotencyKey: event.idempotencyKey,
+        firstSentAtMs: at,
+        pendingSinceMs: at,
+        request: event.request,
+        requestSha256: event.requestSha256,
+        fingerprint: event.fingerprint,
+        ...(event.outDir === undefined ? {} : { outDir: event.outDir }),
+      };
+    }
+    // The send before this one got no answer: it may be stored.
+    if (known.pendingSinceMs !== undefined) known.mayBeStoredSinceMs ??= known.pendingSinceMs;
+    known.pendingSinceMs = at;
+    return known;
+  }
+  if (!known) return undefined;
+  switch (event.type) {
+    case 'unseen':
+    case 'ambiguous':
+      if (event.type === 'ambiguous') known.mayBeStoredSinceMs ??= known.pendingSinceMs ?? at;
+      break;
+    case 'accepted':
+      known.creationId = event.creationId;
+      if (event.costUsd !== undefined) known.costUsd = event.costUsd;
+      known.mayBeStoredSinceMs ??= known.pendingSinceMs ?? at;
+      break;
+    case 'ended': {
+      const { v: _v, at: _at, type: _type, batchId: _b, rowId: _r, idempotencyKey: _k, ...ended } = event;
+      known.ended = ended;
+      known.mayBeStoredSinceMs ??= known.pendingSinceMs;
+      if (ended.creationId) known.creationId = ended.creationId;
+      if (ended.costUsd !== undefined) known.costUsd = ended.costUsd;
+      break;
+    }
+  }
+  delete known.pendingSinceMs;
+  return known;
+}
+
+/**
+ * The record of a row the ledger knows, for a row whose own record was never written (its workflow was terminated,
+ * or forgotten before anyone read it): built from its keys, each as far as it is known. Never a guess in the paying
+ * direction: a key with no known end is `unknown`, and the row is `unknown` if any key may hold money.
+ */
+export function recordFromLedger(row: LedgerRow, prompt: string, model: string, line?: number): RowRecord {
+  if (row.record) return row.record;
+  const keys: KeyRecord[] = row.keys.map((k, i) => ({
+    attempt: i + 1,
+    idempotencyKey: k.idempotencyKey,
+    outcome: k.ended?.outcome ?? (k.creationId ? KeyOutcome.Accepted : KeyOutcome.Unknown),
+    ...(k.creationId ? { creationId: k.creationId } : {}),
+    ...(k.costUsd === undefined ? {} : { chargedUsd: k.costUsd, priceSource: 'creation' as const }),
+    ...(k.ended?.outcome === KeyOutcome.Failed && k.costUsd !== undefined ? { refundedUsd: k.costUsd } : {}),
+    ...(k.ended?.error ? { error: k.ended.error } : {}),
+  }));
+  const last = row.keys.at(-1);
+  const images = last?.ended?.outcome === KeyOutcome.Succeeded ? (last.ended.images ?? []) : [];
+  const paid = row.keys.some(keyMayHoldMoney);
+  const state =
+    last?.ended?.outcome === KeyOutcome.Succeeded && images.length > 0
+      ? RowState.Succeeded
+      : paid
+        ? RowState.Unknown
+        : RowState.Failed;
+  return {
+    batchId: row.batchId,
+    rowId: row.rowId,
+    ...(line === undefined ? {} : { line }),
+    state,
+    prompt,
+    model,
+    keys,
+    creationIds: keys.flatMap((k) => (k.creationId ? [k.creationId] : [])),
+    images,
+    ...rowMoney(keys),
+    ...(state === RowState.Succeeded
+      ? {}
+      : {
+          error:
+            last?.ended?.error ??
+            "the row's record was never written (its workflow was terminated or forgotten); rebuilt from the ledger",
+        }),
+    resubmittable: !paid && state === RowState.Failed,
+  };
+}
+
+/**
+ * A row's record, unless the ledger knows a key of the row that may hold money and the record does not list it (a
+ * row run again after Temporal forgot it, with fewer attempts, gave up before the key that was paid): then the record
+ * rebuilt from the ledger's keys, which says `unknown` unless the last of them succeeded with its images. Never a
+ * record that would let a paid row be submitted again.
+ */
+export function recordAgainstLedger(record: RowRecord, known: LedgerRow): RowRecord {
+  const listed = new Set(record.keys.map((k) => k.idempotencyKey));
+  const missing = known.keys.some((k) => keyMayHoldMoney(k) && !listed.has(k.idempotencyKey));
+  if (!missing) return record;
+  const { record: _own, recordBy: _by, ...keysOnly } = known;
+  return recordFromLedger(keysOnly, record.prompt, record.model, record.line);
+}
+
+/** Since when the service may hold a key (see {@link LedgerKey.mayBeStoredSinceMs}), counting a send cut off. */
+export function keyMayBeStoredSince(key: LedgerKey): number | undefined {
+  return key.mayBeStoredSinceMs ?? key.pendingSinceMs;
+}

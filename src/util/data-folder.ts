@@ -1,0 +1,22 @@
+import os from 'node:os';
+import path from 'node:path';
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/**
+ * imagebatch's folder under the user's data folder: `$XDG_DATA_HOME` or `~/.local/share` on Linux,
+ * `~/Library/Application Support` on macOS, `%LOCALAPPDATA%` on Windows, then `imagebatch`. Never relative to the
+ * working directory. Local mode's home and the ledger store's default file live here.
+ */
+export function userDataFolder(env: Env, platform: NodeJS.Platform = process.platform): string {
+  const home = env.HOME?.trim() || os.homedir();
+  let data: string;
+  if (platform === 'win32') data = env.LOCALAPPDATA?.trim() || path.join(home, 'AppData', 'Local');
+  else if (platform === 'darwin') data = path.join(home, 'Library', 'Application Support');
+  else {
+    const xdg = env.XDG_DATA_HOME?.trim();
+    // The XDG spec ignores a relative XDG_DATA_HOME.
+    data = xdg && path.isAbsolute(xdg) ? xdg : path.join(home, '.local', 'share');
+  }
+  return path.join(data, 'imagebatch');
+}

@@ -222,8 +222,12 @@ function nativeModules() {
     const env = { ...process.env };
     if (existsSync(join(own, 'include', 'node', 'node.h'))) env.npm_config_nodedir = own;
     log(`building better-sqlite3 for Node ${process.version} (ABI ${process.versions.modules}; about a minute)`);
-    const res = run('npm', ['rebuild', 'better-sqlite3', '--loglevel=error'], { env, shell: process.platform === 'win32' });
-    if (!res.ok || !loads('better-sqlite3')) throw new Error(`better-sqlite3 could not be built for Node ${process.version}`);
+    const res = run('npm', ['rebuild', 'better-sqlite3', '--loglevel=error'], {
+      env,
+      shell: process.platform === 'win32',
+    });
+    if (!res.ok || !loads('better-sqlite3'))
+      throw new Error(`better-sqlite3 could not be built for Node ${process.version}`);
   }
   writeFileSync(stamp, abi);
 }

@@ -50,6 +50,7 @@ const e2e = [
   'test/cli/batch-identity.test.ts',
   'test/cli/demo.test.ts',
   'test/cli/gallery-browser.test.ts',
+  'test/cli/identity-by-content.test.ts',
   'test/cli/offline.test.ts',
   'test/cli/reconcile.test.ts',
   'test/cli/rerun-after-retention.test.ts',

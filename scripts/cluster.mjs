@@ -42,6 +42,8 @@ const CONFIG_FILE = join(root, 'deploy', 'temporal-cluster.yaml');
 const DYNAMIC_CONFIG_FILE = join(root, 'deploy', 'dynamicconfig', 'imagebatch.yaml');
 const SERVICES = ['frontend', 'history', 'matching', 'worker'];
 const DB_USER = 'temporal';
+/** The ledger store's database, beside Temporal's two on the same PostgreSQL server. */
+const LEDGER_DB = 'imagebatch_ledger';
 const NAMESPACE = 'default';
 /** Longest wait for one process or step to be ready. */
 const READY_MS = 120_000;
@@ -392,7 +394,11 @@ function sqlTool(state, paths, password, db, args) {
   }
 }
 
-/** The two databases, each set up and migrated to the newest schema embedded in the SQL tool, as admin-tools does. */
+/**
+ * The two databases, each set up and migrated to the newest schema embedded in the SQL tool, as admin-tools does; and
+ * the ledger store's database, whose tables the store makes itself (`ledger` in cluster.json: its URL and the
+ * password file, for IMAGEBATCH_LEDGER and IMAGEBATCH_LEDGER_PASSWORD_FILE).
+ */
 function createSchema(state, paths, password) {
   for (const [db, schema] of [
     ['temporal', 'temporal'],
@@ -402,6 +408,11 @@ function createSchema(state, paths, password) {
     sqlTool(state, paths, password, db, ['setup-schema', '-v', '0.0']);
     sqlTool(state, paths, password, db, ['update-schema', '--schema-name', `postgresql/v12/${schema}`]);
   }
+  sqlTool(state, paths, password, LEDGER_DB, ['create-database']);
+  state.ledger = {
+    url: `postgres://${DB_USER}@127.0.0.1:${state.ports.postgres}/${LEDGER_DB}`,
+    passwordFile: paths.password,
+  };
 }
 
 async function registerNamespace(state) {
@@ -487,8 +498,9 @@ async function up(paths, opts) {
     state.processes.postgres = pg;
     writeState(paths, state);
     await waitPostgres(state, pg);
-    log(`schema: temporal and temporal_visibility (${elapsed()})`);
+    log(`schema: temporal and temporal_visibility, and the ledger store's database (${elapsed()})`);
     createSchema(state, paths, password);
+    writeState(paths, state);
     log(
       `Temporal server ${TEMPORAL_SERVER_VERSION}, ${state.mode === 'split' ? 'one process per service' : 'one process'} (${elapsed()})`,
     );

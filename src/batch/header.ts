@@ -33,6 +33,8 @@ export const RecordColumn = {
   NetUsd: 'net_usd',
   /** `false` when a key of the row may hold money whose price nobody showed: its figures are empty, never 0. */
   PriceKnown: 'price_known',
+  /** errors.csv only: the batch the row ran in (`run` refuses the file while that batch is still open). */
+  BatchId: 'batch_id',
 } as const;
 export type RecordColumn = (typeof RecordColumn)[keyof typeof RecordColumn];
 

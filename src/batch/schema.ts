@@ -248,6 +248,7 @@ export const STATES_HOLDING_NO_MONEY: ReadonlySet<string> = new Set([
 /** Row states that were, or may have been, paid for whatever their keys say (`in_flight`: results only). */
 const STATES_MAY_BE_PAID: ReadonlySet<string> = new Set([
   RowState.Succeeded,
+  RowState.Reused,
   RowState.ImagesUnsaved,
   RowState.Unknown,
   'in_flight',

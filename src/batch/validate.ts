@@ -1,5 +1,5 @@
 import type { UserColumns } from '../model';
-import { type ColumnIndex, parseHeader, type UserColumn } from './header';
+import { type ColumnIndex, parseHeader, RecordColumn, type UserColumn } from './header';
 import { IdTable } from './id-table';
 import { type BatchProblem, ProblemCode, ProblemCollector } from './problems';
 import { type ScanLimits, type ScannedRecord, scanRecords } from './scan';
@@ -57,7 +57,15 @@ export interface BatchReport {
   /** All problems found, kept or not. */
   problemCount: number;
   problemsDropped: number;
+  /**
+   * The batches the rows came from (the `batch_id` column of an errors.csv), at most {@link MAX_SOURCE_BATCHES}: `run`
+   * refuses the file while one of them is still open, since that batch starts its rows itself.
+   */
+  sourceBatches: string[];
 }
+
+/** Source batches a report names at most. */
+export const MAX_SOURCE_BATCHES = 100;
 
 /**
  * Reads the whole file once, streaming, and reports every problem with its line and field, plus the counts the
@@ -79,7 +87,9 @@ export async function validateBatchFile(path: string, options: ValidateOptions =
     problems: [],
     problemCount: 0,
     problemsDropped: 0,
+    sourceBatches: [],
   };
+  const sourceBatches = new Set<string>();
   const models = new Map<string, ModelUsage>();
   const ids = new IdTable();
   let header: { index: ColumnIndex; width: number; own: UserColumn[] } | undefined;
@@ -112,6 +122,9 @@ export async function validateBatchFile(path: string, options: ValidateOptions =
         return false;
       }
       report.rows += 1;
+      const sourceAt = header.index.get(RecordColumn.BatchId);
+      const source = sourceAt === undefined ? '' : (record.cells[sourceAt] ?? '').trim();
+      if (source && sourceBatches.size < MAX_SOURCE_BATCHES) sourceBatches.add(source);
       const row = checkRecord(
         record,
         {
@@ -170,6 +183,7 @@ export async function validateBatchFile(path: string, options: ValidateOptions =
   report.problems = collector.sorted();
   report.problemCount = collector.count;
   report.problemsDropped = collector.dropped;
+  report.sourceBatches = [...sourceBatches];
   report.ok = collector.count === 0;
   return report;
 }

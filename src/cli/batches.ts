@@ -47,6 +47,23 @@ export class BatchFileChangedError extends ImagebatchError {
   }
 }
 
+/**
+ * The batch file holds rows of a batch that is still open (running, or paused): its errors.csv, written while it ran.
+ * That batch starts its rows not started yet itself; run the file once it has ended. Nothing was started.
+ */
+export class BatchSourceOpenError extends ImagebatchError {
+  readonly code = ErrorCode.BatchSourceOpen;
+  constructor(
+    readonly file: string,
+    readonly source: string,
+  ) {
+    super(
+      `${file} holds rows of batch ${source}, which is still open (running or paused) and starts its rows not ` +
+        `started yet itself: run the file once that batch has ended (imagebatch status ${source})`,
+    );
+  }
+}
+
 const describeFingerprint = (fp: FileFingerprint) => `${fp.size} bytes, sha256 ${fp.sha256.slice(0, 12)}`;
 
 const sameFingerprint = (a: FileFingerprint, b: FileFingerprint) => a.size === b.size && a.sha256 === b.sha256;
@@ -183,6 +200,12 @@ export async function startOrAttachBatch(options: StartBatchOptions): Promise<St
   // A cap is kept only with a price for every model: checked before anything starts (not when attaching).
   if (input.spendCapUsd !== undefined && existing?.status.name !== 'RUNNING') {
     await checkPricesForCap(client, taskQueue, report.models, input.prices ?? {});
+  }
+  // The errors.csv of a batch that is still open: that batch starts its rows itself, never a second run of them.
+  for (const source of report.sourceBatches) {
+    if (source === input.batchId) continue;
+    const open = await describeBatch(client, batchWorkflowId(source));
+    if (open?.status.name === 'RUNNING') throw new BatchSourceOpenError(input.file, source);
   }
   const memoFingerprint = asFingerprint((existing?.memo as { fingerprint?: unknown } | undefined)?.fingerprint);
   if (memoFingerprint && !sameFingerprint(memoFingerprint, fingerprint)) {

@@ -54,6 +54,7 @@ const EXIT_CODES: Partial<Record<ErrorCode, ExitCode>> = {
   [ErrorCode.BatchInvalid]: ExitCode.InvalidInput,
   [ErrorCode.BatchFileUnreadable]: ExitCode.InvalidInput,
   [ErrorCode.BatchFileChanged]: ExitCode.InvalidInput,
+  [ErrorCode.BatchSourceOpen]: ExitCode.InvalidInput,
   [ErrorCode.PriceUnknown]: ExitCode.InvalidInput,
 };
 

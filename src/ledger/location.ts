@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { userDataFolder } from '../util/data-folder';
 import { ErrorCode, ImagebatchError } from '../model/errors';
@@ -9,6 +10,12 @@ type Env = Readonly<Record<string, string | undefined>>;
 
 /** The one setting of the ledger store: an absolute file path (SQLite) or a `postgres://` URL. */
 export const IMAGEBATCH_LEDGER_ENV = 'IMAGEBATCH_LEDGER';
+
+/**
+ * A file holding the password of a `postgres://` store whose URL has none (a secret mounted as a file: the password
+ * in no environment variable and no command line).
+ */
+export const IMAGEBATCH_LEDGER_PASSWORD_FILE_ENV = 'IMAGEBATCH_LEDGER_PASSWORD_FILE';
 
 /** The default store's file, in imagebatch's folder of the user's data folder (never in local mode's home). */
 export const DEFAULT_LEDGER_FILE = 'ledger.sqlite';
@@ -34,12 +41,26 @@ export function ledgerLocation(env: Env, platform: NodeJS.Platform = process.pla
   const value = env[IMAGEBATCH_LEDGER_ENV]?.trim();
   if (!value) return { kind: 'sqlite', file: path.join(userDataFolder(env, platform), DEFAULT_LEDGER_FILE) };
   if (/^postgres(ql)?:\/\//i.test(value)) {
+    let url: URL;
     try {
-      new URL(value);
+      url = new URL(value);
     } catch {
       throw new LedgerSettingError('is not a valid postgres:// URL');
     }
-    return { kind: 'postgres', url: value };
+    const passwordFile = env[IMAGEBATCH_LEDGER_PASSWORD_FILE_ENV]?.trim();
+    if (passwordFile && !url.password) {
+      let password: string;
+      try {
+        password = readFileSync(passwordFile, 'utf8').replace(/\r?\n$/, '');
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code ?? 'unreadable';
+        throw new LedgerSettingError(
+          `its password file (${IMAGEBATCH_LEDGER_PASSWORD_FILE_ENV}) cannot be read: ${code}`,
+        );
+      }
+      url.password = encodeURIComponent(password);
+    }
+    return { kind: 'postgres', url: url.toString() };
   }
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) {
     throw new LedgerSettingError('must be a postgres:// URL or the absolute path of a SQLite file');

@@ -18,17 +18,21 @@ export function localModeAllowed(env: Env): boolean {
   throw new LocalSettingError(IMAGEBATCH_LOCAL_ENV, 'must be on or off (1/0, true/false, yes/no)');
 }
 
+/** Local mode's default home, a folder of imagebatch's data folder (the ledger store's file is its sibling). */
+export const LOCAL_HOME_FOLDER = 'local';
+
 /** The variable that names local mode's home. */
 export const IMAGEBATCH_HOME_ENV = 'IMAGEBATCH_HOME';
 
 /**
- * Local mode's home: `$IMAGEBATCH_HOME`, else `imagebatch` under the user's data folder (`$XDG_DATA_HOME` or
- * `~/.local/share` on Linux, `~/Library/Application Support` on macOS, `%LOCALAPPDATA%` on Windows). One home holds
- * one local Temporal server, its worker and their state; it is made absolute against the working directory.
+ * Local mode's home: `$IMAGEBATCH_HOME`, else `imagebatch/local` under the user's data folder (`$XDG_DATA_HOME` or
+ * `~/.local/share` on Linux, `~/Library/Application Support` on macOS, `%LOCALAPPDATA%` on Windows), beside the
+ * ledger store's file and never around it: removing a home forgets Temporal's state, never what was paid. One home
+ * holds one local Temporal server, its worker and their state; it is made absolute against the working directory.
  */
 export function localHome(env: Env, platform: NodeJS.Platform = process.platform): string {
   const given = env[IMAGEBATCH_HOME_ENV]?.trim();
-  return given ? path.resolve(given) : userDataFolder(env, platform);
+  return given ? path.resolve(given) : path.join(userDataFolder(env, platform), LOCAL_HOME_FOLDER);
 }
 
 /** Where each piece of local mode's state lives in its home. */

@@ -20,6 +20,8 @@ export const ErrorCode = {
   BatchInvalid: 'BATCH_INVALID',
   /** A batch id already ran on another file. */
   BatchFileChanged: 'BATCH_FILE_CHANGED',
+  /** The batch file holds rows of a batch that is still open (its errors.csv, while it runs or is paused). */
+  BatchSourceOpen: 'BATCH_SOURCE_OPEN',
   /** The batch file cannot be read, or changed between pages. */
   BatchFileUnreadable: 'BATCH_FILE_UNREADABLE',
   /** A batch did not answer in time. */

@@ -28,6 +28,8 @@ export interface WrittenResults {
   /** The rows that may have been paid: resolve them with `imagebatch reconcile`, never submit them again. */
   unresolvedCsv: string;
   gallery: string;
+  /** The batch was still open (running, or paused): errors.csv holds only rows that ended. */
+  open: boolean;
   rows: number;
   /** Rows in errors.csv. */
   errorRows: number;
@@ -78,7 +80,8 @@ export function adviceFor(
  */
 export function isUnresolved(state: ResultState, keys: readonly Pick<KeyRecord, 'outcome'>[]): boolean {
   if (state === 'in_flight') return false;
-  if (state === 'succeeded') return keys.some((k) => UNSETTLED.has(k.outcome));
+  // Done: its images are here (a reused row was paid by the earlier request that served it).
+  if (state === 'succeeded' || state === 'reused') return keys.some((k) => UNSETTLED.has(k.outcome));
   return recordMayBePaid(
     state,
     keys.map((k) => k.outcome),
@@ -154,6 +157,7 @@ export async function writeResults(
   outDir: string,
   batchId: string,
   rows: readonly ResultRow[],
+  options: { open?: boolean } = {},
 ): Promise<WrittenResults> {
   await mkdir(outDir, { recursive: true });
   const files = {
@@ -166,6 +170,8 @@ export async function writeResults(
   const errorRows: ErrorRow[] = [];
   const errorAdvice: Record<Advice, number> = { submit_again: 0, revise_prompt: 0, fix_row: 0 };
   for (const r of rows) {
+    // A batch still open (running, or paused) starts its rows not started yet itself: they are no error to run again.
+    if (options.open && r.state === 'not_started') continue;
     const advice = adviceFor(r.state, r.result?.keys ?? []);
     if (advice === undefined) continue;
     errorRows.push({ ...r, advice });
@@ -175,11 +181,12 @@ export async function writeResults(
   const imagesShortRows = rows.filter((r) => (imagesShort(r).images_short ?? 0) > 0).length;
   await atomicWrite(files.resultsCsv, resultsCsv(rows));
   await atomicWrite(files.resultsJsonl, rows.map((r) => JSON.stringify(jsonRecord(r))).join('\n') + '\n');
-  await atomicWrite(files.errorsCsv, errorsCsv(errorRows));
+  await atomicWrite(files.errorsCsv, errorsCsv(batchId, errorRows));
   await atomicWrite(files.unresolvedCsv, unresolvedCsv(batchId, unresolvedRows));
   await atomicWrite(files.gallery, galleryHtml(batchId, rows));
   return {
     ...files,
+    open: options.open ?? false,
     rows: rows.length,
     errorRows: errorRows.length,
     errorAdvice,
@@ -245,7 +252,7 @@ function safeCell(value: string): string {
 const money = (usd: number | null): string => (usd === null ? '' : usd.toFixed(4));
 
 /** The record's cells, shared by results.csv, errors.csv and unresolved.csv (the advice is errors.csv's own). */
-function recordCells(j: JsonlRecord): Record<Exclude<RecordColumn, 'advice'>, string> {
+function recordCells(j: JsonlRecord): Record<Exclude<RecordColumn, 'advice' | 'batch_id'>, string> {
   return {
     state: j.state,
     resubmittable: j.resubmittable === null ? '' : String(j.resubmittable),
@@ -304,13 +311,17 @@ function resultsCsv(rows: readonly ResultRow[]): string {
  * sent again), so `imagebatch run errors.csv` runs them again, then each row's record and advice. The batch reader
  * knows the record columns, never sends them, and refuses a row whose record says it may have been paid.
  */
-function errorsCsv(rows: readonly ErrorRow[]): string {
+function errorsCsv(batchId: string, rows: readonly ErrorRow[]): string {
   const used = REQUEST_COLUMNS.filter((c) => rows.some((r) => r.row.request[c] !== undefined));
   const own = userColumnNames(rows);
   const header = ['id', 'prompt', 'model', ...used, ...own, ...RECORD_COLUMNS];
   const body = rows.map((r) => {
     const req: CreationRequest = r.row.request;
-    const record: Record<RecordColumn, string> = { ...recordCells(jsonRecord(r)), advice: r.advice };
+    const record: Record<RecordColumn, string> = {
+      ...recordCells(jsonRecord(r)),
+      advice: r.advice,
+      batch_id: safeCell(batchId),
+    };
     return [
       r.row.rowId,
       req.prompt,

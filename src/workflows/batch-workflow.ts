@@ -194,8 +194,9 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
 
   /** The limit the latest row to end said binds: for the progress only (no command depends on it). */
   let limitSeen: LimitSeen | undefined;
+  // A stop that came while the last rows were in flight says why too (a query only: no command changes).
   setHandler(progressQuery, () =>
-    progressOf(input.batchId, state, workflowNow(), waiting, false, input.spendCapUsd, limitSeen),
+    progressOf(input.batchId, state, workflowNow(), waiting ?? blockedReason(), false, input.spendCapUsd, limitSeen),
   );
   setHandler(rowDoneSignal, (record: RowRecord, report?: RowReport) => {
     applyRowDone(state, record);

@@ -144,8 +144,8 @@ describe('errors.csv as a batch file: the record columns', () => {
     for (const p of report.problems) expect(p.message).toMatch(PAID);
   });
 
-  it('refuse the states that may have been paid, keys or not: unknown, images_unsaved, succeeded, in_flight', async () => {
-    const states = ['unknown', 'images_unsaved', 'succeeded', 'in_flight'];
+  it('refuse the states that may have been paid, keys or not: unknown, images_unsaved, succeeded, reused, in_flight', async () => {
+    const states = ['unknown', 'images_unsaved', 'succeeded', 'reused', 'in_flight'];
     const rows = states.map((state, i) => ({ ...failed, id: `p${i}`, state, key_outcomes: i === 0 ? 'refunded' : '' }));
     const report = await validateBatchFile(tmp.file('states-paid.csv', errorsCsv(rows)));
     expect(report.validRows).toBe(0);

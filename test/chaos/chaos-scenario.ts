@@ -35,6 +35,7 @@ import {
   type ReconcileFigures,
 } from './invariants';
 import { readResultsSpend, reconcileSpend, spendViolations, type SpendReconciliation } from './spend-reconciliation';
+import { checkStore, storeViolations, type StoreCheck } from './store-check';
 
 /** Options of {@link runChaos}. */
 export interface ChaosOptions {
@@ -101,6 +102,8 @@ export interface ChaosReport {
   reconcile: ReconcileFigures;
   /** The final results.jsonl (written by the reconcile step) against the simulator's ledger, per row and in total. */
   spend: SpendReconciliation;
+  /** The ledger store against the simulator's ledger, after the reconcile step. */
+  store: StoreCheck;
   /** Every invariant that does not hold, in words; empty when the run passed. */
   violations: string[];
   /** The run's folder, when it was kept. */
@@ -327,6 +330,10 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
     );
     violations.push(...spendViolations(spend));
     step('reconciled the spend of the final results against the ledger');
+    // The ledger store against the simulator's ledger: every charge in both, to the cent.
+    const store = await checkStore(ledger, batchId, sim.ledger.byCreation());
+    violations.push(...storeViolations(store));
+    step('checked the ledger store against the simulator');
     if (violations.length > 0) keep = true;
     await saveLog(worker);
     return {
@@ -337,6 +344,7 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
       figures,
       reconcile: reconcileFigures,
       spend,
+      store,
       violations,
       dir: keep ? dir : undefined,
     };

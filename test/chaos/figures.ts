@@ -104,6 +104,18 @@ export function formatFigures(report: ChaosReport, wallMs: number): string {
   info('simulator total net (all rows)', money(s.simulatorAllRows));
   check('total', spendTotalInWords(s), totalsAgree && s.differences.length === 0);
 
+  section("ledger store (against the simulator's ledger)");
+  const st = report.store;
+  info('keys in the store', st.storeKeys);
+  info('charges under the batch keys', st.charges);
+  info('charges whose creation the store names', st.chargesKnown);
+  zero('charges under keys the store never heard of', st.chargesWithoutKey.length);
+  zero('creations the store names that were not made', st.unknownCreations.length);
+  zero('costs differing by a cent or more', st.costsDiffering.length);
+  info(
+    'charged, over the creations the store names',
+    `${usd(st.chargedKnownUsd.simulator)} simulator, ${usd(st.chargedKnownUsd.store)} store (its known costs)`,
+  );
   section('chaos');
   const at = (kind: ChaosEventKind) =>
     report.events

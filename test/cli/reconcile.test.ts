@@ -147,7 +147,7 @@ describe('imagebatch reconcile', { timeout: 180_000 }, () => {
     expect(r.stderr).toContain('batch rec-slow is still running: reconcile it once it has ended');
   });
 
-  it('after Temporal has forgotten the batch: with --out, from the ledger alone, no new charge', async () => {
+  it('after Temporal has forgotten the batch: from the ledger store alone, no new charge', async () => {
     const GONE = 'rec-gone';
     const goneFile = path.join(stack.dir, 'gone.csv');
     const goneOut = path.join(stack.dir, 'out-gone');
@@ -183,16 +183,9 @@ describe('imagebatch reconcile', { timeout: 180_000 }, () => {
       const status = await cli(['status', GONE], freshEnv);
       expect(status.code, describeRun(['status', GONE], status)).toBe(1);
 
-      // Without --out there is no folder to read: said, naming --out, and nothing started.
-      const bare = await cli(['reconcile', GONE], freshEnv);
-      expect(bare.code, describeRun(['reconcile', GONE], bare)).toBe(1);
-      expect(bare.stderr).toContain(`batch ${GONE} is not known to Temporal`);
-      expect(bare.stderr).toContain('give its output folder with --out');
-      expect(bare.stdout).toBe('');
-
-      // With --out: both rows resolved from the ledger, results.csv written again, no new charge.
+      // From the store alone (no --out): both rows resolved, results.csv written again in the batch's folder.
       await rm(path.join(goneOut, 'results.csv'));
-      const withOut = ['reconcile', GONE, '--out', goneOut, '--json'];
+      const withOut = ['reconcile', GONE, '--json'];
       const r = await cli(withOut, freshEnv);
       expect(r.code, `${describeRun(withOut, r)}\nworker:\n${worker.output().slice(-4000)}`).toBe(0);
       const outcome = JSON.parse(r.stdout) as ReconcileOutcome;

@@ -99,7 +99,14 @@ describe('results of a batch Temporal does not know', { timeout: 120_000 }, () =
     const store = await defaultLedger();
     try {
       await store.append([
-        { type: 'batch', batchId: 'stored', file, fingerprint: await fileFingerprint(file), outDir: out },
+        {
+          type: 'batch',
+          batchId: 'stored',
+          file,
+          fingerprint: await fileFingerprint(file),
+          outDir: out,
+          defaultModel: 'flux-dev',
+        },
         { type: 'row', by: 'row', record: rowRecord({ batchId: 'stored', rowId: 'ok', line: 2, state: 'succeeded' }) },
       ]);
     } finally {

@@ -12,6 +12,7 @@ function written(fields: Partial<WrittenResults>): WrittenResults {
     errorsCsv: '/out/errors.csv',
     unresolvedCsv: '/out/unresolved.csv',
     gallery: '/out/index.html',
+    open: false,
     rows: 50,
     errorRows: 0,
     errorAdvice: { submit_again: 0, revise_prompt: 0, fix_row: 0 },
@@ -22,6 +23,18 @@ function written(fields: Partial<WrittenResults>): WrittenResults {
 }
 
 describe('resultFilesSummary', () => {
+  it('offers no command to run while the batch is open: its rows not started yet are its own', () => {
+    const lines = resultFilesSummary(
+      'demo',
+      written({ open: true, errorRows: 2, errorAdvice: { submit_again: 2, revise_prompt: 0, fix_row: 0 } }),
+    );
+    expect(lines).toEqual([
+      'errors.csv: 2 rows ended with nothing paid (/out/errors.csv); batch demo is still open: run the file once ' +
+        'it has ended (imagebatch status demo)',
+    ]);
+    expect(lines.join('\n')).not.toContain('imagebatch run');
+  });
+
   it('says how many rows of errors.csv to submit again, to revise and to fix, and how to run it', () => {
     const lines = resultFilesSummary(
       'demo',

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -82,7 +82,13 @@ beforeAll(async () => {
   expect(address).toMatch(/^127\.0\.0\.1:\d+$/);
   const profileFile = path.join(dir, 'temporal.toml');
   await writeFile(profileFile, `[profile.cluster]\naddress = "${address}"\nnamespace = "default"\n`);
+  // The ledger store: a database of its own on the cluster's PostgreSQL, for every worker and command.
+  const { ledger } = JSON.parse(await readFile(path.join(clusterDir, 'cluster.json'), 'utf8')) as {
+    ledger: { url: string; passwordFile: string };
+  };
   temporalEnv = {
+    IMAGEBATCH_LEDGER: ledger.url,
+    IMAGEBATCH_LEDGER_PASSWORD_FILE: ledger.passwordFile,
     TEMPORAL_CONFIG_FILE: profileFile,
     TEMPORAL_PROFILE: 'cluster',
     TEMPORAL_TASK_QUEUE: TASK_QUEUE,

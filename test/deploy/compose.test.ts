@@ -235,7 +235,8 @@ describe('docker-compose.yml (validated by docker-compose config)', { timeout: 9
         (s.secrets ?? []).some((x) => (typeof x === 'string' ? x : x.source) === 'temporal_db_password'),
       )
       .map(([name]) => name);
-    expect(holders.sort()).toEqual(['postgresql', 'temporal', 'temporal-schema']);
+    // The workers and the CLI read it for the ledger store's database (IMAGEBATCH_LEDGER_PASSWORD_FILE).
+    expect(holders.sort()).toEqual(['cli', 'postgresql', 'temporal', 'temporal-schema', 'worker']);
     expect(service('postgresql').environment?.POSTGRES_PASSWORD_FILE).toBe('/run/secrets/temporal_db_password');
     for (const [name, s] of Object.entries(composeConfig().services)) {
       expect(Object.keys(s.environment ?? {}), name).not.toContainEqual(
@@ -260,7 +261,10 @@ describe('docker-compose.yml (validated by docker-compose config)', { timeout: 9
     const secretFile = composeConfig().secrets?.imagegen_api_key?.file;
     expect(secretFile).toBe(path.join(REPO_ROOT, 'deploy', 'secrets', 'simulator-api-key'));
     const worker = service('worker');
-    expect((worker.secrets ?? []).map((s) => (typeof s === 'string' ? s : s.source))).toEqual(['imagegen_api_key']);
+    expect((worker.secrets ?? []).map((s) => (typeof s === 'string' ? s : s.source))).toEqual([
+      'imagegen_api_key',
+      'temporal_db_password',
+    ]);
     expect(worker.environment?.IMAGEGEN_API_KEY_FILE).toBe('/run/secrets/imagegen_api_key');
     for (const [name, s] of Object.entries(composeConfig().services)) {
       expect(Object.keys(s.environment ?? {}), name).not.toContain('IMAGEGEN_API_KEY');
@@ -277,7 +281,21 @@ describe('docker-compose.yml (validated by docker-compose config)', { timeout: 9
     expect(service('worker').volumes).toContain('batches:/batches:rw');
     expect(service('cli').volumes).toContain('batches:/batches:rw');
     expect(service('cli').profiles).toEqual(['cli']);
-    expect(service('cli').secrets).toBeUndefined();
+  });
+
+  it('the workers and the CLI share one ledger store: a database of its own, its password the secret file', () => {
+    const secretNames = (name: string) =>
+      (service(name).secrets ?? []).map((s) => (typeof s === 'string' ? s : s.source));
+    for (const name of ['worker', 'cli']) {
+      const env = service(name).environment ?? {};
+      expect(env.IMAGEBATCH_LEDGER, name).toBe('postgres://temporal@postgresql:5432/imagebatch_ledger');
+      expect(env.IMAGEBATCH_LEDGER_PASSWORD_FILE, name).toBe('/run/secrets/temporal_db_password');
+      expect(secretNames(name), name).toContain('temporal_db_password');
+    }
+    // The CLI never gets the image service's key.
+    expect(secretNames('cli')).toEqual(['temporal_db_password']);
+    // The schema job makes the ledger's database beside Temporal's two.
+    expect(service('temporal-schema').command?.[0]).toContain('--db imagebatch_ledger create');
   });
 
   it("the simulator listens on its service name and ports, where the worker's base URL points", () => {

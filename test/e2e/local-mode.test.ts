@@ -68,7 +68,8 @@ async function batchFile(name: string, rows = ROWS): Promise<string> {
   const file = path.join(dir, `${name}.csv`);
   const lines = Array.from(
     { length: rows },
-    (_, i) => `${name}-${String(i + 1).padStart(2, '0')},a lighthouse number ${i + 1}`,
+    // Prompts of its own: a request paid by another test's batch would be reused, not paid.
+    (_, i) => `${name}-${String(i + 1).padStart(2, '0')},a lighthouse number ${i + 1} for ${name}`,
   );
   await writeFile(file, ['id,prompt', ...lines].join('\n') + '\n');
   return file;

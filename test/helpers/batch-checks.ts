@@ -11,7 +11,7 @@ import { type Simulator } from '../../src/simulator';
  */
 
 /** The states a row's record ends in. */
-export const FINAL_STATES = ['succeeded', 'failed', 'images_unsaved', 'unknown', 'cancelled', 'not_run'];
+export const FINAL_STATES = ['succeeded', 'reused', 'failed', 'images_unsaved', 'unknown', 'cancelled', 'not_run'];
 
 /**
  * Charges of batch `batchId` (idempotency keys `ib/<batch>/<row>/a<n>`) in the simulator's ledger: per key, and per

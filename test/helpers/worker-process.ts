@@ -32,6 +32,8 @@ export class WorkerProcess {
     env: Record<string, string>;
     /** `--output-root`; by default the worker's working directory, the repository. */
     outputRoot?: string;
+    /** The worker's working directory. @default the repository */
+    cwd?: string;
     readyTimeoutMs?: number;
   }): Promise<WorkerProcess> {
     const inherited = Object.fromEntries(
@@ -41,7 +43,7 @@ export class WorkerProcess {
     );
     const args = options.outputRoot ? ['--output-root', options.outputRoot] : [];
     const child = spawn(process.execPath, [BIN, 'worker', ...args], {
-      cwd: REPO_ROOT,
+      cwd: options.cwd ?? REPO_ROOT,
       env: { ...inherited, ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -1,8 +1,8 @@
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ledgerLocation, openLedgerStore, LedgerSettingError } from '../../src/ledger';
+import { describeLedgerLocation, ledgerLocation, openLedgerStore, LedgerSettingError } from '../../src/ledger';
 import { storeContract } from './store-contract';
 
 storeContract('SQLite', async () => {
@@ -38,6 +38,19 @@ describe('IMAGEBATCH_LEDGER', () => {
     );
     expect(() => ledgerLocation({ IMAGEBATCH_LEDGER: 'mysql://h/db' })).toThrow(
       /postgres:\/\/ URL or the absolute path/,
+    );
+  });
+
+  it('takes the password of a postgres URL from IMAGEBATCH_LEDGER_PASSWORD_FILE, and names a file it cannot read', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'ib-pw-'));
+    const file = path.join(dir, 'password');
+    await writeFile(file, 's3cret/with:chars\n');
+    const env = { IMAGEBATCH_LEDGER: 'postgres://ib@db:5432/ledger', IMAGEBATCH_LEDGER_PASSWORD_FILE: file };
+    const at = ledgerLocation(env);
+    expect(at.kind === 'postgres' && decodeURIComponent(new URL(at.url).password)).toBe('s3cret/with:chars');
+    expect(describeLedgerLocation(at)).toBe('postgres://ib:***@db:5432/ledger');
+    expect(() => ledgerLocation({ ...env, IMAGEBATCH_LEDGER_PASSWORD_FILE: path.join(dir, 'none') })).toThrow(
+      'IMAGEBATCH_LEDGER: its password file (IMAGEBATCH_LEDGER_PASSWORD_FILE) cannot be read: ENOENT',
     );
   });
 

@@ -20,14 +20,14 @@ afterAll(async () => {
 });
 
 describe('local home', () => {
-  it('is IMAGEBATCH_HOME, else imagebatch under the data folder of each platform', () => {
+  it('is IMAGEBATCH_HOME, else imagebatch/local under the data folder of each platform (beside the ledger store)', () => {
     expect(localHome({ IMAGEBATCH_HOME: 'rel/home' })).toBe(path.resolve('rel/home'));
-    expect(localHome({ HOME: '/h' }, 'linux')).toBe('/h/.local/share/imagebatch');
-    expect(localHome({ HOME: '/h', XDG_DATA_HOME: '/data' }, 'linux')).toBe('/data/imagebatch');
+    expect(localHome({ HOME: '/h' }, 'linux')).toBe('/h/.local/share/imagebatch/local');
+    expect(localHome({ HOME: '/h', XDG_DATA_HOME: '/data' }, 'linux')).toBe('/data/imagebatch/local');
     // The XDG spec ignores a relative XDG_DATA_HOME.
-    expect(localHome({ HOME: '/h', XDG_DATA_HOME: 'data' }, 'linux')).toBe('/h/.local/share/imagebatch');
-    expect(localHome({ HOME: '/h' }, 'darwin')).toBe('/h/Library/Application Support/imagebatch');
-    expect(localHome({ HOME: '/h', LOCALAPPDATA: 'C:\\L' }, 'win32')).toBe(path.join('C:\\L', 'imagebatch'));
+    expect(localHome({ HOME: '/h', XDG_DATA_HOME: 'data' }, 'linux')).toBe('/h/.local/share/imagebatch/local');
+    expect(localHome({ HOME: '/h' }, 'darwin')).toBe('/h/Library/Application Support/imagebatch/local');
+    expect(localHome({ HOME: '/h', LOCALAPPDATA: 'C:\\L' }, 'win32')).toBe(path.join('C:\\L', 'imagebatch', 'local'));
   });
 
   it('local mode is on unless IMAGEBATCH_LOCAL turns it off; another value is refused by name', () => {

@@ -331,7 +331,7 @@ describe('writeResults: one record per row', () => {
     const text = await readFile(written.errorsCsv, 'utf8');
     expect(text.split('\n')[0]).toBe(
       'id,prompt,model,seed,state,advice,resubmittable,error,idempotency_keys,key_outcomes,creation_ids,' +
-        'charged_usd,refunded_usd,net_usd,price_known',
+        'charged_usd,refunded_usd,net_usd,price_known,batch_id',
     );
     const csv = await readCsv(written.errorsCsv);
     expect(csv.map((r) => [r.id, r.state, r.advice, r.resubmittable])).toEqual([
@@ -342,6 +342,12 @@ describe('writeResults: one record per row', () => {
       ['flaky', 'failed', 'submit_again', 'true'],
       ['quit', 'cancelled', 'submit_again', 'true'],
     ]);
+    // Each row names its batch: `run` refuses the file while that batch is open.
+    expect(new Set(csv.map((r) => r.batch_id))).toEqual(new Set([BATCH]));
+    // A batch still open starts its rows not started yet itself: they are not offered.
+    const open = await writeResults(path.join(dir, 'errors-open'), BATCH, ALL, { open: true });
+    expect(open.open).toBe(true);
+    expect((await readCsv(open.errorsCsv)).map((r) => r.id)).toEqual(['bad', 'late', 'unsafe', 'flaky', 'quit']);
     // The prompt goes back to the service as it was; the record's own text is defused.
     expect(csv[0]).toMatchObject({ prompt: '=1+1 a cat', model: 'flux-dev', seed: '7', error: "'-prompt blocked" });
     expect(csv[5]).toMatchObject({
@@ -510,6 +516,12 @@ describe('isUnresolved: rows that may have been paid, for unresolved.csv', () =>
     for (const outcome of ['submitting', 'accepted', 'unknown', 'lost', 'timed_out'] as const) {
       expect(isUnresolved('succeeded', keys(outcome, 'succeeded')), outcome).toBe(true);
     }
+  });
+
+  it('never a reused row: the earlier request that served it was paid, and its images are here', () => {
+    expect(isUnresolved('reused', [])).toBe(false);
+    expect(isUnresolved('reused', keys('refunded'))).toBe(false);
+    expect(adviceFor('reused', [])).toBeUndefined();
   });
 
   it('never a row safe to submit again, nor one in flight', () => {

@@ -74,7 +74,12 @@ export function resultFilesSummary(batchId: string, written: WrittenResults): st
   const rows = (n: number) => `${n} row${n === 1 ? '' : 's'}`;
   const { submit_again: again, revise_prompt: revise, fix_row: fix } = written.errorAdvice;
   let errors = `errors.csv: no rows to submit again (${written.errorsCsv})`;
-  if (written.errorRows > 0) {
+  if (written.open) {
+    // The batch starts its rows not started yet itself: nothing is offered to run while it is open.
+    errors =
+      `errors.csv: ${rows(written.errorRows)} ended with nothing paid (${written.errorsCsv}); batch ${batchId} ` +
+      `is still open: run the file once it has ended (imagebatch status ${batchId})`;
+  } else if (written.errorRows > 0) {
     errors =
       `errors.csv: ${rows(again)} to submit again as ${again === 1 ? 'it is' : 'they are'} ` +
       `(imagebatch run ${written.errorsCsv} --batch-id ${batchId}-retry)`;

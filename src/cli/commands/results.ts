@@ -32,7 +32,8 @@ export interface ResultsOptions {
  */
 export async function results(options: ResultsOptions): Promise<WrittenResults> {
   const { client, batchId, ledger } = options;
-  const memo = await batchMemo(client, batchId);
+  const described = await describeBatch(client, batchId);
+  const memo = described?.memo;
   let source: { file: string; outDir: string; defaultModel?: string | undefined };
   if (memo) {
     if (!memo.file || !memo.outDir) throw new Error(`batch ${batchId} has no file recorded in its memo`);
@@ -57,16 +58,25 @@ export async function results(options: ResultsOptions): Promise<WrittenResults> 
     ...(source.defaultModel ? { defaultModel: source.defaultModel } : {}),
     ledger,
   });
-  return writeResults(options.outDir ?? source.outDir, batchId, rows);
+  // A batch still running (or paused) starts its rows not started yet itself: never offered for a run of their own.
+  return writeResults(options.outDir ?? source.outDir, batchId, rows, { open: described?.status === 'RUNNING' });
 }
 
 export type BatchMemo = { file?: string; outDir?: string; defaultModel?: string };
 
 /** The memo of the batch's workflow, or undefined when Temporal does not know it. */
 export async function batchMemo(client: Client, batchId: string): Promise<BatchMemo | undefined> {
+  return (await describeBatch(client, batchId))?.memo;
+}
+
+/** The memo and status of the batch's latest run, or undefined when Temporal does not know it. */
+export async function describeBatch(
+  client: Client,
+  batchId: string,
+): Promise<{ memo: BatchMemo; status: string } | undefined> {
   try {
     const description = await client.workflow.getHandle(batchWorkflowId(batchId)).describe();
-    return description.memo ?? {};
+    return { memo: (description.memo ?? {}) as BatchMemo, status: description.status.name };
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) return undefined;
     throw err;

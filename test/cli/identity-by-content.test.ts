@@ -1,0 +1,233 @@
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
+import { DevServer } from '../../src/temporal/dev-server';
+import type { BatchProgress } from '../../src/model';
+import { WorkerProcess, baseEnv, cli, describeRun, ensureDistIsFresh, readCsv, waitUntil } from './helpers';
+
+/**
+ * What was paid is remembered by what was asked, in one store (here this file's default: the user data folder test
+ * setup gives it), whatever the working directory, the file's name, or Temporal's memory. Each scenario of issue 29
+ * that paid twice before: the same command from another directory after Temporal's state is gone, the same file
+ * renamed, one row added, another --model, and the results' advice while a batch is open.
+ *
+ * The simulator forgets a key after 1 s (the service's idempotency window, 24 h in life): a key sent again after it
+ * would be charged again, so every "no new charge" below is the store's doing, not the service's.
+ */
+
+let dir: string;
+let sim: Simulator;
+let server: DevServer | undefined;
+let worker: WorkerProcess | undefined;
+let temporalEnv: Record<string, string>;
+const TASK_QUEUE = 'imagebatch-identity-content';
+
+async function startTemporalAndWorker(): Promise<void> {
+  server = await DevServer.start({ uiPort: false });
+  const temporal = { TEMPORAL_ADDRESS: server.address, TEMPORAL_TASK_QUEUE: TASK_QUEUE };
+  worker = await WorkerProcess.start({
+    env: baseEnv({
+      ...temporal,
+      IMAGEGEN_BASE_URL: sim.baseUrl,
+      IMAGEGEN_API_KEY: DEMO_API_KEY,
+      IMAGEGEN_MIN_POLL_INTERVAL_MS: '200',
+    }),
+  });
+  temporalEnv = baseEnv(temporal);
+}
+
+async function stopTemporalAndWorker(): Promise<void> {
+  await worker?.stop();
+  await server?.stop();
+  worker = undefined;
+  server = undefined;
+}
+
+beforeAll(async () => {
+  await ensureDistIsFresh();
+  dir = await mkdtemp(path.join(os.tmpdir(), 'imagebatch-content-'));
+  sim = await startSimulator({
+    seed: 29,
+    accounts: [{ id: 'acct', models: ['flux-dev', 'flux-schnell'], keys: [{ id: 'key', key: DEMO_API_KEY }] }],
+    generation: { queuedMs: { minMs: 20, maxMs: 50 }, runningMs: { minMs: 100, maxMs: 300 } },
+    limits: { minPollIntervalMs: 200, requestsPerSecond: 1000, burst: 1000, accountConcurrency: null },
+    safety: { genericDeclineProbability: 0 },
+    idempotency: { ttlMs: 1000 },
+  });
+  await startTemporalAndWorker();
+});
+
+afterAll(async () => {
+  await stopTemporalAndWorker();
+  await sim?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+const PROMPTS = [
+  'id,prompt',
+  'r1,a lighthouse on a basalt cliff at dusk',
+  'r2,a red fox curled up in fresh snow',
+  'r3,a bowl of ramen with steam rising',
+  'r4,a tram crossing a bridge in the rain',
+];
+
+/** Creations charged and kept (net of refunds): what the account paid for. */
+const paid = () => sim.ledger.byCreation().filter((c) => c.netUsd > 0).length;
+
+/** A folder of its own, with `name` holding `lines`. */
+async function folderWith(name: string, lines: readonly string[]): Promise<string> {
+  const folder = await mkdtemp(path.join(dir, 'cwd-'));
+  await writeFile(path.join(folder, name), `${lines.join('\n')}\n`);
+  return folder;
+}
+
+/** `imagebatch run FILE ...` from `cwd`, followed to its end, then `imagebatch results` of its batch. */
+async function runIn(cwd: string, file: string, ...more: string[]) {
+  const args = ['run', file, '--model', 'flux-dev', '--follow', '--json', ...more];
+  const r = await cli(args, { env: temporalEnv, cwd, timeoutMs: 60_000 });
+  expect(r.code, `${describeRun(args, r)}\nworker:\n${worker?.output().slice(-3000)}`).toBe(0);
+  const progress = JSON.parse(r.stdout) as BatchProgress;
+  const results = await cli(['results', progress.batchId], { env: temporalEnv, cwd });
+  expect(results.code, describeRun(['results', progress.batchId], results)).toBe(0);
+  return { progress, stderr: r.stderr };
+}
+
+/** The rows of a batch's results.csv in its default folder under `cwd`. */
+async function resultsOf(cwd: string, batchId: string) {
+  const out = path.join(cwd, 'out', batchId);
+  const rows = await readCsv(path.join(out, 'results.csv'));
+  for (const row of rows) {
+    for (const image of (row.images ?? '').split(' ').filter(Boolean)) {
+      expect((await stat(path.join(out, image))).size, `${batchId}/${image}`).toBeGreaterThan(0);
+    }
+  }
+  return rows;
+}
+
+describe('what was paid is remembered by what was asked', { timeout: 180_000 }, () => {
+  let first: string;
+
+  it('the same command from another directory, after Temporal forgot the batch: nothing paid again', async () => {
+    first = await folderWith('prompts.csv', PROMPTS);
+    const ran = await runIn(first, 'prompts.csv');
+    expect(ran.progress.counts).toMatchObject({ succeeded: 4 });
+    expect(paid()).toBe(4);
+
+    // Temporal's state is gone (retention passed, or a new server); the store is the user's, not the folder's.
+    await stopTemporalAndWorker();
+    await startTemporalAndWorker();
+    const elsewhere = await folderWith('prompts.csv', PROMPTS);
+    const again = await runIn(elsewhere, 'prompts.csv');
+    expect(again.progress.counts).toMatchObject({ succeeded: 4 });
+    expect(paid()).toBe(4);
+    expect(sim.ledger.chargedTwice()).toEqual([]);
+    // Its results and images are in the folder it ran from.
+    expect((await resultsOf(elsewhere, 'prompts')).map((r) => r.state)).toEqual(Array(4).fill('succeeded'));
+  });
+
+  it('the same file under another name: every row reused from the store, nothing paid', async () => {
+    const renamed = await folderWith('renamed.csv', PROMPTS);
+    const ran = await runIn(renamed, 'renamed.csv');
+    expect(ran.progress.counts).toMatchObject({ reused: 4, succeeded: 0 });
+    expect(ran.progress.spentUsd).toBe(0);
+    expect(paid()).toBe(4);
+    const rows = await resultsOf(renamed, 'renamed');
+    expect(rows.map((r) => [r.state, r.charged_usd, r.idempotency_keys])).toEqual(
+      Array(4).fill(['reused', '0.0000', '']),
+    );
+    // Each row names the creation that served it.
+    expect(rows.every((r) => /^cr_/.test(r.creation_ids ?? ''))).toBe(true);
+  });
+
+  it('one row added to the file: exactly one new charge, under a batch of its own', async () => {
+    const ran = await runIn(first, 'prompts.csv');
+    expect(ran.progress.counts).toMatchObject({ succeeded: 4 }); // the same content: the same batch, as it ended
+    await writeFile(path.join(first, 'prompts.csv'), `${[...PROMPTS, 'r5,a paper boat on a puddle'].join('\n')}\n`);
+    const edited = await runIn(first, 'prompts.csv');
+    const batchId = /this one is batch (\S+)/.exec(edited.stderr)?.[1];
+    expect(batchId, edited.stderr).toMatch(/^prompts-[0-9a-f]{8}$/);
+    expect(edited.progress.counts).toMatchObject({ reused: 4, succeeded: 1 });
+    expect(paid()).toBe(5);
+  });
+
+  it('another --model: a new batch (another request, paid), and the first batch results are untouched', async () => {
+    const before = await readFile(path.join(first, 'out', 'prompts', 'results.csv'), 'utf8');
+    const args = ['run', 'prompts.csv', '--model', 'flux-schnell', '--follow', '--json'];
+    const r = await cli(args, { env: temporalEnv, cwd: first, timeoutMs: 60_000 });
+    expect(r.code, describeRun(args, r)).toBe(0);
+    expect(r.stderr).toMatch(/this one is batch prompts-[0-9a-f]{8}/);
+    expect(paid()).toBe(10);
+    expect(await readFile(path.join(first, 'out', 'prompts', 'results.csv'), 'utf8')).toBe(before);
+    expect(sim.ledger.chargedTwice()).toEqual([]);
+  });
+
+  it('results of a batch paused at its cap offer nothing to run; its errors.csv is refused while it is open', async () => {
+    const lines = [
+      'id,prompt,model',
+      'bad,a study of light,sdxl', // a model the account lacks: rejected, nothing paid
+      ...Array.from({ length: 6 }, (_, i) => `c${i},a capped batch picture number ${i},`),
+    ];
+    const folder = await folderWith('capped.csv', lines);
+    const paidBefore = paid();
+    const start = ['run', 'capped.csv', '--model', 'flux-dev', '--concurrency', '1', '--spend-cap', '0.08'];
+    start.push('--price', 'sdxl=0.02');
+    const started = await cli(start, { env: temporalEnv, cwd: folder });
+    expect(started.code, describeRun(start, started)).toBe(0);
+    // Two rows fit under the cap; the batch pauses before the third.
+    const status = ['status', 'capped', '--json'];
+    await waitUntil(
+      'the batch to pause at its cap',
+      async () => {
+        const r = await cli(status, { env: temporalEnv });
+        return r.code === 0 && (JSON.parse(r.stdout) as BatchProgress).status === 'paused' ? true : undefined;
+      },
+      60_000,
+    );
+    const results = await cli(['results', 'capped'], { env: temporalEnv, cwd: folder });
+    expect(results.code, describeRun(['results', 'capped'], results)).toBe(0);
+    expect(results.stdout).toContain('batch capped is still open');
+    expect(results.stdout).not.toContain('imagebatch run');
+    const out = path.join(folder, 'out', 'capped');
+    const errors = await readCsv(path.join(out, 'errors.csv'));
+    expect(errors.map((e) => [e.id, e.advice, e.batch_id])).toEqual([['bad', 'fix_row', 'capped']]);
+
+    // Running that errors.csv while the batch is open is refused, nothing started.
+    const retry = ['run', path.join(out, 'errors.csv'), '--batch-id', 'capped-retry'];
+    const refused = await cli(retry, { env: temporalEnv, cwd: folder });
+    expect(refused.code, describeRun(retry, refused)).toBe(3);
+    expect(refused.stderr).toContain('holds rows of batch capped, which is still open');
+    // Even the whole file again, under another id while it is paused: its rows are served by what was paid.
+    const twin = await cli(['run', 'capped.csv', '--model', 'flux-dev', '--batch-id', 'twin', '--follow', '--json'], {
+      env: temporalEnv,
+      cwd: folder,
+      timeoutMs: 60_000,
+    });
+    expect(twin.code, describeRun(['run', 'twin'], twin)).toBe(0);
+    expect((JSON.parse(twin.stdout) as BatchProgress).counts).toMatchObject({ reused: 2, succeeded: 4, failed: 1 });
+    // The capped batch resumes: its rows not started are served by the twin's; nothing is paid twice.
+    const resume = ['resume', 'capped', '--spend-cap', '1'];
+    const resumed = await cli(resume, { env: temporalEnv });
+    expect(resumed.code, describeRun(resume, resumed)).toBe(0);
+    await waitUntil(
+      'the capped batch to end',
+      async () => {
+        const r = await cli(status, { env: temporalEnv });
+        return r.code === 0 && (JSON.parse(r.stdout) as BatchProgress).done ? true : undefined;
+      },
+      60_000,
+    );
+    expect(paid() - paidBefore).toBe(6);
+    expect(sim.ledger.chargedTwice()).toEqual([]);
+    // Once it has ended, its errors.csv runs (the rejected row is sent again: rejected again, nothing paid).
+    await cli(['results', 'capped'], { env: temporalEnv, cwd: folder });
+    const after = await cli([...retry, '--follow', '--json', '--model', 'flux-dev'], {
+      env: temporalEnv,
+      cwd: folder,
+      timeoutMs: 60_000,
+    });
+    expect(after.code, describeRun(retry, after)).toBe(0);
+    expect(paid() - paidBefore).toBe(6);
+  });
+});

@@ -38,7 +38,11 @@ function postgresBin(): string {
   return found;
 }
 
-export async function startTestPostgres(): Promise<TestPostgres> {
+/**
+ * @param options.durable keep PostgreSQL's default `fsync = on` (a benchmark of commits); tests turn it off, as what
+ * they check is what is written, not how fast it reaches the disk.
+ */
+export async function startTestPostgres(options: { durable?: boolean } = {}): Promise<TestPostgres> {
   refuseInUnitProject('a PostgreSQL server');
   const bin = postgresBin();
   const base = mkdtempSync(path.join(os.tmpdir(), 'ib-test-pg-'));
@@ -71,16 +75,8 @@ export async function startTestPostgres(): Promise<TestPostgres> {
   const server: ChildProcess = spawn(
     path.join(bin, 'postgres'),
     [
-      '-D',
-      data,
-      '-p',
-      String(port),
-      '-c',
-      'listen_addresses=127.0.0.1',
-      '-c',
-      'unix_socket_directories=',
-      '-c',
-      'fsync=off',
+      ...['-D', data, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
+      ...(options.durable ? [] : ['-c', 'fsync=off']),
     ],
     { env, cwd: base, stdio: 'ignore', ...ids },
   );

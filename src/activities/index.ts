@@ -13,6 +13,7 @@ import { createScheduleActivities } from './schedule-activities';
 import { createImageActivities } from './image-activities';
 import { requestFingerprinter } from './key-ledger';
 import { createLedgerActivities } from './ledger-activities';
+import { createLedgerCheckActivities } from './ledger-check';
 import { createRowActivities } from './rows';
 
 /** What the activities need from the outside world; tests pass fakes. */
@@ -139,6 +140,15 @@ export function createActivitiesWithSteps(deps: ActivityDeps) {
       ...(deps.temporalClient ? { temporalClient: deps.temporalClient } : {}),
     }),
     ...createLedgerActivities({ outputRoot, now, ledger: deps.ledger, fingerprintOf: requestFingerprinter(config) }),
+    ...createLedgerCheckActivities({
+      config,
+      apiKey: deps.apiKey ?? lazyApiKeyProvider(() => loadApiKey(process.env)),
+      ...(deps.dispatcher ? { dispatcher: deps.dispatcher } : {}),
+      ...(deps.holds ? { holds: deps.holds } : {}),
+      now,
+      logger: deps.logger ?? activityLogger,
+      ledger: deps.ledger,
+    }),
     ...createDoctorActivities({
       config,
       apiKey: deps.apiKey ?? lazyApiKeyProvider(() => loadApiKey(process.env)),

@@ -1,6 +1,16 @@
 import path from 'node:path';
 import { Context } from '@temporalio/activity';
-import { type CreationRequest, needsReconcile, NO_MONEY_HELD, type RowRecord } from '../model';
+import { readBatchPage } from '../batch';
+import {
+  type BatchCursor,
+  type CreationRequest,
+  needsReconcile,
+  NO_MONEY_HELD,
+  type PaidRequests,
+  type PaidRequestsInput,
+  type RowRecord,
+} from '../model';
+import { toApplicationFailure } from './failures';
 import { releaseRow, scheduleDirOf } from '../ledger/claims';
 import {
   importJsonlLedger,
@@ -61,6 +71,47 @@ export function createLedgerActivities(deps: {
       if (input.record.keys.every((k) => NO_MONEY_HELD.has(k.outcome))) {
         const scheduleDir = await scheduleDirOf(path.resolve(deps.outputRoot, input.outDir));
         if (scheduleDir) await releaseRow(scheduleDir, input.record.rowId, input.record.batchId);
+      }
+    },
+
+    /**
+     * The batch file's rows split by whether their request was paid before, as the batch's rows will find them: each
+     * row's print with this worker's settings, each earlier key serving one row at most. Read page by page, as the
+     * batch reads it; repeats of a request across pages are counted page by page (an estimate).
+     */
+    async countPaidRequests(input: PaidRequestsInput): Promise<PaidRequests> {
+      if (input.storeId && input.storeId !== deps.ledger.id) {
+        throw toApplicationFailure({
+          kind: 'config',
+          message:
+            `this worker's ledger store ${deps.ledger.location} is not the one the command reads: give the worker ` +
+            'and the commands one IMAGEBATCH_LEDGER',
+        });
+      }
+      const result: PaidRequests = { rows: 0, paid: {}, fresh: {} };
+      const add = (into: PaidRequests['paid'], model: string, images: number) => {
+        const usage = (into[model] ??= { rows: 0, images: 0 });
+        usage.rows += 1;
+        usage.images += images;
+      };
+      const file = path.resolve(deps.outputRoot, input.file);
+      for (let cursor: BatchCursor | undefined; ;) {
+        Context.current().heartbeat(result.rows);
+        const page = await readBatchPage(file, cursor, {
+          maxRows: 1000,
+          ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
+          ...(input.userColumns ? { userColumns: input.userColumns } : {}),
+        });
+        const prints = page.rows.map((row) => deps.fingerprintOf(row.request).fingerprint);
+        const available = input.newImages ? new Map<string, number>() : await deps.ledger.paidCounts(prints);
+        page.rows.forEach((row, i) => {
+          result.rows += 1;
+          const left = available.get(prints[i]!) ?? 0;
+          if (left > 0) available.set(prints[i]!, left - 1);
+          add(left > 0 ? result.paid : result.fresh, row.request.model, row.request.num_images ?? 1);
+        });
+        if (page.done) return result;
+        cursor = page.nextCursor;
       }
     },
 

@@ -15,6 +15,7 @@ import { lsCommand } from './commands/ls';
 import { reconcileCommand } from './commands/reconcile';
 import { resultsCommand } from './commands/results';
 import { runCommand } from './commands/run';
+import { ledgerCommands } from './commands/ledger';
 import { scheduleCommands } from './commands/schedule';
 import { simulatorCommand } from './commands/simulator';
 import { statusCommand } from './commands/status';
@@ -44,6 +45,7 @@ const COMMANDS: readonly (CommandDefinition | CommandGroup)[] = [
   doctorCommand,
   localCommands,
   scheduleCommands,
+  ledgerCommands,
 ];
 
 /** The exit code of an error of ours, by its code; any other error is a failure. */

@@ -30,11 +30,12 @@ interface Segment {
 /** A field's forms, longest first; an empty form drops the field. */
 type Forms = Segment[][];
 
-type FieldName = 'count' | 'ok' | 'failed' | 'unsaved' | 'inFlight' | 'spend' | 'rate' | 'limit' | 'waiting';
+type FieldName = 'count' | 'ok' | 'failed' | 'unsaved' | 'inFlight' | 'spend' | 'prices' | 'rate' | 'limit' | 'waiting';
 /** Which field gives up its current form next when the line does not fit, in order. */
 const SHRINK_ORDER: readonly FieldName[] = [
   'count',
   'spend',
+  'prices',
   'unsaved',
   'limit',
   'rate',
@@ -74,13 +75,18 @@ function progressFields(p: BatchProgress, totalRows: number): Record<FieldName, 
   const rate = `${p.rowsPerSecond.toFixed(1)} rows/s`;
   const why = waitText(p.waiting);
   const one = (text: string, tone?: Tone): Segment[] => [tone ? { text, tone } : { text }];
+  const reused = p.counts.reused ?? 0;
+  const ok = p.counts.succeeded + reused;
   return {
     count: [...BAR_WIDTHS.map(bar), one(count)],
-    ok: [one(`ok ${p.counts.succeeded}`)],
+    ok: reused > 0 ? [one(`ok ${ok} (${reused} reused)`), one(`ok ${ok}`)] : [one(`ok ${ok}`)],
     failed: [one(`failed ${failed}`, failed > 0 ? 'bad' : undefined)],
     unsaved: unsaved > 0 ? [one(`images unsaved ${unsaved}`), one(`unsaved ${unsaved}`)] : [[]],
     inFlight: [one(`in flight ${p.inFlight}`), []],
     spend: [one(spendText(p)), one(shortSpendText(p))],
+    prices: p.pricesSeen?.length
+      ? [one(pricesSeenText(p.pricesSeen), 'warn'), one('charged above the price given', 'warn')]
+      : [[]],
     rate: [one(eta ? `${rate} ${eta}` : rate), one(eta || rate), []],
     limit: p.limit && p.limit !== 'open' ? [...LIMIT_TEXT[p.limit].map((t) => one(t)), []] : [[]],
     waiting: [why ? one(`waiting: ${why}`, 'warn') : []],
@@ -148,6 +154,20 @@ export function spendText(
     `${spent}, reserved $${(p.reservedUsd ?? 0).toFixed(2)}${inFlight}, ` +
     `$${(p.leftUsd ?? 0).toFixed(2)} left of the $${p.spendCapUsd.toFixed(2)} cap`
   );
+}
+
+/**
+ * Prices given that the service's charges contradict, for a person: `flux-dev charged $0.04/image, above the $0.01
+ * given (--price): the cap counts $0.04`.
+ */
+export function pricesSeenText(seen: NonNullable<BatchProgress['pricesSeen']>): string {
+  return seen
+    .map(
+      (s) =>
+        `${terminalText(s.model)} charged $${s.chargedUsd}/image, above the $${s.givenUsd} given ` +
+        `(${s.source === 'user' ? '--price' : 'catalog'}): the cap counts $${s.chargedUsd}`,
+    )
+    .join('; ');
 }
 
 /** Why a batch waits, for a person; the texts that come from elsewhere (the service's, a pause reason) made inert. */

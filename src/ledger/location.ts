@@ -4,7 +4,8 @@ import { userDataFolder } from '../util/data-folder';
 import { ErrorCode, ImagebatchError } from '../model/errors';
 import { PostgresDriver } from './postgres';
 import { sharedSqliteDriver } from './sqlite';
-import { LedgerUnavailableError, SqlLedgerStore, type LedgerStore } from './store';
+import { SqlLedgerStore } from './sql-store';
+import { LedgerUnavailableError, type LedgerStore } from './store';
 
 type Env = Readonly<Record<string, string | undefined>>;
 

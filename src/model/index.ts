@@ -13,6 +13,7 @@ export * from './creation';
 export * from './errors';
 export * from './failure';
 export * from './ids';
+export * from './ledger';
 export * from './progress';
 export * from './record';
 export * from './row';

@@ -71,7 +71,19 @@ export interface BatchProgress {
   runs: number;
   /** Keys rows tried after their first (each after a refunded failure or a 402), as far as the rows said. */
   newKeys: number;
+  /** Prices the batch was given that the service's own charges contradict (it charged more): the cap counts those. */
+  pricesSeen?: PriceSeen[];
   done: boolean;
+}
+
+/** A price per image the batch was given (catalog or `--price`) that creations of the model were charged above. */
+export interface PriceSeen {
+  model: string;
+  /** USD per image, as given. */
+  givenUsd: number;
+  source: 'catalog' | 'user';
+  /** USD per image, the most a creation of the model was charged: what the cap counts from then on. */
+  chargedUsd: number;
 }
 
 /** What a resume may change (`imagebatch resume`). */

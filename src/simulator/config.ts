@@ -65,7 +65,10 @@ const accountSchema = z.strictObject({
 const modelSchema = z.strictObject({
   id: z.string().min(1),
   name: z.string().min(1),
+  /** What a creation of the model is charged, per image. */
   price_usd: usd,
+  /** What the catalog shows, when it is not what is charged (a stale catalog). @default price_usd */
+  listed_price_usd: usd.optional(),
 });
 
 const rangeSchema = z

@@ -23,7 +23,11 @@ export function showCost(record: object, fields: Pricing['fields'], withCost: bo
 }
 
 /** A model of the catalog as `GET /models` shows it. */
-export function modelRecord({ price_usd, ...model }: Model, fields: Pricing['fields']): object {
+export function modelRecord(
+  { price_usd: charged, listed_price_usd, ...model }: Model,
+  fields: Pricing['fields'],
+): object {
+  const price_usd = listed_price_usd ?? charged;
   switch (fields) {
     case 'default':
       return { ...model, price_usd };

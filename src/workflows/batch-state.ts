@@ -6,6 +6,7 @@ import {
   type BatchProgress,
   type BatchRowInput,
   type BatchStopDetails,
+  type PriceSeen,
   type RowRecord,
   type RowState,
   type WaitReason,
@@ -53,6 +54,11 @@ export interface BatchState {
   cancelling: boolean;
   /** Model id to price per image (USD), from the catalog. */
   prices: Record<string, number>;
+  /**
+   * Model id to the most a creation of it was charged per image (USD), where that is above the price given: the
+   * price given is a claim, and the cap counts the higher.
+   */
+  pricesSeen?: Record<string, number>;
 }
 
 export function emptyCounts(): Record<RowState, number> {
@@ -132,6 +138,24 @@ export interface LimitSeen {
   atMs: number;
 }
 
+/**
+ * The price per image a row's creation was charged, from its keys whose creation said what it cost, against the row's
+ * reservation (`reservedUsd`, its list price `listedPerImageUsd` times its images); undefined when none said more.
+ */
+export function chargedPerImage(
+  record: Pick<RowRecord, 'keys'>,
+  reservedUsd: number | null | undefined,
+  listedPerImageUsd: number,
+): number | undefined {
+  if (typeof reservedUsd !== 'number' || reservedUsd <= 0 || listedPerImageUsd <= 0) return undefined;
+  const charged = record.keys
+    .filter((k) => k.priceSource === 'creation' && k.chargedUsd !== undefined)
+    .map((k) => k.chargedUsd!);
+  if (charged.length === 0) return undefined;
+  const perImage = roundUsd((Math.max(...charged) / reservedUsd) * listedPerImageUsd);
+  return perImage > listedPerImageUsd ? perImage : undefined;
+}
+
 export function progressOf(
   batchId: string,
   state: BatchState,
@@ -140,6 +164,7 @@ export function progressOf(
   done: boolean,
   spendCapUsd?: number,
   limitSeen?: LimitSeen,
+  pricesSeen?: PriceSeen[],
 ): BatchProgress {
   const ended = Object.values(state.counts).reduce((a, b) => a + b, 0);
   const seconds = Math.max(0.001, (nowMs - state.startedAtMs) / 1000);
@@ -173,6 +198,7 @@ export function progressOf(
     ...(limitSeen && !done && nowMs - limitSeen.atMs <= LIMIT_MEMORY_MS ? { limit: limitSeen.limit } : {}),
     runs: state.runs,
     newKeys: state.newKeys ?? 0,
+    ...(pricesSeen?.length ? { pricesSeen } : {}),
     done,
   };
 }

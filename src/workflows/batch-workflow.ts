@@ -22,6 +22,7 @@ import {
   type BatchRowInput,
   type LedgerScope,
   type ListPrice,
+  type PriceSeen,
   type RowRecord,
   type RowReport,
   type UserColumns,
@@ -29,6 +30,7 @@ import {
 } from '../model';
 import {
   applyRowDone,
+  chargedPerImage,
   committedUsd,
   newBatchState,
   progressOf,
@@ -146,6 +148,13 @@ const { fetchModels: fetchCatalog } = proxyActivities<Activities>({
 export const PRICES_KNOWN_OR_UNKNOWN = 'prices-known-or-unknown';
 
 /**
+ * Patch: a price given (catalog or `--price`) is a claim. Once a creation of a model is charged more per image, rows of
+ * that model reserve the higher price against the cap, and the progress says so. Asked only when a row shows it, so a
+ * batch whose prices hold pays no marker.
+ */
+export const PRICES_SEEN_COUNT = 'prices-seen-count';
+
+/**
  * Patch: a row's workflow id fits 255 characters whatever the batch and row ids (promptWorkflowId shortens the
  * longer ones; a SQL store refuses them). Before it, `<batch>/<row>` whole. Ids of 255 or fewer are the same on
  * both paths.
@@ -196,9 +205,19 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
   let limitSeen: LimitSeen | undefined;
   // A stop that came while the last rows were in flight says why too (a query only: no command changes).
   setHandler(progressQuery, () =>
-    progressOf(input.batchId, state, workflowNow(), waiting ?? blockedReason(), false, input.spendCapUsd, limitSeen),
+    progressOf(
+      input.batchId,
+      state,
+      workflowNow(),
+      waiting ?? blockedReason(),
+      false,
+      input.spendCapUsd,
+      limitSeen,
+      pricesSeen(),
+    ),
   );
   setHandler(rowDoneSignal, (record: RowRecord, report?: RowReport) => {
+    notePriceSeen(record);
     applyRowDone(state, record);
     if (report?.limit) limitSeen = { limit: report.limit, atMs: workflowNow() };
   });
@@ -308,7 +327,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
           (state.cancelling && Object.keys(state.inFlight).some((rowId) => !cancelSent.has(rowId))),
       );
     }
-    return progressOf(input.batchId, state, workflowNow(), undefined, true, input.spendCapUsd);
+    return progressOf(input.batchId, state, workflowNow(), undefined, true, input.spendCapUsd, undefined, pricesSeen());
   }
 
   function deadlinePassed(): boolean {
@@ -396,10 +415,34 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
     return unpricedInFlight(state) > 0 ? undefined : roundUsd(endedUsd);
   }
 
-  /** What the row reserves against the cap: its list price; before the patch, 0 for a price the catalog lacked. */
+  /**
+   * What the row reserves against the cap: its list price, or the price a creation of its model was charged when
+   * that is higher; before the patch, 0 for a price the catalog lacked.
+   */
   function priceOf(row: BatchRowInput): number | null {
     if (!pricesKnownOrUnknown) return (state.prices[row.request.model] ?? 0) * (row.request.num_images ?? 1);
-    return listPriceOf(row)?.usd ?? null;
+    const listed = listPriceOf(row)?.usd;
+    const seen = state.pricesSeen?.[row.request.model];
+    if (listed === undefined || seen === undefined) return listed ?? null;
+    return Math.max(listed, roundUsd(seen * imagesOf(row)));
+  }
+
+  /** A row whose creation was charged more per image than its model's given price: counted from now on. */
+  function notePriceSeen(record: RowRecord): void {
+    const listed = modelPrice(record.model, 1);
+    if (!listed) return;
+    const perImage = chargedPerImage(record, state.inFlight[record.rowId], listed.usd);
+    if (perImage === undefined || perImage <= (state.pricesSeen?.[record.model] ?? 0)) return;
+    if (!patched(PRICES_SEEN_COUNT)) return;
+    state.pricesSeen = { ...state.pricesSeen, [record.model]: perImage };
+  }
+
+  /** The prices given that the service contradicts, for the progress. */
+  function pricesSeen(): PriceSeen[] {
+    return Object.entries(state.pricesSeen ?? {}).flatMap(([model, chargedUsd]) => {
+      const given = modelPrice(model, 1);
+      return given && chargedUsd > given.usd ? [{ model, givenUsd: given.usd, source: given.source, chargedUsd }] : [];
+    });
   }
 
   async function startRow(row: BatchRowInput): Promise<void> {

@@ -1,6 +1,6 @@
 import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { ModelInfo } from '../model';
+import type { ModelInfo, PaidRequests, PaidRequestsInput } from '../model';
 import { HEARTBEAT_TIMEOUT } from './timeouts';
 
 // The CLI waits for this workflow at most 2 minutes (`validate --catalog`): three short attempts fit in that.
@@ -18,4 +18,19 @@ const { fetchModels } = proxyActivities<Activities>({
  */
 export async function modelCatalogWorkflow(): Promise<ModelInfo[]> {
   return fetchModels();
+}
+
+// Reads the batch file once, asking the store a page at a time.
+const { countPaidRequests } = proxyActivities<Activities>({
+  startToCloseTimeout: '10 minutes',
+  heartbeatTimeout: HEARTBEAT_TIMEOUT,
+  retry: { maximumAttempts: 3 },
+});
+
+/**
+ * Which of a batch file's requests were paid before, with the worker's own settings (the request template and field
+ * names shape each request's fingerprint): what `run` and `validate --catalog` say before anything is sent.
+ */
+export async function paidRequestsWorkflow(input: PaidRequestsInput): Promise<PaidRequests> {
+  return countPaidRequests(input);
 }

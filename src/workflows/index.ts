@@ -5,3 +5,4 @@ export * from './catalog-workflow';
 export * from './definitions';
 export * from './reconcile-workflow';
 export * from './doctor-workflow';
+export * from './ledger-check-workflow';

@@ -97,6 +97,8 @@ function runMainBatch(): Promise<MainBatch> {
     });
     expect(r.code, describeRun(args, r)).toBe(0);
     expect(r.stderr).toContain('started batch cli-main (7 rows)');
+    // Said before the first request: nothing of it was paid before.
+    expect(r.stderr).toContain('7 rows: 0 already paid (reused, $0.00), 7 new (about $0.26 at the catalog price)');
     return { file, out, args, final: JSON.parse(r.stdout) as BatchProgress };
   })();
   return mainBatch;
@@ -157,6 +159,7 @@ describe('results', { timeout: 120_000 }, () => {
       errorsCsv: path.join(out, 'errors.csv'),
       unresolvedCsv: path.join(out, 'unresolved.csv'),
       gallery: path.join(out, 'index.html'),
+      open: false,
       rows: 7,
       errorRows: 3,
       errorAdvice: { submit_again: 2, revise_prompt: 1, fix_row: 0 },

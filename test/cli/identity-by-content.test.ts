@@ -6,6 +6,7 @@ import { DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulato
 import { DevServer } from '../../src/temporal/dev-server';
 import type { BatchProgress } from '../../src/model';
 import { WorkerProcess, baseEnv, cli, describeRun, ensureDistIsFresh, readCsv, waitUntil } from './helpers';
+import { defaultLedger } from '../helpers/ledger';
 
 /**
  * What was paid is remembered by what was asked, in one store (here this file's default: the user data folder test
@@ -112,6 +113,7 @@ describe('what was paid is remembered by what was asked', { timeout: 180_000 }, 
   it('the same command from another directory, after Temporal forgot the batch: nothing paid again', async () => {
     first = await folderWith('prompts.csv', PROMPTS);
     const ran = await runIn(first, 'prompts.csv');
+    expect(ran.stderr).toContain('4 rows: 0 already paid (reused, $0.00), 4 new (about $0.16 at the catalog price)');
     expect(ran.progress.counts).toMatchObject({ succeeded: 4 });
     expect(paid()).toBe(4);
 
@@ -130,6 +132,7 @@ describe('what was paid is remembered by what was asked', { timeout: 180_000 }, 
   it('the same file under another name: every row reused from the store, nothing paid', async () => {
     const renamed = await folderWith('renamed.csv', PROMPTS);
     const ran = await runIn(renamed, 'renamed.csv');
+    expect(ran.stderr).toContain('4 rows: 4 already paid (reused, $0.00), 0 new ($0.00)');
     expect(ran.progress.counts).toMatchObject({ reused: 4, succeeded: 0 });
     expect(ran.progress.spentUsd).toBe(0);
     expect(paid()).toBe(4);
@@ -146,6 +149,7 @@ describe('what was paid is remembered by what was asked', { timeout: 180_000 }, 
     expect(ran.progress.counts).toMatchObject({ succeeded: 4 }); // the same content: the same batch, as it ended
     await writeFile(path.join(first, 'prompts.csv'), `${[...PROMPTS, 'r5,a paper boat on a puddle'].join('\n')}\n`);
     const edited = await runIn(first, 'prompts.csv');
+    expect(edited.stderr).toContain('5 rows: 4 already paid (reused, $0.00), 1 new (about $0.04 at the catalog price)');
     const batchId = /this one is batch (\S+)/.exec(edited.stderr)?.[1];
     expect(batchId, edited.stderr).toMatch(/^prompts-[0-9a-f]{8}$/);
     expect(edited.progress.counts).toMatchObject({ reused: 4, succeeded: 1 });
@@ -229,5 +233,65 @@ describe('what was paid is remembered by what was asked', { timeout: 180_000 }, 
     });
     expect(after.code, describeRun(retry, after)).toBe(0);
     expect(paid() - paidBefore).toBe(6);
+  });
+
+  it('ledger show sums what was paid, ledger export lists every key, ledger check asks the service by creation id', async () => {
+    const show = ['ledger', 'show', '--json'];
+    const shown = await cli(show, { env: temporalEnv });
+    expect(shown.code, describeRun(show, shown)).toBe(0);
+    const { rows } = JSON.parse(shown.stdout) as { rows: { group: string; paid: number; paidUsd: number }[] };
+    // Every creation the simulator kept is a paid key of the store, and the same dollars.
+    expect(rows.reduce((n, r) => n + r.paid, 0)).toBe(paid());
+    const kept = sim.ledger.byCreation().filter((c) => c.netUsd > 0);
+    expect(rows.reduce((n, r) => n + r.paidUsd, 0)).toBeCloseTo(
+      kept.reduce((n, c) => n + c.netUsd, 0),
+      6,
+    );
+    const human = await cli(['ledger', 'show', '--by', 'day'], { env: temporalEnv });
+    expect(human.stdout).toMatch(/^day\s+keys\s+paid/m);
+
+    const file = path.join(dir, 'keys.csv');
+    const exported = await cli(['ledger', 'export', file], { env: temporalEnv });
+    expect(exported.code, describeRun(['ledger', 'export'], exported)).toBe(0);
+    const keys = await readCsv(file);
+    expect(keys.filter((k) => k.creation_id).length).toBeGreaterThanOrEqual(paid());
+    expect(Object.keys(keys[0]!)).toEqual([
+      'batch_id',
+      'row_id',
+      'idempotency_key',
+      'fingerprint',
+      'first_sent_at',
+      'outcome',
+      'creation_id',
+      'cost_usd',
+      'error',
+    ]);
+
+    const check = ['ledger', 'check', '--json'];
+    const requestsBefore = sim.ledger.entries().length;
+    const agreed = await cli(check, { env: temporalEnv, timeoutMs: 60_000 });
+    expect(agreed.code, describeRun(check, agreed)).toBe(0);
+    const summary = JSON.parse(agreed.stdout) as { checked: number; agree: number; findingCount: number };
+    expect(summary.checked).toBeGreaterThanOrEqual(paid());
+    expect(summary).toMatchObject({ findingCount: 0 });
+    expect(sim.ledger.entries().length).toBe(requestsBefore); // a GET by id charges nothing
+
+    // A cost the store got wrong is found, naming the key; exit 1.
+    const store = await defaultLedger();
+    const wrong = keys.find((k) => k.outcome === 'succeeded' && k.cost_usd)!;
+    await store.append([
+      {
+        type: 'accepted',
+        batchId: wrong.batch_id!,
+        rowId: wrong.row_id!,
+        idempotencyKey: wrong.idempotency_key!,
+        creationId: wrong.creation_id!,
+        costUsd: 9.99,
+      },
+    ]);
+    await store.close();
+    const differs = await cli(['ledger', 'check', '--batch', wrong.batch_id!], { env: temporalEnv, timeoutMs: 60_000 });
+    expect(differs.code, describeRun(['ledger', 'check'], differs)).toBe(1);
+    expect(differs.stdout).toContain(`${wrong.idempotency_key} (${wrong.creation_id}): the store says it cost $9.99`);
   });
 });

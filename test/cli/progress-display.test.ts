@@ -53,6 +53,19 @@ describe('progressLine within a width', () => {
     expect(line).toContain('45/50');
   });
 
+  it('counts reused rows as ok and says how many; flags a price the service contradicts', () => {
+    const p = progress({
+      waiting: undefined,
+      counts: { succeeded: 40, reused: 2, failed: 1, unknown: 0, cancelled: 0, not_run: 0, images_unsaved: 2 },
+      pricesSeen: [{ model: 'flux-dev', givenUsd: 0.01, source: 'user', chargedUsd: 0.04 }],
+    });
+    const line = progressLine(p, 50);
+    expect(line).toContain('ok 42 (2 reused)');
+    expect(line).toContain('flux-dev charged $0.04/image, above the $0.01 given (--price): the cap counts $0.04');
+    for (const columns of [120, 80, 40])
+      expect(terminalWidth(progressLine(p, 50, { columns }))).toBeLessThanOrEqual(columns);
+  });
+
   it('keeps every field in full when they fit, as without a width', () => {
     const p = progress({ waiting: undefined, spendCapUsd: undefined, unknownSpendRows: 0, leftUsd: undefined });
     expect(progressLine(p, 50, { columns: 200 })).toBe(progressLine(p, 50));

@@ -48,6 +48,9 @@ export function lazyTempLedger(file: string = tempLedgerFile()): LedgerStore {
     rowsOf: call('rowsOf') as LedgerStore['rowsOf'],
     rows: call('rows') as LedgerStore['rows'],
     batches: call('batches') as LedgerStore['batches'],
+    summarize: call('summarize') as LedgerStore['summarize'],
+    keys: call('keys') as LedgerStore['keys'],
+    paidCounts: call('paidCounts') as LedgerStore['paidCounts'],
     importedBytes: call('importedBytes') as LedgerStore['importedBytes'],
     importEvents: call('importEvents') as LedgerStore['importEvents'],
     close: async () => {

@@ -139,6 +139,45 @@ export function storeContract(name: string, open: () => Promise<LedgerStore>): v
       expect([...some.keys()].sort()).toEqual(['r2', 'r3']);
     });
 
+    it('sums what was paid by batch, by day and by fingerprint, and pages through keys in the order first sent', async () => {
+      const store = await fresh();
+      const day1 = Date.UTC(2026, 10, 24, 23, 59);
+      const day2 = Date.UTC(2026, 10, 25, 0, 1);
+      await store.decide(decideInput('a', 'paid', 'fp-1'), day1);
+      await store.append([{ type: 'accepted', ...ids('a', 'paid'), creationId: 'c1', costUsd: 0.04 }], day1);
+      await store.decide(decideInput('a', 'nocost', 'fp-2'), day1);
+      await store.append(
+        [{ type: 'ended', ...ids('a', 'nocost'), outcome: KeyOutcome.Succeeded, creationId: 'c2' }],
+        day1,
+      );
+      await store.decide(decideInput('a', 'refunded', 'fp-3'), day2);
+      await store.append([{ type: 'ended', ...ids('a', 'refunded'), outcome: KeyOutcome.Refunded }], day2);
+      await store.decide(decideInput('b', 'open', 'fp-4'), day2);
+      await store.decide(decideInput('b', 'refused', 'fp-5'), day2);
+      await store.append([{ type: 'ended', ...ids('b', 'refused'), outcome: KeyOutcome.Rejected }], day2);
+      const byBatch = await store.summarize('batch');
+      expect(byBatch).toEqual([
+        { group: 'a', keys: 3, paid: 2, paidUsd: 0.04, paidCostUnknown: 1, open: 0, refunded: 1, refused: 0 },
+        { group: 'b', keys: 2, paid: 0, paidUsd: 0, paidCostUnknown: 0, open: 1, refunded: 0, refused: 1 },
+      ]);
+      expect((await store.summarize('day')).map((r) => [r.group, r.keys, r.paid])).toEqual([
+        ['2026-11-24', 2, 2],
+        ['2026-11-25', 3, 0],
+      ]);
+      expect((await store.summarize('fingerprint', 'a')).map((r) => [r.group, r.paid])).toEqual([
+        ['fp-1', 1],
+        ['fp-2', 1],
+        ['fp-3', 0],
+      ]);
+      const first = await store.keys(0, 3);
+      expect(first.keys.map((k) => k.rowId)).toEqual(['paid', 'nocost', 'refunded']);
+      expect(first.done).toBe(false);
+      const rest = await store.keys(first.next, 3);
+      expect(rest.keys.map((k) => k.rowId)).toEqual(['open', 'refused']);
+      expect(rest.done).toBe(true);
+      expect((await store.keys(0, 10, 'b')).keys.map((k) => k.rowId)).toEqual(['open', 'refused']);
+    });
+
     it('keeps a batch start and the options it asked with', async () => {
       const store = await fresh();
       const fingerprint = { size: 10, sha256: 'abc' };

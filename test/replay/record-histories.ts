@@ -50,6 +50,13 @@ async function main(): Promise<void> {
     generation: { queuedMs: { minMs: 10, maxMs: 30 }, runningMs: { minMs: 50, maxMs: 100 } },
     limits: { minPollIntervalMs: 100, requestsPerSecond: 1000, burst: 1000 },
     faults: { providerRetryAfterSeconds: 1 },
+    models: [
+      { id: 'flux-dev', name: 'Flux Dev', price_usd: 0.04 },
+      { id: 'flux-schnell', name: 'Flux Schnell', price_usd: 0.01 },
+      { id: 'sdxl', name: 'Stable Diffusion XL', price_usd: 0.02 },
+      // A stale catalog: shown at 0.01 an image, charged 0.04.
+      { id: 'stale-price', name: 'Stale Price', price_usd: 0.04, listed_price_usd: 0.01 },
+    ],
   });
   const outputRoot = await mkdtemp(path.join(os.tmpdir(), 'imagebatch-record-'));
   const native = await NativeConnection.connect({ address: server.address });
@@ -307,6 +314,37 @@ async function main(): Promise<void> {
       if (!reporting[0]) throw new Error('quota batch: no row reported the limit that bound');
       await save('batch-quota-rows-report-limit', quota);
       await save('prompt-quota-reports-limit', reporting[0]);
+
+      // A catalog whose price is stale: the batch reserves 0.01 an image, each creation is charged 0.04. Once one is,
+      // the cap counts 0.04 (patch `prices-seen-count`): two rows fit under 0.10, and the batch pauses before the third.
+      const staleFile = path.join(outputRoot, 'stale.csv');
+      const staleRows = Array.from({ length: 4 }, (_, i) => `s${i + 1},a stale price number ${i + 1}`);
+      await writeFile(staleFile, `id,prompt\n${staleRows.join('\n')}\n`);
+      const stale = await client.workflow.start(batchWorkflow, {
+        taskQueue: TASK_QUEUE,
+        workflowId: batchWorkflowId('replay-stale-price'),
+        args: [
+          {
+            batchId: 'replay-stale-price',
+            file: staleFile,
+            outDir: 'stale',
+            concurrency: 1,
+            spendCapUsd: 0.1,
+            defaultModel: 'stale-price',
+          },
+        ] as [BatchWorkflowInput],
+      });
+      await waitFor(async () => {
+        const p = await stale.query(progressQuery);
+        return p.waiting?.kind === 'spend_cap' && p.inFlight === 0;
+      });
+      const staleHeld = await stale.query(progressQuery);
+      if (staleHeld.counts.succeeded !== 2 || !staleHeld.pricesSeen?.length) {
+        throw new Error(`stale-price batch: ${JSON.stringify(staleHeld)}`);
+      }
+      await stale.signal(cancelSignal);
+      await stale.result();
+      await save('batch-price-seen-cap', stale);
     });
 
     await mkdir(HISTORIES_DIR, { recursive: true });

@@ -49,6 +49,7 @@ const EXPECTED = [
   // Recorded after the `row-reports-limit` patch (a row whose worker saw a limit bind tells its batch so).
   'v7-row-reports-limit-batch-quota-rows-report-limit',
   'v7-row-reports-limit-prompt-quota-reports-limit',
+  'v8-prices-seen-count-batch-price-seen-cap',
 ];
 
 type History = temporal.api.history.v1.History;

@@ -138,6 +138,35 @@ describe('batchWorkflow (scripted activities, time-skipping server)', () => {
     expect(progress.counts.succeeded).toBe(5);
   });
 
+  it('a price given that the service contradicts: the cap counts the higher, and the progress says so', async () => {
+    // No catalog price for the model; the user says 0.01 per image; every creation says it cost 0.04.
+    const all = rows(5).map((r) => ({ ...r, request: { ...r.request, model: 'unlisted' } }));
+    const { worker, batchId, taskQueue, input } = await startBatch(env, all, () => 'ok', {
+      concurrency: 1,
+      spendCapUsd: 0.1,
+      prices: { unlisted: 0.01 },
+    });
+    const p = await worker.runUntil(async () => {
+      const handle = await env().client.workflow.start(batchWorkflow, {
+        taskQueue,
+        workflowId: batchWorkflowId(batchId),
+        args: [input],
+      });
+      let progress = await handle.query(progressQuery);
+      for (let i = 0; i < 50 && progress.waiting?.kind !== 'spend_cap'; i++) {
+        await env().sleep(1_000);
+        progress = await handle.query(progressQuery);
+      }
+      await handle.cancel();
+      return progress;
+    });
+    // At 0.01 a row, three rows would start (0.12 charged); at the 0.04 seen, two (0.08), and the third waits.
+    expect(p.waiting).toMatchObject({ kind: 'spend_cap', capUsd: 0.1 });
+    expect(p.counts.succeeded).toBe(2);
+    expect(p.spentUsd).toBeCloseTo(0.08, 6);
+    expect(p.pricesSeen).toEqual([{ model: 'unlisted', givenUsd: 0.01, source: 'user', chargedUsd: 0.04 }]);
+  });
+
   it('the spend cap holds through continue-as-new with rows in flight: spent + reserved never passes it', async () => {
     // 30 rows at 0.04: the cap lets 12 run (0.48), the 13th would pass it. A run continues as new after 60 events,
     // with up to 3 rows in flight whose reservations the next run must carry.

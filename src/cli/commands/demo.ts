@@ -270,7 +270,8 @@ export const demoCommand = defineCommand({
     const c = res.progress.counts;
     stdout(
       [
-        `Batch "${res.batchId}" ${res.progress.status}: ${c.succeeded} succeeded, ${c.images_unsaved} images unsaved, ` +
+        `Batch "${res.batchId}" ${res.progress.status}: ${c.succeeded} succeeded, ` +
+          `${c.reused ? `${c.reused} reused (paid before), ` : ''}${c.images_unsaved} images unsaved, ` +
           `${c.failed} failed, ${c.unknown} unknown, ${c.cancelled} cancelled, ${c.not_run} not run; ` +
           `${spendText(res.progress)} (refunded $${res.progress.refundedUsd.toFixed(2)}).`,
         `Gallery:  ${res.galleryUrl}`,

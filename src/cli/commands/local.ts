@@ -20,7 +20,7 @@ import { runWorker } from './worker';
 
 const homeOption = {
   flags: '--home <dir>',
-  description: 'local mode home (default: $IMAGEBATCH_HOME, else imagebatch under your data folder)',
+  description: 'local mode home (default: $IMAGEBATCH_HOME, else imagebatch/local under your data folder)',
 };
 const homeSchema = { home: z.string().optional() };
 

@@ -76,7 +76,7 @@ export async function describeBatch(
 ): Promise<{ memo: BatchMemo; status: string } | undefined> {
   try {
     const description = await client.workflow.getHandle(batchWorkflowId(batchId)).describe();
-    return { memo: (description.memo ?? {}), status: description.status.name };
+    return { memo: description.memo ?? {}, status: description.status.name };
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) return undefined;
     throw err;

@@ -21,7 +21,8 @@ import { terminalText } from '../terminal-text';
 import { ExitCode } from '../errors';
 import { webUiOf } from '../../local/local';
 import { resultFilesSummary } from './demo';
-import { results } from './results';
+import { describeBatch, results } from './results';
+import { sayPaidBefore } from '../paid-before';
 
 /** The name of a file run without `--batch-id`: without the extension, other characters as `-`. */
 const nameOf = (file: string) =>
@@ -143,6 +144,19 @@ export const runCommand = defineCommand({
             `running locally: state in ${local.home}, Temporal ${local.server.address}, ` +
               `Web UI ${webUiOf(local.server)} (imagebatch local status)\n`,
           );
+        }
+        // What the batch will pay, said before its first request (when a worker is there to tell: local mode, or
+        // a batch followed to its end); not for a batch that runs already.
+        if ((local || opts.follow) && (await describeBatch(client, batchId))?.status !== 'RUNNING') {
+          const { input } = prepared;
+          const ask = {
+            file: input.file,
+            storeId: ledger.id,
+            ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
+            ...(input.userColumns ? { userColumns: input.userColumns } : {}),
+            ...(input.ledger?.newImages ? { newImages: true } : {}),
+          };
+          stderr(`${terminalText(await sayPaidBefore(client, config.taskQueue, ask, input.prices ?? {}))}\n`);
         }
         const { handle, attached, report } = await startOrAttachBatch({
           client,

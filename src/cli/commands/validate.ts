@@ -1,3 +1,4 @@
+import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import type { UserColumns } from '../../model';
 import { validateBatchFile, type BatchReport } from '../../batch';
@@ -17,6 +18,8 @@ import {
   type ModelPrice,
 } from '../prices';
 import { terminalText } from '../terminal-text';
+import { withLedgerStore } from '../ledger-store';
+import { sayPaidBefore } from '../paid-before';
 
 export interface ValidateOptions {
   file: string;
@@ -133,14 +136,30 @@ export const validateCommand = defineCommand({
     const columns = userColumnsInput(opts);
     // The file first: with --catalog, a missing file is said before anything connects.
     const fileChecked = await fileReport({ file, ...columns, ...(opts.model ? { defaultModel: opts.model } : {}) });
+    let paidBefore: string | undefined;
     const res = opts.catalog
       ? await (async () => {
+          const storeId = await withLedgerStore(env, async (store) => store.id);
           const { client, config, close } = await connectClient(env, {
             local: 'worker',
             log: (line) => stderr(`${line}\n`),
           });
           try {
-            return await checkReport(fileChecked, { prices, catalog: { client, taskQueue: config.taskQueue } });
+            const checked = await checkReport(fileChecked, {
+              prices,
+              catalog: { client, taskQueue: config.taskQueue },
+            });
+            // What a run of it would pay now: requests paid before are reused.
+            if (fileChecked.ok) {
+              const input = {
+                file: path.resolve(file),
+                storeId,
+                ...columns,
+                ...(opts.model ? { defaultModel: opts.model } : {}),
+              };
+              paidBefore = await sayPaidBefore(client, config.taskQueue, input, prices);
+            }
+            return checked;
           } finally {
             await close();
           }
@@ -156,7 +175,7 @@ export const validateCommand = defineCommand({
         ? modelLines(res).map(terminalText)
         : Object.entries(report.models).map(([m, u]) => `${m}: ${u.rows} rows, ${u.images} images`);
       const line = estimateLine(res);
-      const estimate = line === undefined ? '' : `\n${line}`;
+      const estimate = `${line === undefined ? '' : `\n${line}`}${paidBefore ? `\n${terminalText(paidBefore)}` : ''}`;
       stdout(
         `${report.rows} rows, ${report.validRows} valid, ${report.problemCount} problem(s)` +
           `${models.length ? `\n${models.join('\n')}` : ''}${estimate}\n`,

@@ -1,13 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import {
-  HOLDS_CHARGE,
-  ImagebatchError,
-  KeyOutcome,
-  NO_MONEY_HELD,
-  REFUNDED_IN_FULL,
-  roundUsd,
-  type RowRecord,
-} from '../model';
+import { ImagebatchError, type RowRecord } from '../model';
 import {
   isKeyEvent,
   LEDGER_VERSION,
@@ -19,9 +11,10 @@ import {
   type RowEvent,
 } from './events';
 import { foldKey } from './rules';
+import { IN_CHUNK, NOTHING_HELD, paidCounts, summarize } from './sql-reports';
 import {
   LedgerUnavailableError,
-  SummaryGroup,
+  type SummaryGroup,
   type DecideInput,
   type Decision,
   type KeyPage,
@@ -30,20 +23,6 @@ import {
   type SummaryRow,
 } from './store';
 import { SCHEMA_VERSION, schemaStatements, type Sql, type SqlDriver } from './sql';
-
-/** Key outcomes as a SQL list. */
-const sqlList = (outcomes: Iterable<KeyOutcome>) => [...outcomes].map((o) => `'${o}'`).join(', ');
-/** Key outcomes that hold nothing. */
-const NOTHING_HELD = sqlList(NO_MONEY_HELD);
-/** Key outcomes of a key that holds its charge, when it has a creation (none: still in flight). */
-const HOLDING = sqlList(HOLDS_CHARGE);
-/** Key outcomes that say nothing of a charge when no creation is known. */
-const UNSETTLED = sqlList([KeyOutcome.Submitting, KeyOutcome.Unknown]);
-const REFUNDED = sqlList(REFUNDED_IN_FULL);
-const REFUSED = sqlList([KeyOutcome.Rejected, KeyOutcome.Declined]);
-
-/** Rows' and keys' ids per statement at most (SQLite's default bound on parameters is 32,766). */
-const IN_CHUNK = 500;
 
 interface KeyRow {
   state: string;
@@ -213,56 +192,11 @@ export class SqlLedgerStore implements LedgerStore {
   }
 
   async summarize(by: SummaryGroup, batchId?: string): Promise<SummaryRow[]> {
-    const group = this.groupExpression(by);
-    const held = `creation_id IS NOT NULL AND (outcome IS NULL OR outcome IN (${HOLDING}))`;
-    const rows = await this.tx(
-      (sql) =>
-        sql.all<
-          Record<'grp' | 'keys' | 'paid' | 'paid_usd' | 'paid_cost_unknown' | 'open' | 'refunded' | 'refused', unknown>
-        >(
-          `SELECT ${group} AS grp, COUNT(*) AS keys,
-             SUM(CASE WHEN ${held} THEN 1 ELSE 0 END) AS paid,
-             SUM(CASE WHEN ${held} AND cost_usd IS NOT NULL THEN cost_usd ELSE 0 END) AS paid_usd,
-             SUM(CASE WHEN ${held} AND cost_usd IS NULL THEN 1 ELSE 0 END) AS paid_cost_unknown,
-             SUM(CASE WHEN creation_id IS NULL AND (outcome IS NULL OR outcome IN (${UNSETTLED})) THEN 1 ELSE 0 END)
-               AS open,
-             SUM(CASE WHEN outcome IN (${REFUNDED}) THEN 1 ELSE 0 END) AS refunded,
-             SUM(CASE WHEN outcome IN (${REFUSED}) THEN 1 ELSE 0 END) AS refused
-           FROM ledger_keys ${batchId === undefined ? '' : 'WHERE batch_id = ?'}
-           GROUP BY ${group} ORDER BY MIN(seq)`,
-          batchId === undefined ? [] : [batchId],
-        ),
-      true,
-    );
-    return rows.map((r) => ({
-      group: String(r.grp),
-      keys: Number(r.keys),
-      paid: Number(r.paid),
-      paidUsd: roundUsd(Number(r.paid_usd)),
-      paidCostUnknown: Number(r.paid_cost_unknown),
-      open: Number(r.open),
-      refunded: Number(r.refunded),
-      refused: Number(r.refused),
-    }));
+    return this.tx((sql) => summarize(sql, this.driver.dialect, by, batchId), true);
   }
 
   async paidCounts(fingerprints: readonly string[]): Promise<Map<string, number>> {
-    const unique = [...new Set(fingerprints)];
-    const out = new Map<string, number>();
-    await this.tx(async (sql) => {
-      for (let i = 0; i < unique.length; i += IN_CHUNK) {
-        const chunk = unique.slice(i, i + IN_CHUNK);
-        const rows = await sql.all<{ fingerprint: string; n: unknown }>(
-          `SELECT fingerprint, COUNT(*) AS n FROM ledger_keys
-           WHERE fingerprint IN (${chunk.map(() => '?').join(', ')})
-             AND (outcome IS NULL OR outcome NOT IN (${NOTHING_HELD}))
-           GROUP BY fingerprint`,
-          chunk,
-        );
-        for (const r of rows) out.set(r.fingerprint, Number(r.n));
-      }
-    }, true);
-    return out;
+    return this.tx((sql) => paidCounts(sql, fingerprints), true);
   }
 
   async keys(after: number, limit: number, batchId?: string): Promise<KeyPage> {
@@ -301,20 +235,6 @@ export class SqlLedgerStore implements LedgerStore {
 
   close(): Promise<void> {
     return this.driver.close();
-  }
-
-  /** A key's group as SQL: its batch, the UTC day of its first send, or its fingerprint. */
-  private groupExpression(by: SummaryGroup): string {
-    switch (by) {
-      case SummaryGroup.Batch:
-        return 'batch_id';
-      case SummaryGroup.Fingerprint:
-        return 'fingerprint';
-      case SummaryGroup.Day:
-        return this.driver.dialect === 'sqlite'
-          ? "strftime('%Y-%m-%d', first_sent_at / 1000, 'unixepoch')"
-          : "to_char(to_timestamp(first_sent_at / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD')";
-    }
   }
 
   /** One transaction; a failure of the database itself says where the store is. */

@@ -20,7 +20,7 @@ import {
   type SubmitCreationInput,
   type SubmitCreationResult,
 } from '../model';
-import { ImageApiClient, type ClientOutcome, type Logger } from '../api/client';
+import { lazyClient, type ClientOutcome, type Logger } from '../api/client';
 import type { HoldRegistry } from '../api/holds';
 import type { HeldBy, PollPlan, PollRegime } from '../api/poll-plan';
 import { ErrorCode } from '../api/contract';
@@ -98,7 +98,6 @@ export function createImageActivities(deps: ImageActivityDeps) {
   const plan = deps.config.pollPlan === 'learn' ? limits : undefined;
   /** What held keys back when last told to the log: a change is worth a line. */
   let told: HeldBy | 'busy' = 'open';
-  let client: ImageApiClient | undefined;
   let downloadDispatcher: Dispatcher | undefined = deps.downloadDispatcher;
   const keys = createKeyLedger({
     store: deps.ledger,
@@ -107,15 +106,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
     now: deps.now,
     logger: deps.logger,
   });
-  const api = () =>
-    (client ??= new ImageApiClient({
-      config: deps.config,
-      apiKey: deps.apiKey,
-      now: deps.now,
-      logger: deps.logger,
-      ...(deps.dispatcher ? { dispatcher: deps.dispatcher } : {}),
-      ...(deps.holds ? { holds: deps.holds } : {}),
-    }));
+  const api = lazyClient(deps);
 
   /** Exponential backoff with jitter (half to full), for the n-th consecutive unknown outcome. */
   function backoffMs(n: number): number {

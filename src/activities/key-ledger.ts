@@ -55,6 +55,20 @@ export function requestFingerprinter(config: ServiceConfig): Fingerprinter {
   return (request) => requestPrint(target, JSON.stringify(requestBody(request, config)));
 }
 
+/**
+ * Refuses (a Config failure, non-retryable) work for a command or batch that reads another store than this worker's:
+ * two memories of what was paid. `whose` says whose store it is ("batch b was started on", "the command reads").
+ */
+export function refuseOtherStore(store: LedgerStore, storeId: string | undefined, whose: string): void {
+  if (!storeId || storeId === store.id) return;
+  throw toApplicationFailure({
+    kind: 'config',
+    message:
+      `this worker's ledger store ${store.location} is not the one ${whose}: two memories of what was paid; give ` +
+      'the worker and the commands one IMAGEBATCH_LEDGER',
+  });
+}
+
 /** What the store says before a key is sent. */
 export type Consult =
   | { kind: 'send' }
@@ -84,14 +98,7 @@ export function createKeyLedger(deps: KeyLedgerDeps) {
    * it; one sent longer ago with no known answer, or with another body, is never sent again.
    */
   async function consult(input: CreateImageInput, outDir: string): Promise<Consult> {
-    if (input.ledger?.storeId && input.ledger.storeId !== store.id) {
-      return fail({
-        kind: 'config',
-        message:
-          `this worker's ledger store ${store.location} is not the one batch ${input.batchId} was started on: two ` +
-          'memories of what was paid; give the worker and the commands one IMAGEBATCH_LEDGER, then resume the batch',
-      });
-    }
+    refuseOtherStore(store, input.ledger?.storeId, `batch ${input.batchId} was started on (resume it once fixed)`);
     await importOnce(outDir);
     let print: RequestPrint;
     try {

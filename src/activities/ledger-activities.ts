@@ -10,7 +10,7 @@ import {
   type PaidRequestsInput,
   type RowRecord,
 } from '../model';
-import { toApplicationFailure } from './failures';
+import { refuseOtherStore } from './key-ledger';
 import { releaseRow, scheduleDirOf } from '../ledger/claims';
 import {
   importJsonlLedger,
@@ -80,14 +80,7 @@ export function createLedgerActivities(deps: {
      * batch reads it; repeats of a request across pages are counted page by page (an estimate).
      */
     async countPaidRequests(input: PaidRequestsInput): Promise<PaidRequests> {
-      if (input.storeId && input.storeId !== deps.ledger.id) {
-        throw toApplicationFailure({
-          kind: 'config',
-          message:
-            `this worker's ledger store ${deps.ledger.location} is not the one the command reads: give the worker ` +
-            'and the commands one IMAGEBATCH_LEDGER',
-        });
-      }
+      refuseOtherStore(deps.ledger, input.storeId, 'the command reads');
       const result: PaidRequests = { rows: 0, paid: {}, fresh: {} };
       const add = (into: PaidRequests['paid'], model: string, images: number) => {
         const usage = (into[model] ??= { rows: 0, images: 0 });

@@ -1,6 +1,6 @@
 import { Context } from '@temporalio/activity';
 import type { Dispatcher } from 'undici';
-import { ImageApiClient, type Logger } from '../api/client';
+import { lazyClient, type Logger } from '../api/client';
 import type { ApiKeyProvider } from '../api/api-key';
 import type { HoldRegistry } from '../api/holds';
 import type { ServiceConfig } from '../config/service-config';
@@ -14,7 +14,7 @@ import {
 } from '../model';
 import { toApplicationFailure } from './failures';
 import { currentDetails, heartbeat, whileHeartbeating } from './heartbeat';
-import { asRecord } from './key-ledger';
+import { asRecord, refuseOtherStore } from './key-ledger';
 
 /** A cost that differs by this much (USD) or more is a difference: the store keeps what the service said. */
 const CENT = 0.005;
@@ -35,16 +35,7 @@ export interface LedgerCheckDeps {
  * creation known cannot be asked by id; it is counted, and `reconcile` is what resolves it.
  */
 export function createLedgerCheckActivities(deps: LedgerCheckDeps) {
-  let client: ImageApiClient | undefined;
-  const api = () =>
-    (client ??= new ImageApiClient({
-      config: deps.config,
-      apiKey: deps.apiKey,
-      now: deps.now,
-      logger: deps.logger,
-      ...(deps.dispatcher ? { dispatcher: deps.dispatcher } : {}),
-      ...(deps.holds ? { holds: deps.holds } : {}),
-    }));
+  const api = lazyClient(deps);
 
   return {
     /**
@@ -53,14 +44,7 @@ export function createLedgerCheckActivities(deps: LedgerCheckDeps) {
      */
     async checkLedgerKeys(input: LedgerCheckInput): Promise<LedgerCheckPage> {
       const ctx = Context.current();
-      if (input.storeId && input.storeId !== deps.ledger.id) {
-        throw toApplicationFailure({
-          kind: 'config',
-          message:
-            `this worker's ledger store ${deps.ledger.location} is not the one the command reads: give the worker ` +
-            'and the commands one IMAGEBATCH_LEDGER',
-        });
-      }
+      refuseOtherStore(deps.ledger, input.storeId, 'the command reads');
       const page = await deps.ledger.keys(input.after, input.max, input.batchId);
       const done = asRecord(currentDetails(ctx));
       const result: LedgerCheckPage = {

@@ -294,3 +294,24 @@ export function idempotencyKeyProblem(key: string): string | undefined {
   if (!/^[\x20-\x7e]+$/.test(key)) return 'contains characters other than printable ASCII';
   return undefined;
 }
+
+/** A client made at its first use, with the given options (undefined ones left out): one per activity group. */
+export function lazyClient(options: {
+  config: ServiceConfig;
+  apiKey: ApiKeyProvider;
+  now: () => number;
+  logger: Logger;
+  dispatcher?: Dispatcher | undefined;
+  holds?: HoldRegistry | undefined;
+}): () => ImageApiClient {
+  let client: ImageApiClient | undefined;
+  return () =>
+    (client ??= new ImageApiClient({
+      config: options.config,
+      apiKey: options.apiKey,
+      now: options.now,
+      logger: options.logger,
+      ...(options.dispatcher ? { dispatcher: options.dispatcher } : {}),
+      ...(options.holds ? { holds: options.holds } : {}),
+    }));
+}

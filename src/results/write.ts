@@ -364,7 +364,8 @@ function unresolvedCsv(batchId: string, rows: readonly ResultRow[]): string {
       line: String(j.line),
       prompt: safeCell(j.prompt),
       model: safeCell(j.model),
-      next_step: nextStep,
+      // Served by another batch's request, whose outcome is that batch's to resolve.
+      next_step: r.result?.reusedFrom ? `imagebatch reconcile ${safeCell(r.result.reusedFrom.batchId)}` : nextStep,
     };
     return header.map((c) => cells[c]);
   });

@@ -390,6 +390,15 @@ describe('writeResults: one record per row', () => {
     expect(csv[2]).toMatchObject({ creation_ids: 'cr_u', charged_usd: '0.0400', net_usd: '0.0400' });
     for (const r of csv) expect(r.next_step).toBe(`imagebatch reconcile ${BATCH}`);
     expect(written.unresolvedRows).toBe(4);
+    // A row served by another batch's request whose outcome is unknown: that batch's reconcile resolves it.
+    const served = done(rows.succeeded, {
+      state: 'unknown',
+      keys: [],
+      reusedFrom: { batchId: 'earlier', rowId: 'r', idempotencyKey: 'ib/earlier/r/a1' },
+      error: 'the same request was sent by batch earlier, and its outcome is not known',
+    });
+    const reused = await writeResults(path.join(dir, 'unresolved-reused'), BATCH, [served]);
+    expect((await readCsv(reused.unresolvedCsv)).map((r) => r.next_step)).toEqual(['imagebatch reconcile earlier']);
     // errors.csv and unresolved.csv never share a row, and between them hold every row not succeeded nor in flight.
     const errors = (await readCsv(written.errorsCsv)).map((r) => r.id);
     expect(errors.filter((id) => csv.some((r) => r.id === id))).toEqual([]);

@@ -313,10 +313,10 @@ export function createImageActivities(deps: ImageActivityDeps) {
 
   /**
    * The row is served by an earlier request of the same fingerprint (another batch, file or run): nothing is sent
-   * for its key. Its images, saved and unchanged, are copied here; else its creation is fetched again by its id (a
-   * GET: nothing is charged); a request still being sent elsewhere is waited for, up to the row's maximum wait; one
-   * whose outcome is not known is reported. An earlier request that ended holding nothing (refused, refunded) serves
-   * nobody: the row is unbound and asks the store again.
+   * for its key. Its images, saved and unchanged, are copied here; else its ended creation is fetched again by its id
+   * (a GET: nothing is charged). A request still in flight elsewhere is waited for, up to the row's maximum wait (then
+   * its creation, if one is known, is followed here). One whose outcome is not known is reported. One that ended
+   * holding nothing (refused, refunded) serves nobody: the row is unbound and asks the store again.
    */
   async function reuse(
     input: CreateImageInput,
@@ -339,7 +339,18 @@ export function createImageActivities(deps: ImageActivityDeps) {
       if (copied) return { outcome: 'reused', reusedFrom: from, images: copied };
     }
     if (end !== undefined && NO_MONEY_HELD.has(end)) return unboundAgain(input, source);
-    if (source.creationId && end !== KeyOutcome.Lost) {
+    // Still in flight where it was sent: that row polls its creation (two pollers would pass the service's minimum
+    // interval), so this one waits for its end, as long as a creation may take; then follows it itself, if it can.
+    const waited = end === undefined && waitedTooLong(input, ctx);
+    if (end === undefined && !waited) {
+      return fail(
+        { kind: 'inFlight', status: `waiting for ${where}, which sent the same request` },
+        api().pollIntervalMs(),
+      );
+    }
+    // Ended with a creation nobody polls any more (its images gone, its row out of time): fetched again by its id.
+    const followable = end === KeyOutcome.Succeeded || end === KeyOutcome.TimedOut || (waited && end === undefined);
+    if (source.creationId && followable) {
       const learned = keyProgressOf(currentDetails(ctx));
       try {
         const result = await pollAndSave(input, ctx, { ...learned, creationId: source.creationId });
@@ -355,15 +366,6 @@ export function createImageActivities(deps: ImageActivityDeps) {
       }
     }
     if (end === undefined) {
-      // Sent elsewhere with no answer yet: waited for, as long as a creation may take.
-      const since = keyProgressOf(currentDetails(ctx)).reuseWaitSinceMs ?? deps.now();
-      note(ctx, { reuseWaitSinceMs: since });
-      if (deps.now() - since <= input.maxPollWaitMs) {
-        return fail(
-          { kind: 'inFlight', status: `waiting for ${where}, which sent the same request` },
-          api().pollIntervalMs(),
-        );
-      }
       return reported(
         `the same request was sent by ${where}, which did not end within the maximum wait ` +
           `(${formatWait(input.maxPollWaitMs)}); nothing was sent for this row: run it again once that key has ended`,
@@ -373,6 +375,13 @@ export function createImageActivities(deps: ImageActivityDeps) {
       `the same request was sent by ${where}, and its outcome is not known (${end}): nothing was sent for this ` +
         `row; resolve it with imagebatch reconcile ${source.batchId}`,
     );
+  }
+
+  /** Whether the row has waited for an earlier request longer than a creation may take (counted from its first wait). */
+  function waitedTooLong(input: CreateImageInput, ctx: Context): boolean {
+    const since = keyProgressOf(currentDetails(ctx)).reuseWaitSinceMs ?? deps.now();
+    note(ctx, { reuseWaitSinceMs: since });
+    return deps.now() - since > input.maxPollWaitMs;
   }
 
   /** The earlier request held nothing: the row is unbound from it, and its next attempt asks the store again. */
@@ -618,7 +627,7 @@ export function keyProgressOf(details: unknown): KeyProgress {
   const d = asRecord(details);
   const out: KeyProgress = {};
   if (typeof d.creationId === 'string' && d.creationId) out.creationId = d.creationId;
-  for (const field of ['acceptedAtMs', 'costUsd', 'lastPollAtMs'] as const) {
+  for (const field of ['acceptedAtMs', 'costUsd', 'lastPollAtMs', 'reuseWaitSinceMs'] as const) {
     const v = d[field];
     if (typeof v === 'number' && Number.isFinite(v)) out[field] = v;
   }

@@ -134,11 +134,47 @@ describe('createImage: a request paid before serves the row', () => {
     expect(waiting.failure?.type).toBe(FailureType.Pending);
     expect(waiting.failure?.message).toContain('waiting for batch first');
     expect(t.posts()).toBe(0);
-    // The first batch's key is accepted and ends: the second row follows its creation.
+    // Accepted there: that row polls its creation, so this one still waits (two pollers would pass the interval).
     await t.ledger.append([{ type: 'accepted', ...keyOf('first'), creationId: 'cr_9' }]);
+    const still = await runActivity(() => t.activities.createImage(input('second')));
+    expect(still.failure?.type).toBe(FailureType.Pending);
+    expect(t.gets()).toBe(0);
+    // It ends, its images not saved where this host can read them: its creation is fetched again by its id.
+    await t.ledger.append([{ type: 'ended', ...keyOf('first'), outcome: 'succeeded', creationId: 'cr_9' }]);
     const served = await t.drive(() => t.activities.createImage(input('second')));
     expect(served.value).toMatchObject({ outcome: 'reused', reusedFrom: { creationId: 'cr_9' } });
     expect(t.posts()).toBe(0);
+  });
+
+  it('an earlier request in flight past the maximum wait: its creation is followed here, by its id', async () => {
+    const t = await setup();
+    await t.ledger.decide({
+      ...input('first'),
+      ...printOfRequest(),
+      outDir: path.join(t.root, 'out-first'),
+      reuse: true,
+    });
+    await t.ledger.append([{ type: 'accepted', ...keyOf('first'), creationId: 'cr_7' }]);
+    const served = await t.drive(() => t.activities.createImage(input('second', { maxPollWaitMs: 5_000 })));
+    expect(served.value).toMatchObject({ outcome: 'reused', reusedFrom: { creationId: 'cr_7' } });
+    expect(served.waits).toBeGreaterThanOrEqual(5); // waited about 5 s at the 1 s poll interval first
+    expect(t.posts()).toBe(0);
+  });
+
+  it('an earlier request that never got an answer, past the maximum wait: reported, nothing sent', async () => {
+    const t = await setup();
+    await t.ledger.decide({
+      ...input('first'),
+      ...printOfRequest(),
+      outDir: path.join(t.root, 'out-first'),
+      reuse: true,
+    });
+    const reported = await t.drive(() => t.activities.createImage(input('second', { maxPollWaitMs: 3_000 })));
+    expect(reported.value).toMatchObject({ outcome: 'reused', images: [], reusedFrom: { batchId: 'first' } });
+    expect(reported.value?.outcome === 'reused' && reported.value.error).toContain(
+      'did not end within the maximum wait',
+    );
+    expect(stub!.requests).toHaveLength(0);
   });
 
   it('reports an earlier request whose outcome is not known, naming the batch to reconcile; sends nothing', async () => {

@@ -32,7 +32,8 @@ import { clipSource, describeImageUrl, downloadImages, guardedDownloadDispatcher
 import { checkImageCount, creationByteBudget, noImageFailure } from './image-limits';
 import { toApplicationFailure } from './failures';
 import { currentDetails, heartbeat, whileHeartbeating } from './heartbeat';
-import { asRecord, copyImages, createKeyLedger, type Consult } from './key-ledger';
+import { asRecord, createKeyLedger, type Consult } from './key-ledger';
+import { copyImages } from './saved-images';
 
 /**
  * The image-service activities. Each attempt sends at most one request to the service; every wait (Retry-After,

@@ -1,6 +1,3 @@
-import { createHash } from 'node:crypto';
-import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
-import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import type { FailureOutcome } from '../api/classify';
 
@@ -13,7 +10,6 @@ import {
   KeyOutcome,
   type CreateImageInput,
   type CreateImageResult,
-  type DownloadedImage,
   type KeyProgress,
   type ReusedFrom,
   type SubmitCreationResult,
@@ -30,6 +26,7 @@ import {
 } from '../ledger';
 import { formatWait } from '../workflows/timeouts';
 import { toApplicationFailure } from './failures';
+import { allSaved, copyImages } from './saved-images';
 
 /**
  * The ledger store's rules as a key's activity applies them: what is asked before a key is sent (the key itself,
@@ -336,46 +333,6 @@ export function createKeyLedger(deps: KeyLedgerDeps) {
 
   return { consult, noteAnswer, accepted, ended, recordEnd };
 }
-
-/** Whether every image listed is in `outDir`, with its size. */
-async function allSaved(outDir: string, images: readonly DownloadedImage[]): Promise<boolean> {
-  for (const image of images) {
-    const found = await stat(path.resolve(outDir, image.path)).catch(() => undefined);
-    if (found?.size !== image.bytes) return false;
-  }
-  return true;
-}
-
-/**
- * The images an earlier key saved, copied into this row's folder of `outDir` and checked against their SHA-256;
- * undefined when one of them is gone or changed (its creation is then fetched again).
- */
-export async function copyImages(
-  source: LedgerKey,
-  outDir: string,
-  rowId: string,
-): Promise<DownloadedImage[] | undefined> {
-  const images = source.ended?.images ?? [];
-  if (images.length === 0 || !source.outDir) return undefined;
-  const copied: DownloadedImage[] = [];
-  for (const image of images) {
-    const from = path.resolve(source.outDir, image.path);
-    const bytes = await readFile(from).catch(() => undefined);
-    if (!bytes || bytes.length !== image.bytes || sha256(bytes) !== image.sha256) return undefined;
-    const relative = path.join(rowId, path.basename(image.path));
-    const to = path.resolve(outDir, relative);
-    if (to !== from) {
-      await mkdir(path.dirname(to), { recursive: true });
-      const partial = `${to}.partial`;
-      await writeFile(partial, bytes);
-      await rename(partial, to);
-    }
-    copied.push({ ...image, path: relative });
-  }
-  return copied;
-}
-
-const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
 
 /** The key outcome a non-retryable failure of createImage stands for, if it ends the key. */
 function keyOutcomeOfFailure(err: ApplicationFailure, known: KeyProgress): KeyOutcome | undefined {

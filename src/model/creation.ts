@@ -7,7 +7,15 @@
  */
 
 import type { BindingLimit } from './progress';
-import type { ReusedFrom } from './record';
+
+/** An earlier request with the same fingerprint that served a row instead of a key of its own. */
+export interface ReusedFrom {
+  batchId: string;
+  rowId: string;
+  idempotencyKey: string;
+  /** Its creation, when the service gave one. */
+  creationId?: string;
+}
 
 /** The body fields a row may carry (gaps.md, "Submit request body"). */
 export interface CreationRequest {

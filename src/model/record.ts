@@ -2,7 +2,7 @@
  * What is known of a row and its keys: how each key ended, what it cost, and the row's complete record. The row
  * workflow writes it (src/workflows/row-record.ts); the ledger, results and reconcile read it.
  */
-import type { DownloadedImage, PriceSource } from './creation';
+import type { DownloadedImage, PriceSource, ReusedFrom } from './creation';
 
 /** Final state of a row. Every row ends in exactly one, with its {@link RowRecord}. */
 export const RowState = {
@@ -109,15 +109,6 @@ export interface RowRecord {
   resubmittable: boolean;
   /** The earlier request that served the row (state `reused`, or a row that waited for it and reports it). */
   reusedFrom?: ReusedFrom;
-}
-
-/** An earlier request with the same fingerprint that served a row instead of a key of its own. */
-export interface ReusedFrom {
-  batchId: string;
-  rowId: string;
-  idempotencyKey: string;
-  /** Its creation, when the service gave one. */
-  creationId?: string;
 }
 
 /** Key outcomes that leave no money held: the key was judged and refused, or charged and refunded in full. */

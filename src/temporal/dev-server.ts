@@ -87,6 +87,9 @@ const PROBE_TIMEOUT_MS = 5_000;
  * file, be stopped and started again on that file, and show the Web UI: the demo and the crash tests need
  * all three.
  */
+/** Starts of a dev server whose port was taken meanwhile, at most (see {@link DevServer.start}). */
+export const BIND_ATTEMPTS = 3;
+
 export class DevServer {
   private exited: Promise<number | null>;
   private stderrTail = '';
@@ -107,8 +110,22 @@ export class DevServer {
     child.stdout?.on('data', (chunk: Buffer) => options.onOutput?.(chunk.toString('utf8')));
   }
 
-  /** Starts the server and resolves once it answers gRPC requests. */
+  /**
+   * Starts the server and resolves once it answers gRPC requests. A server that exits because a port it was to bind
+   * was taken meanwhile (a free port is free only until someone binds it; the CLI picks its HTTP API port at random)
+   * is started again, its free ports chosen again, {@link BIND_ATTEMPTS} times at most.
+   */
   static async start(options: DevServerOptions = {}): Promise<DevServer> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await DevServer.startOnce(options);
+      } catch (err) {
+        if (attempt >= BIND_ATTEMPTS || !/address already in use/i.test(String(err))) throw err;
+      }
+    }
+  }
+
+  private static async startOnce(options: DevServerOptions): Promise<DevServer> {
     const executable = options.executable ?? requireTemporalCli();
     const host = '127.0.0.1';
     const port = options.port ?? (await freePort(host));

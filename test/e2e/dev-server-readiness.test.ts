@@ -4,6 +4,7 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEV_SERVER_RETENTION_MS, DevServer } from '../../src/temporal/dev-server';
+import { temporalCliPath } from '../../src/temporal/toolchain';
 
 /**
  * DevServer.start sets the default namespace's retention on purpose (the dev server's own is 24 h), and waits for the server to answer, and no longer than `startTimeoutMs`: a binary that never serves
@@ -47,6 +48,25 @@ describe('DevServer.start readiness', () => {
     const pid = Number((await readFile(pidFile, 'utf8')).trim());
     expect(alive(pid)).toBe(false);
   }, 60_000);
+
+  it('starts again a server whose port was taken meanwhile (seen in CI: its random HTTP API port)', async () => {
+    // The first start loses the race for a port; the second is the real server.
+    const tried = path.join(dir, 'tried');
+    const real = temporalCliPath();
+    expect(real, 'the pinned Temporal CLI (node scripts/setup.mjs)').toBeDefined();
+    const executable = await script(
+      'port-taken',
+      `if [ ! -f ${tried} ]; then touch ${tried}; echo "listen tcp 127.0.0.1:41985: bind: address already in use" >&2; exit 1; fi\nexec ${real!} "$@"`,
+    );
+    const server = await DevServer.start({ executable, uiPort: false });
+    try {
+      const connection = await Connection.connect({ address: server.address });
+      await connection.workflowService.getSystemInfo({});
+      await connection.close();
+    } finally {
+      await server.stop();
+    }
+  }, 120_000);
 
   it('reports a server that exits during start-up with its exit code', async () => {
     const executable = await script('exits', 'echo "no such flag" >&2\nexit 3');

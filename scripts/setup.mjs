@@ -208,16 +208,20 @@ function postgres() {
 }
 
 /**
- * better-sqlite3 is compiled for one Node ABI. The clone may have been set up under another Node (CI runs the tests
- * under Node 20, then 24, in one clone): when it does not load here, it is built again against this Node's own
- * headers (the folder above its binary holds include/node in Node's official builds), never headers fetched from
- * the network.
+ * The ledger store's SQLite module for this Node (src/ledger/sqlite.ts): on Node 22 and later better-sqlite3 13
+ * (`better-sqlite3-napi`, Node-API, prebuilt in its package: nothing to build), on Node 20 better-sqlite3 12, compiled
+ * for one Node ABI. When it does not load here (the clone was set up under another Node: CI runs the tests under Node
+ * 20, then 24, in one clone), version 12 is built again against this Node's own headers (the folder above its binary
+ * holds include/node in Node's official builds), never headers fetched from the network.
  */
 function nativeModules() {
+  const major = Number(process.versions.node.split('.')[0]);
+  const name = major >= 22 ? 'better-sqlite3-napi' : 'better-sqlite3';
   const stamp = join(root, 'node_modules', '.imagebatch-native');
-  const abi = `${process.versions.modules}-${process.platform}-${process.arch}`;
-  if (stamped(stamp, abi) && loads('better-sqlite3')) return;
-  if (!loads('better-sqlite3')) {
+  const abi = `${name}-${process.versions.modules}-${process.platform}-${process.arch}`;
+  if (stamped(stamp, abi) && loads(name)) return;
+  if (!loads(name)) {
+    if (name !== 'better-sqlite3') throw new Error(`${name} does not load on Node ${process.version}`);
     const own = dirname(dirname(process.execPath));
     const env = { ...process.env };
     if (existsSync(join(own, 'include', 'node', 'node.h'))) env.npm_config_nodedir = own;
@@ -226,8 +230,7 @@ function nativeModules() {
       env,
       shell: process.platform === 'win32',
     });
-    if (!res.ok || !loads('better-sqlite3'))
-      throw new Error(`better-sqlite3 could not be built for Node ${process.version}`);
+    if (!res.ok || !loads(name)) throw new Error(`better-sqlite3 could not be built for Node ${process.version}`);
   }
   writeFileSync(stamp, abi);
 }

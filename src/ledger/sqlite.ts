@@ -1,7 +1,18 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import type { Sql, SqlDriver } from './sql';
+
+/**
+ * better-sqlite3 for this Node. On Node 22 and later, version 13 (`better-sqlite3-napi`): Node-API, with its own
+ * prebuilt binaries, and no abort at exit (version 12's objects, destroyed after Node 24 has torn its environment
+ * down, abort the process: `Assertion failed: (env) != nullptr`, seen in CI). On Node 20, version 12, built here
+ * (13 does not run on 20). The two have one API.
+ */
+export const SQLITE_MODULE =
+  Number(process.versions.node.split('.')[0]) >= 22 ? 'better-sqlite3-napi' : 'better-sqlite3';
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const Sqlite = require(SQLITE_MODULE) as typeof Database;
 
 /** How long a write waits for another process's write transaction to end before it fails (the worker retries it). */
 const BUSY_TIMEOUT_MS = 30_000;
@@ -22,7 +33,7 @@ export class SqliteDriver implements SqlDriver {
 
   constructor(file: string) {
     mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
-    this.db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
+    this.db = new Sqlite(file, { timeout: BUSY_TIMEOUT_MS });
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = FULL');
   }

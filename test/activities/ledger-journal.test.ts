@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FailureType, type CreateImageInput, type CreateImageResult } from '../../src/model';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
+import { SQLITE_MODULE } from '../../src/ledger/sqlite';
 import type { LedgerStore } from '../../src/ledger';
 import { tempLedger, tempLedgerFile } from '../helpers/ledger';
 import { startStub, type StubServer } from '../api/helpers/stub-server';
@@ -59,7 +60,10 @@ async function service(file: string, options: { silent?: boolean; first429?: boo
       };
     }
     if (req.method === 'POST') {
-      const reader = new Database(file, { readonly: true });
+      // The module the store itself loads on this Node.
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const Sqlite = require(SQLITE_MODULE) as typeof Database;
+      const reader = new Sqlite(file, { readonly: true });
       try {
         const sql = 'SELECT 1 AS found FROM ledger_keys WHERE idempotency_key = ?';
         ledgerAtRequest.push(reader.prepare(sql).get(req.headers['idempotency-key']) !== undefined);

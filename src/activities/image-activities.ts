@@ -29,6 +29,7 @@ import type { ServiceConfig } from '../config/service-config';
 import type { Fingerprinter, LedgerKey, LedgerStore } from '../ledger';
 import { formatWait } from '../workflows/timeouts';
 import { clipSource, describeImageUrl, downloadImages, guardedDownloadDispatcher } from './download';
+import { imagesRefusedStop } from './images-refused';
 import { checkImageCount, creationByteBudget, noImageFailure } from './image-limits';
 import { toApplicationFailure } from './failures';
 import { currentDetails, heartbeat, whileHeartbeating } from './heartbeat';
@@ -307,8 +308,9 @@ export function createImageActivities(deps: ImageActivityDeps) {
       return await ended(pollAndSave(input, ctx, { ...progress, creationId: progress.creationId }));
     } catch (err) {
       const known = keyProgressOf(currentDetails(ctx));
-      await keys.recordEnd(input, err, known);
-      throw withProgress(err, known);
+      const failure = imagesRefusedStop(err, input.batchId) ?? err;
+      await keys.recordEnd(input, failure, known);
+      throw withProgress(failure, known);
     }
   }
 
@@ -434,7 +436,6 @@ export function createImageActivities(deps: ImageActivityDeps) {
       // A success with no image is not a success: paid, nothing to save, the row ends images_unsaved.
       if (poll.images.length === 0) {
         throw noImageFailure({
-          batchId: input.batchId,
           creationId,
           status: poll.status,
           recordKeys: poll.recordKeys,

@@ -46,11 +46,10 @@ const FIELDS_NAMED = 12;
 /**
  * The failure of a creation whose status says success but whose record shows no image: a non-retryable DownloadFailed
  * (the row ends `images_unsaved`, paid and not saved; never `succeeded` with nothing on disk). The message names the
- * record's top-level field names, never their values, and the setting to change; `imagebatch reconcile` then fetches
- * the same creation again, submitting nothing.
+ * record's top-level field names, never their values, and the setting to change. The activity makes it a stop of the
+ * batch (images-refused.ts): after the setting, `resume` fetches the same creation again, submitting nothing.
  */
 export function noImageFailure(input: {
-  batchId: string;
   creationId: string;
   status: string;
   /** The record's top-level field names (`PollCreationResult.recordKeys`); undefined when the poll did not say. */
@@ -72,9 +71,7 @@ export function noImageFailure(input: {
     message:
       `the record of creation ${creationId} (status ${JSON.stringify(input.status)}) shows no image, neither at ` +
       `IMAGEGEN_IMAGE_FIELDS (${shown}${more}) nor anywhere else it was searched; ${keys}. It was paid: set ` +
-      'IMAGEGEN_IMAGE_FIELDS to where this service puts its images (a path such as result.files[].href), restart ' +
-      `the worker, then run \`imagebatch reconcile ${input.batchId}\`: it fetches this creation again and submits ` +
-      'nothing',
+      'IMAGEGEN_IMAGE_FIELDS to where this service puts its images (a path such as result.files[].href)',
     nonRetryable: true,
     details: [{ reason: 'no image', recordKeys: recordKeys ?? null, imageFields: imageFields.slice(0, FIELDS_NAMED) }],
   });

@@ -14,6 +14,7 @@ import { createImageActivities } from './image-activities';
 import { requestFingerprinter } from './key-ledger';
 import { createLedgerActivities } from './ledger-activities';
 import { createLedgerCheckActivities } from './ledger-check';
+import { createServiceProofActivities } from './service-proof';
 import { createRowActivities } from './rows';
 
 /** What the activities need from the outside world; tests pass fakes. */
@@ -140,6 +141,7 @@ export function createActivitiesWithSteps(deps: ActivityDeps) {
       ...(deps.temporalClient ? { temporalClient: deps.temporalClient } : {}),
     }),
     ...createLedgerActivities({ outputRoot, now, ledger: deps.ledger, fingerprintOf: requestFingerprinter(config) }),
+    ...createServiceProofActivities({ config, ledger: deps.ledger, now }),
     ...createLedgerCheckActivities({
       config,
       apiKey: deps.apiKey ?? lazyApiKeyProvider(() => loadApiKey(process.env)),

@@ -22,7 +22,7 @@ export const USD_PATTERN = /^\d+(\.\d+)?$/;
 const got = (value: string) => ` (got ${JSON.stringify(value)})`;
 
 /** A raw string checked and turned into a value by `parse`, which returns the value or what is wrong. */
-const checked = <T>(parse: (value: string) => { value: T } | { problem: string }) =>
+export const checked = <T>(parse: (value: string) => { value: T } | { problem: string }) =>
   z.string().transform((raw, ctx): T => {
     const result = parse(raw);
     if ('value' in result) return result.value;

@@ -184,10 +184,30 @@ export function waitText(w: WaitReason | undefined): string | undefined {
       return `spend cap ${w.capUsd} USD reached`;
     case 'price_unknown':
       return `spend cap ${w.capUsd} USD: no price known for ${w.models.map(terminalText).join(', ')} (resume with --price <model>=<usd>)`;
+    case 'stop_loss':
+      return `paused by its stop-loss (${w.trip.breaker}; imagebatch resume goes on)`;
+    case 'canary':
+      return `row ${terminalText(w.rowId)} is sent alone first (the canary)`;
     case 'window_full':
       return undefined;
     case 'reading':
       return 'reading the file';
+  }
+}
+
+/**
+ * What a person must read in full when a batch pauses for a reason only they can remove (a stop of the service, the
+ * stop-loss), as one line above the progress; undefined for any other wait.
+ */
+export function pauseNotice(batchId: string, w: WaitReason | undefined): string | undefined {
+  const then = `then: imagebatch resume ${terminalText(batchId)}`;
+  switch (w?.kind) {
+    case 'stop_loss':
+      return `batch paused by its stop-loss (${w.trip.breaker}): ${terminalText(w.trip.message)}; ${then}`;
+    case 'batch_stop':
+      return `batch paused: ${terminalText(w.details.message)}; ${then}`;
+    default:
+      return undefined;
   }
 }
 

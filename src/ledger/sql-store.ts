@@ -19,6 +19,7 @@ import {
   type Decision,
   type KeyPage,
   type LedgerStore,
+  type ServiceProof,
   type RowPage,
   type SummaryRow,
 } from './store';
@@ -214,6 +215,25 @@ export class SqlLedgerStore implements LedgerStore {
       next: rows.at(-1)?.seq ?? after,
       done: rows.length < limit,
     };
+  }
+
+  async serviceProof(settings: string): Promise<ServiceProof | undefined> {
+    const row = await this.tx(
+      (sql) => sql.get<{ proof: string; at: number }>('SELECT proof, at FROM ledger_proofs WHERE settings = ?', [settings]),
+      true,
+    );
+    return row ? { ...(JSON.parse(row.proof) as ServiceProof), atMs: Number(row.at) } : undefined;
+  }
+
+  async proveService(settings: string, proof: ServiceProof, now = Date.now()): Promise<void> {
+    const { atMs: _at, ...kept } = proof;
+    await this.tx(async (sql) => {
+      const params = [JSON.stringify(kept), now, settings];
+      const changed = await sql.run('UPDATE ledger_proofs SET proof = ?, at = ? WHERE settings = ?', params);
+      if (changed === 0) {
+        await sql.run('INSERT INTO ledger_proofs (proof, at, settings) VALUES (?, ?, ?)', params);
+      }
+    });
   }
 
   async importedBytes(file: string): Promise<number> {

@@ -75,6 +75,13 @@ export function schemaStatements(dialect: Dialect): string[] {
     )`,
     'CREATE INDEX IF NOT EXISTS ledger_keys_by_fingerprint ON ledger_keys (fingerprint, seq)',
     'CREATE INDEX IF NOT EXISTS ledger_keys_by_row ON ledger_keys (batch_id, row_id, seq)',
+    // Settings of a worker under which a canary or doctor's paid test saw the service understood (added in schema 1:
+    // an older imagebatch never reads it).
+    `CREATE TABLE IF NOT EXISTS ledger_proofs (
+      settings TEXT PRIMARY KEY,
+      proof TEXT NOT NULL,
+      at BIGINT NOT NULL
+    )`,
     `CREATE TABLE IF NOT EXISTS ledger_imports (
       file TEXT PRIMARY KEY,
       bytes BIGINT NOT NULL,

@@ -83,6 +83,18 @@ export interface RowPage {
  * store forgets nothing. Each call is one transaction, committed before it returns: a `sending` is on disk before
  * its request leaves.
  */
+/** What proved a worker's settings: a batch's canary row, or doctor's paid test. */
+export interface ServiceProof {
+  by: 'canary' | 'doctor';
+  /** The batch and row of the canary. */
+  batchId?: string;
+  rowId?: string;
+  /** The creation that showed it. */
+  creationId?: string;
+  /** When (ms since the epoch); set by the store. */
+  atMs?: number;
+}
+
 export interface LedgerStore {
   /** Where it is, for messages: a file, or a PostgreSQL URL without its password. */
   readonly location: string;
@@ -115,6 +127,10 @@ export interface LedgerStore {
   paidCounts(fingerprints: readonly string[]): Promise<Map<string, number>>;
   /** Keys after position `after` (0 at first), `limit` at most; of one batch when given. */
   keys(after: number, limit: number, batchId?: string): Promise<KeyPage>;
+  /** The latest proof that a worker with these settings (their fingerprint) understood the service, if any. */
+  serviceProof(settings: string): Promise<ServiceProof | undefined>;
+  /** Records such a proof (the latest one is kept). */
+  proveService(settings: string, proof: ServiceProof, now?: number): Promise<void>;
   /** Bytes of a `ledger.jsonl` file imported so far (jsonl.ts). */
   importedBytes(file: string): Promise<number>;
   /** Applies events read from a `ledger.jsonl` file, and how far it was read, in one transaction. */

@@ -66,6 +66,12 @@ export const BatchStopReason = {
   CreationPathNotFound: 'creation_path_not_found',
   /** The worker's own configuration refused the request before sending it (e.g. the key's format). */
   WorkerConfig: 'worker_config',
+  /**
+   * A creation succeeded and was paid, and its images were refused here for a reason that would refuse the next
+   * row's too (no image found in the record, a type refused, a URL the download guard refuses, a size over the
+   * limit): the row keeps its creation, and after the setting is changed `resume` fetches it again.
+   */
+  ImagesRefused: 'images_refused',
 } as const;
 export type BatchStopReason = (typeof BatchStopReason)[keyof typeof BatchStopReason];
 

@@ -1,6 +1,7 @@
 /** A batch as it runs: its progress, why it waits, and what a resume may change. */
 import type { BatchStopDetails } from './failure';
 import type { RowState } from './record';
+import type { CanaryPhase, StopLossTrip } from './stop-loss';
 
 /** Why a batch is not starting new rows right now. */
 export type WaitReason =
@@ -10,6 +11,10 @@ export type WaitReason =
   /** A spend cap is set and the price of these models is not known (the next row's, or of rows in flight or ended). */
   | { kind: 'price_unknown'; capUsd: number; models: string[] }
   | { kind: 'window_full'; concurrency: number }
+  /** A stop-loss breaker paused the batch (`resume` goes on, with the breaker's count afresh). */
+  | { kind: 'stop_loss'; trip: StopLossTrip }
+  /** The canary row is in flight: the others start once it has ended `succeeded`. */
+  | { kind: 'canary'; rowId: string }
   | { kind: 'reading' };
 
 /**
@@ -73,6 +78,8 @@ export interface BatchProgress {
   newKeys: number;
   /** Prices the batch was given that the service's own charges contradict (it charged more): the cap counts those. */
   pricesSeen?: PriceSeen[];
+  /** Where the batch's canary stands; absent for a batch started before canaries. */
+  canary?: CanaryPhase;
   done: boolean;
 }
 

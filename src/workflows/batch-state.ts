@@ -1,3 +1,4 @@
+import type { StopLossState } from './stop-loss';
 import {
   roundUsd,
   type BatchCursor,
@@ -59,6 +60,8 @@ export interface BatchState {
    * price given is a claim, and the cap counts the higher.
    */
   pricesSeen?: Record<string, number>;
+  /** The canary and the breakers, in a batch started with them. */
+  stopLoss?: StopLossState;
 }
 
 export function emptyCounts(): Record<RowState, number> {
@@ -174,7 +177,7 @@ export function progressOf(
       : 'completed'
     : state.cancelling
       ? 'cancelling'
-      : state.pausedBy || state.stop
+      : state.pausedBy || state.stop || state.stopLoss?.trip
         ? 'paused'
         : 'running';
   return {
@@ -199,6 +202,7 @@ export function progressOf(
     runs: state.runs,
     newKeys: state.newKeys ?? 0,
     ...(pricesSeen?.length ? { pricesSeen } : {}),
+    ...(state.stopLoss ? { canary: state.stopLoss.canary } : {}),
     done,
   };
 }

@@ -25,6 +25,7 @@ import {
   type PriceSeen,
   type RowRecord,
   type RowReport,
+  type StopLossOptions,
   type UserColumns,
   type WaitReason,
 } from '../model';
@@ -51,6 +52,7 @@ import {
   rowWaitingSignal,
 } from './definitions';
 import { promptWorkflow } from './prompt-workflow';
+import { StopLoss, type PriceNote } from './stop-loss';
 import { workflowNow } from './time';
 import { BATCH_ACTIVITY_START_TO_CLOSE, HEARTBEAT_TIMEOUT, ROW_CHECK_EVERY_MS } from './timeouts';
 
@@ -122,6 +124,11 @@ export interface BatchWorkflowInput {
    * @default none: any store, and earlier requests of the same fingerprint serve rows
    */
   ledger?: LedgerScope;
+  /**
+   * The canary row first, and the breakers that pause the batch when something would repeat.
+   * @default STOP_LOSS_DEFAULTS: a canary, and every breaker on
+   */
+  stopLoss?: StopLossOptions;
   /** @internal State carried across continue-as-new. */
   state?: BatchState;
 }
@@ -139,6 +146,11 @@ const { fetchModels: fetchCatalog } = proxyActivities<Activities>({
   heartbeatTimeout: HEARTBEAT_TIMEOUT,
   retry: { initialInterval: '1 second', maximumInterval: '10 seconds', maximumAttempts: 4 },
 });
+// A proof that cannot be read or written costs a canary row, never the batch.
+const { checkServiceProof, recordServiceProof } = proxyActivities<Activities>({
+  startToCloseTimeout: BATCH_ACTIVITY_START_TO_CLOSE,
+  retry: { initialInterval: '1 second', maximumInterval: '10 seconds', maximumAttempts: 4 },
+});
 
 /**
  * Patch: every batch asks the catalog for prices at its start (not only a batch with a spend cap), a price nobody
@@ -153,6 +165,13 @@ export const PRICES_KNOWN_OR_UNKNOWN = 'prices-known-or-unknown';
  * batch whose prices hold pays no marker.
  */
 export const PRICES_SEEN_COUNT = 'prices-seen-count';
+
+/**
+ * Patch: the stop-loss. A new batch sends one row alone (its canary) unless the worker's settings were proven on its
+ * store, fans out once it ended `succeeded`, and pauses when a breaker trips (src/workflows/stop-loss.ts). Asked
+ * once, at the batch's start; the state carries the answer across continue-as-new.
+ */
+export const STOP_LOSS = 'stop-loss';
 
 /**
  * Patch: a row's workflow id fits 255 characters whatever the batch and row ids (promptWorkflowId shortens the
@@ -200,6 +219,8 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
   let rowCheckArmed = false;
   /** Rows in flight already asked to cancel (by this run). */
   const cancelSent = new Set<string>();
+  /** The stop-loss, in a batch started with it (see {@link STOP_LOSS}). */
+  let loss = state.stopLoss ? new StopLoss(state.stopLoss, input.stopLoss) : undefined;
 
   /** The limit the latest row to end said binds: for the progress only (no command depends on it). */
   let limitSeen: LimitSeen | undefined;
@@ -217,8 +238,9 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
     ),
   );
   setHandler(rowDoneSignal, (record: RowRecord, report?: RowReport) => {
+    const price = loss ? priceNoteOf(record) : undefined;
     notePriceSeen(record);
-    applyRowDone(state, record);
+    rowEnded(record, price);
     if (report?.limit) limitSeen = { limit: report.limit, atMs: workflowNow() };
   });
   setHandler(rowWaitingSignal, () => undefined);
@@ -257,11 +279,18 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
         for (const m of await fetchModels()) if (m.priceUsd !== undefined) state.prices[m.id] = m.priceUsd;
       }
     }
+    if (state.runs === 0 && patched(STOP_LOSS)) {
+      const canary = input.stopLoss?.canary !== false && !input.stopLoss?.off?.includes('canary');
+      const proven = canary ? (await checkServiceProof().catch(() => undefined))?.proven === true : false;
+      state.stopLoss = StopLoss.start(input.stopLoss, proven);
+      loss = new StopLoss(state.stopLoss, input.stopLoss);
+    }
     state.runs += 1;
 
     // The main loop: starts rows, waiting whenever the window is full or the batch is held.
     for (;;) {
       await applyResume();
+      await recordProof();
       if (rowCheckDue) await checkUnwatchedRows();
       if (state.cancelling || deadlinePassed()) break;
 
@@ -284,7 +313,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
       }
 
       if (windowFull()) {
-        waiting = { kind: 'window_full', concurrency };
+        waiting = canaryHold() ?? { kind: 'window_full', concurrency };
         armRowCheck();
         await waitUntil(
           () => !windowFull() || resumeRequested || state.cancelling || blockedReason() !== undefined || rowCheckDue,
@@ -334,14 +363,41 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
     return deadlineMs !== undefined && workflowNow() >= deadlineMs;
   }
 
+  /** Full: `concurrency` rows in flight, or the canary alone. */
   function windowFull(): boolean {
-    return Object.keys(state.inFlight).length >= concurrency;
+    return Object.keys(state.inFlight).length >= concurrency || canaryHold() !== undefined;
+  }
+
+  function canaryHold(): WaitReason | undefined {
+    const held = loss?.holds();
+    return held?.kind === 'canary' ? held : undefined;
   }
 
   function blockedReason(): WaitReason | undefined {
     if (state.stop) return { kind: 'batch_stop', details: state.stop };
     if (state.pausedBy) return { kind: 'paused', reason: state.pausedBy };
-    return undefined;
+    const held = loss?.holds();
+    return held?.kind === 'stop_loss' ? held : undefined;
+  }
+
+  /** A row's end, counted once, and seen by the stop-loss. */
+  function rowEnded(record: RowRecord, price?: PriceNote): void {
+    if (applyRowDone(state, record)) loss?.ended(record, price);
+  }
+
+  /** With a spend cap, a row's charge per image against the price the cap counted for it, when above the given. */
+  function priceNoteOf(record: RowRecord): PriceNote | undefined {
+    const listed = input.spendCapUsd === undefined ? undefined : modelPrice(record.model, 1);
+    if (!listed) return undefined;
+    const chargedUsd = chargedPerImage(record, state.inFlight[record.rowId], listed.usd);
+    if (chargedUsd === undefined) return undefined;
+    return { model: record.model, chargedUsd, countedUsd: Math.max(listed.usd, state.pricesSeen?.[record.model] ?? 0) };
+  }
+
+  /** Records, once, that the canary proved the worker's settings (a failure costs the next batch a canary). */
+  async function recordProof(): Promise<void> {
+    const proof = loss?.takeProof();
+    if (proof) await recordServiceProof({ batchId: input.batchId, ...proof }).catch(() => undefined);
   }
 
   function shouldContinueAsNew(): boolean {
@@ -354,6 +410,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
     resumeRequested = false;
     delete state.pausedBy;
     delete state.stop;
+    loss?.resumed();
     const blocked = state.blocked;
     state.blocked = [];
     await Promise.all(blocked.map((rowId) => resumeRow(rowId)));
@@ -448,6 +505,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
   async function startRow(row: BatchRowInput): Promise<void> {
     const workflowId = rowWorkflowId(row.rowId);
     state.inFlight[row.rowId] = priceOf(row);
+    loss?.started(row.rowId);
     const price = pricesKnownOrUnknown ? listPriceOf(row) : undefined;
     if (pricesKnownOrUnknown && !price) {
       state.unpriced = { ...state.unpriced, [row.rowId]: { model: row.request.model, images: imagesOf(row) } };
@@ -488,7 +546,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
       // running one is adopted (it reports to this run) and resumed, in case it waits on a stop of the old run.
       const found = await lookupRow({ workflowId });
       if (found.status === 'closed') {
-        applyRowDone(state, found.record);
+        rowEnded(found.record);
         return;
       }
       unwatched.add(row.rowId);
@@ -568,7 +626,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
       : await lookupRow({ workflowId: rowWorkflowId(rowId) });
     if (lookup.status === 'closed') {
       unwatched.delete(rowId);
-      applyRowDone(state, lookup.record);
+      rowEnded(lookup.record);
     }
   }
 

@@ -51,6 +51,8 @@ export function lazyTempLedger(file: string = tempLedgerFile()): LedgerStore {
     summarize: call('summarize') as LedgerStore['summarize'],
     keys: call('keys') as LedgerStore['keys'],
     paidCounts: call('paidCounts') as LedgerStore['paidCounts'],
+    serviceProof: call('serviceProof') as LedgerStore['serviceProof'],
+    proveService: call('proveService') as LedgerStore['proveService'],
     importedBytes: call('importedBytes') as LedgerStore['importedBytes'],
     importEvents: call('importEvents') as LedgerStore['importEvents'],
     close: async () => {

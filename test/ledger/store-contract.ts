@@ -178,6 +178,15 @@ export function storeContract(name: string, open: () => Promise<LedgerStore>): v
       expect((await store.keys(0, 10, 'b')).keys.map((k) => k.rowId)).toEqual(['open', 'refused']);
     });
 
+    it('keeps the latest proof of a worker settings fingerprint, and none for other settings', async () => {
+      const store = await fresh();
+      expect(await store.serviceProof('settings-a')).toBeUndefined();
+      await store.proveService('settings-a', { by: 'canary', batchId: 'b', rowId: 'r1', creationId: 'c1' }, 1000);
+      await store.proveService('settings-a', { by: 'doctor', creationId: 'c2' }, 2000);
+      expect(await store.serviceProof('settings-a')).toEqual({ by: 'doctor', creationId: 'c2', atMs: 2000 });
+      expect(await store.serviceProof('settings-b')).toBeUndefined();
+    });
+
     it('keeps a batch start and the options it asked with', async () => {
       const store = await fresh();
       const fingerprint = { size: 10, sha256: 'abc' };

@@ -36,14 +36,34 @@ export function rows(n: number): BatchRowInput[] {
  * the creation fails, refunded, after 3 s; `quota`: succeeds, its worker saying the account's quota binds). Records the
  * largest number of rows open at once. Rows are looked up for real (the batch asks Temporal about its rows).
  */
+/**
+ * What a row's createImage does at a submission: `refused` stops the batch as images refused here would (the next
+ * call succeeds); `unsaved` ends the row images_unsaved (a host's 404); `rejected`, `unknown`, `declined` (the safety
+ * filter) end it so; `dear` succeeds charged $0.10.
+ */
+export type Behaviour =
+  | 'ok'
+  | 'stop'
+  | 'slow'
+  | 'hang'
+  | 'fail-later'
+  | 'quota'
+  | 'refused'
+  | 'unsaved'
+  | 'rejected'
+  | 'unknown'
+  | 'declined'
+  | 'dear';
+
 export function batchActivities(
   client: Client,
   all: BatchRowInput[],
-  behaviour: (rowId: string, submission: number) => 'ok' | 'stop' | 'slow' | 'hang' | 'fail-later' | 'quota',
+  behaviour: (rowId: string, submission: number) => Behaviour,
+  options: { proven?: boolean } = {},
 ) {
   const submissions = new Map<string, number>();
   const open = new Set<string>();
-  const stats = { maxOpen: 0, submits: 0, pagesRead: 0 };
+  const stats = { maxOpen: 0, submits: 0, pagesRead: 0, proofs: 0, events: [] as string[] };
   const rowLookups = createRowActivities({
     temporalClient: client,
     outputRoot: tmpdir(),
@@ -66,6 +86,12 @@ export function batchActivities(
         };
         return { rows: page, invalidRows: 0, nextCursor: next, done: start + page.length >= all.length };
       },
+      async checkServiceProof() {
+        return { proven: options.proven === true };
+      },
+      async recordServiceProof(): Promise<void> {
+        stats.proofs += 1;
+      },
       async fetchModels() {
         return [{ id: 'flux-dev', priceUsd: 0.04 }];
       },
@@ -78,46 +104,104 @@ export function batchActivities(
         const n = (submissions.get(rowId) ?? 0) + 1;
         submissions.set(rowId, n);
         stats.submits += 1;
-        if (behaviour(rowId, n) === 'hang') {
-          // Heartbeats like the real activity, so that it is cancelled (not timed out) when its row goes away.
-          const ctx = Context.current();
-          await whileHeartbeating(ctx, ctx.cancelled, 1_000);
+        stats.events.push(`start:${rowId}`);
+        try {
+          return await scripted(rowId, n);
+        } finally {
+          stats.events.push(`end:${rowId}`);
         }
-        if (behaviour(rowId, n) === 'stop') {
-          const { ApplicationFailure } = await import('@temporalio/common');
-          throw ApplicationFailure.create({
-            type: FailureType.BatchStop,
-            nonRetryable: true,
-            message: 'insufficient balance',
-            details: [{ reason: 'insufficient_balance', httpStatus: 402, message: 'top up', requiredUsd: 0.04 }, {}],
-          });
-        }
-        if (behaviour(rowId, n) === 'fail-later') {
-          // A creation that fails (refunded, retryable) a few seconds after the key went out.
-          const ctx = Context.current();
-          await whileHeartbeating(ctx, new Promise((r) => setTimeout(r, 3_000)), 1_000);
-          return {
-            outcome: 'failed',
-            creationId: `c-${rowId}-${n}`,
-            costUsd: 0.04,
-            error: 'Generation failed.',
-            retryable: true,
-          };
-        }
-        open.add(rowId);
-        stats.maxOpen = Math.max(stats.maxOpen, open.size);
-        if (behaviour(rowId, n) === 'slow') await new Promise((r) => setTimeout(r, 50));
-        open.delete(rowId);
-        return {
-          outcome: 'succeeded',
-          creationId: `c-${rowId}-${n}`,
-          costUsd: 0.04,
-          images: [{ url: 'u', path: `${rowId}.png`, sha256: 'x', bytes: 1 }],
-          ...(behaviour(rowId, n) === 'quota' ? { limit: 'concurrency' as const } : {}),
-        };
       },
     },
   };
+
+  async function scripted(rowId: string, n: number): Promise<CreateImageResult> {
+    const { ApplicationFailure } = await import('@temporalio/common');
+    const fail = (type: FailureType, message: string, details: unknown, creationId?: string) =>
+      ApplicationFailure.create({
+        type,
+        nonRetryable: true,
+        message,
+        details: [details, creationId ? { creationId } : {}],
+      });
+    switch (behaviour(rowId, n)) {
+      case 'refused':
+        throw fail(
+          FailureType.BatchStop,
+          'images refused',
+          { reason: 'images_refused', httpStatus: 0, message: 'images refused: set IMAGEGEN_IMAGE_FIELDS' },
+          `c-${rowId}-1`,
+        );
+      case 'unsaved':
+        throw fail(
+          FailureType.DownloadFailed,
+          'image 0: HTTP 404',
+          { url: 'u', index: 0, reason: 'HTTP 404', httpStatus: 404 },
+          `c-${rowId}-${n}`,
+        );
+      case 'rejected':
+        throw fail(FailureType.Rejected, 'rejected', {
+          httpStatus: 400,
+          code: 'ERR_VALIDATION',
+          message: 'model not found',
+          fieldErrors: [],
+        });
+      case 'unknown':
+        throw fail(FailureType.Unknown, 'no answer', { tries: 5, lastError: 'connection reset' });
+      case 'declined':
+        return {
+          outcome: 'failed',
+          creationId: `c-${rowId}-${n}`,
+          costUsd: 0.04,
+          error: 'Prompt rejected by the safety filter.',
+          retryable: false,
+        };
+      case 'dear':
+        return {
+          outcome: 'succeeded',
+          creationId: `c-${rowId}-${n}`,
+          costUsd: 0.1,
+          images: [{ url: 'u', path: `${rowId}.png`, sha256: 'x', bytes: 1 }],
+        };
+      default:
+        break;
+    }
+    if (behaviour(rowId, n) === 'hang') {
+      // Heartbeats like the real activity, so that it is cancelled (not timed out) when its row goes away.
+      const ctx = Context.current();
+      await whileHeartbeating(ctx, ctx.cancelled, 1_000);
+    }
+    if (behaviour(rowId, n) === 'stop') {
+      throw ApplicationFailure.create({
+        type: FailureType.BatchStop,
+        nonRetryable: true,
+        message: 'insufficient balance',
+        details: [{ reason: 'insufficient_balance', httpStatus: 402, message: 'top up', requiredUsd: 0.04 }, {}],
+      });
+    }
+    if (behaviour(rowId, n) === 'fail-later') {
+      // A creation that fails (refunded, retryable) a few seconds after the key went out.
+      const ctx = Context.current();
+      await whileHeartbeating(ctx, new Promise((r) => setTimeout(r, 3_000)), 1_000);
+      return {
+        outcome: 'failed',
+        creationId: `c-${rowId}-${n}`,
+        costUsd: 0.04,
+        error: 'Generation failed.',
+        retryable: true,
+      };
+    }
+    open.add(rowId);
+    stats.maxOpen = Math.max(stats.maxOpen, open.size);
+    if (behaviour(rowId, n) === 'slow') await new Promise((r) => setTimeout(r, 50));
+    open.delete(rowId);
+    return {
+      outcome: 'succeeded',
+      creationId: `c-${rowId}-${n}`,
+      costUsd: 0.04,
+      images: [{ url: 'u', path: `${rowId}.png`, sha256: 'x', bytes: 1 }],
+      ...(behaviour(rowId, n) === 'quota' ? { limit: 'concurrency' as const } : {}),
+    };
+  }
 }
 
 export async function startBatch(
@@ -125,9 +209,10 @@ export async function startBatch(
   all: BatchRowInput[],
   behaviour: Parameters<typeof batchActivities>[2],
   extra: Partial<BatchWorkflowInput>,
+  options: Parameters<typeof batchActivities>[3] = {},
 ) {
   const taskQueue = `batch-${randomUUID()}`;
-  const fake = batchActivities(env().client, all, behaviour);
+  const fake = batchActivities(env().client, all, behaviour, options);
   const worker = await Worker.create({
     connection: env().nativeConnection,
     taskQueue,

@@ -152,11 +152,20 @@ describe('batchWorkflow (scripted activities, time-skipping server)', () => {
         workflowId: batchWorkflowId(batchId),
         args: [input],
       });
-      let progress = await handle.query(progressQuery);
-      for (let i = 0; i < 50 && progress.waiting?.kind !== 'spend_cap'; i++) {
-        await env().sleep(1_000);
-        progress = await handle.query(progressQuery);
-      }
+      const wait = async (kind: string) => {
+        let progress = await handle.query(progressQuery);
+        for (let i = 0; i < 50 && progress.waiting?.kind !== kind; i++) {
+          await env().sleep(1_000);
+          progress = await handle.query(progressQuery);
+        }
+        return progress;
+      };
+      // The first charge above the price given trips the stop-loss: the batch pauses, and says why.
+      const tripped = await wait('stop_loss');
+      expect(tripped.waiting).toMatchObject({ kind: 'stop_loss', trip: { breaker: 'price_differs' } });
+      expect(tripped.counts.succeeded).toBe(1);
+      await handle.signal(resumeSignal);
+      const progress = await wait('spend_cap');
       await handle.cancel();
       return progress;
     });

@@ -16,13 +16,14 @@ import { defineCommand } from '../command';
 import { batchId, deadline, duration, flag, positiveInt, dollars } from '../options';
 import { priceOptions, priceSchema, pricesInput } from '../prices';
 import { ProgressDisplay } from '../progress-display';
-import { progressLine } from '../progress-line';
+import { pauseNotice, progressLine } from '../progress-line';
 import { terminalText } from '../terminal-text';
 import { ExitCode } from '../errors';
 import { webUiOf } from '../../local/local';
 import { resultFilesSummary } from './demo';
 import { describeBatch, results } from './results';
 import { sayPaidBefore } from '../paid-before';
+import { STOP_LOSS_HELP, stopLossSchema } from '../stop-loss-option';
 
 /** The name of a file run without `--batch-id`: without the extension, other characters as `-`. */
 const nameOf = (file: string) =>
@@ -72,6 +73,7 @@ export const runCommand = defineCommand({
       flags: '--max-poll-wait <duration>',
       description: 'longest wait for one creation to end (90s, 45m, 2h; default 30m); the row then fails and says so',
     },
+    { flags: '--stop-loss <settings>', description: STOP_LOSS_HELP },
     { flags: '--follow', description: 'show progress until the batch ends (local mode does unless --detach)' },
     { flags: '--detach', description: 'local mode: start the batch and return (it runs in the local worker)' },
     { flags: '--json', description: 'print the final progress as JSON' },
@@ -89,6 +91,7 @@ export const runCommand = defineCommand({
     ...columnSchema,
     deadline: deadline.optional(),
     maxPollWait: duration().optional(),
+    stopLoss: stopLossSchema.optional(),
     follow: flag,
     detach: flag,
     json: flag,
@@ -111,6 +114,7 @@ export const runCommand = defineCommand({
       ...(opts.deadline ? { deadline: opts.deadline } : {}),
       ...(opts.maxPollWait === undefined ? {} : { maxPollWaitMs: opts.maxPollWait }),
       ...(opts.newImages ? { ledger: { newImages: true } } : {}),
+      ...(opts.stopLoss ? { stopLoss: opts.stopLoss } : {}),
     });
     // The store of what was paid: without it nothing starts.
     return withLedgerStore(env, async (ledger) => {
@@ -174,6 +178,7 @@ export const runCommand = defineCommand({
         const tty = stderrIsTTY && !opts.json;
         const display = new ProgressDisplay({ write: stderr, tty, env });
         // Local mode: the local server and worker are started again if one goes while the batch is followed.
+        let lastNotice: string | undefined;
         const unwatch = local ? superviseLocal(env, (line) => display.line(line)) : () => undefined;
         const final = await client
           .withAbortSignal(signal, () =>
@@ -181,6 +186,9 @@ export const runCommand = defineCommand({
               handle,
               // Not on a terminal, the last progress is the command's result (stdout), not a line of stderr.
               (p) => {
+                const notice = opts.json ? undefined : pauseNotice(batchId, p.waiting);
+                if (notice !== undefined && notice !== lastNotice) display.line(notice);
+                lastNotice = notice;
                 if (!opts.json && (tty || !p.done)) display.update(p, report.validRows);
               },
               {

@@ -1,0 +1,68 @@
+import { createHash } from 'node:crypto';
+import type { ServiceConfig } from '../config';
+import type { LedgerStore, ServiceProof } from '../ledger';
+
+/**
+ * Whether the service was seen understood under this worker's settings: a batch's canary row that ended
+ * `succeeded`, or doctor's paid test, recorded in the ledger store under the fingerprint of the settings that decide
+ * what is sent and how answers are read. A batch whose worker settings were proven skips its canary; any change of
+ * such a setting (a field path, a status word, the base URL) needs a new proof.
+ */
+
+/**
+ * Settings that pace or bound requests without changing what is sent or how an answer is read: left out of the
+ * fingerprint. Every other setting is in it, those added later included.
+ */
+const PACING: ReadonlySet<string> = new Set([
+  'minPollIntervalMs',
+  'pollPlan',
+  'connectTimeoutMs',
+  'headersTimeoutMs',
+  'bodyTimeoutMs',
+  'requestTimeoutMs',
+  'maxResponseBytes',
+  'maxAmbiguousTries',
+  'idempotencyWindowMs',
+  'backoffBaseMs',
+  'backoffMaxMs',
+  'defaultRetryAfterMs',
+  'clientRatePerSec',
+  'clientRateBurst',
+  'httpConnections',
+]);
+
+/** The fingerprint of the settings a proof holds for (SHA-256 of their canonical JSON). Holds no secret. */
+export function settingsFingerprint(config: ServiceConfig): string {
+  const kept = Object.entries(config)
+    .filter(([name]) => !PACING.has(name))
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return createHash('sha256').update(JSON.stringify(kept)).digest('hex');
+}
+
+export interface ServiceProofResult {
+  proven: boolean;
+  /** What proved it, when it is. */
+  proof?: ServiceProof;
+}
+
+export interface RecordServiceProofInput {
+  batchId: string;
+  rowId: string;
+  creationId?: string;
+}
+
+export function createServiceProofActivities(deps: { config: ServiceConfig; ledger: LedgerStore; now: () => number }) {
+  const settings = settingsFingerprint(deps.config);
+  return {
+    /** Whether this worker's settings were proven on its store. */
+    async checkServiceProof(): Promise<ServiceProofResult> {
+      const proof = await deps.ledger.serviceProof(settings);
+      return proof ? { proven: true, proof } : { proven: false };
+    },
+
+    /** Records that a batch's canary row ended `succeeded` under this worker's settings. */
+    async recordServiceProof(input: RecordServiceProofInput): Promise<void> {
+      await deps.ledger.proveService(settings, { by: 'canary', ...input }, deps.now());
+    },
+  };
+}

@@ -58,10 +58,11 @@ export function addressBytes(ip: string): Uint8Array | undefined {
   return out;
 }
 
-/** The IPv4 address embedded in an IPv4-mapped, IPv4-compatible or NAT64 IPv6 address. */
+/** The IPv4 address embedded in an IPv4-mapped, IPv4-translated, IPv4-compatible or NAT64 IPv6 address. */
 function embeddedV4(b: Uint8Array): Uint8Array | undefined {
   const zeros = (from: number, to: number) => b.subarray(from, to).every((x) => x === 0);
   if (zeros(0, 10) && b[10] === 0xff && b[11] === 0xff) return b.slice(12); // ::ffff:a.b.c.d
+  if (zeros(0, 8) && b[8] === 0xff && b[9] === 0xff && zeros(10, 12)) return b.slice(12); // ::ffff:0:a.b.c.d (SIIT)
   if (zeros(0, 12) && !zeros(12, 16) && !(zeros(12, 15) && b[15] === 1)) return b.slice(12); // ::a.b.c.d
   if (b[0] === 0x00 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b && zeros(4, 12)) return b.slice(12); // 64:ff9b::
   return undefined;
@@ -78,21 +79,35 @@ function canonical(ip: string): Uint8Array | undefined {
 export function addressClass(ip: string): AddressClass {
   const b = canonical(ip);
   if (!b) return 'invalid';
-  if (b.length === 4) {
-    const [a = 0, c = 0] = [b[0], b[1]];
-    if (a === 0) return 'unspecified'; // 0.0.0.0/8
-    if (a === 127) return 'loopback';
-    if (a === 10 || (a === 172 && c >= 16 && c <= 31) || (a === 192 && c === 168)) return 'private';
-    if (a === 100 && c >= 64 && c <= 127) return 'private'; // shared address space (carrier-grade NAT)
-    if (a === 169 && c === 254) return 'link-local';
-    if (a >= 224 && a <= 239) return 'multicast';
-    if (a >= 240) return 'reserved'; // 240/4 and the broadcast address
-    if (a === 198 && (c === 18 || c === 19)) return 'reserved'; // benchmarking
-    if (a === 192 && c === 0 && b[2] === 0) return 'reserved'; // IETF protocol assignments
-    return 'public';
-  }
+  return b.length === 4 ? v4Class(b) : v6Class(b);
+}
+
+function v4Class(b: Uint8Array): AddressClass {
+  const [a = 0, c = 0] = [b[0], b[1]];
+  if (a === 0) return 'unspecified'; // 0.0.0.0/8
+  if (a === 127) return 'loopback';
+  if (a === 10 || (a === 172 && c >= 16 && c <= 31) || (a === 192 && c === 168)) return 'private';
+  if (a === 100 && c >= 64 && c <= 127) return 'private'; // shared address space (carrier-grade NAT)
+  if (a === 169 && c === 254) return 'link-local';
+  if (a >= 224 && a <= 239) return 'multicast';
+  if (a >= 240) return 'reserved'; // 240/4 and the broadcast address
+  if (a === 198 && (c === 18 || c === 19)) return 'reserved'; // benchmarking
+  if (a === 192 && c === 0 && b[2] === 0) return 'reserved'; // IETF protocol assignments
+  return 'public';
+}
+
+/** A 16-byte address that carries no IPv4 address in the forms {@link embeddedV4} reads. */
+function v6Class(b: Uint8Array): AddressClass {
+  const word = (i: number) => ((b[2 * i] ?? 0) << 8) | (b[2 * i + 1] ?? 0);
   if (b.every((x) => x === 0)) return 'unspecified';
   if (b.subarray(0, 15).every((x) => x === 0) && b[15] === 1) return 'loopback';
+  // 6to4 (2002::/16, RFC 3056): judged by the IPv4 address in bits 16-47, as a relay would deliver it there.
+  if (word(0) === 0x2002) return v4Class(b.slice(2, 6));
+  // Local-use NAT64 (64:ff9b:1::/48, RFC 8215): a translator of the local network's own choosing.
+  if (word(0) === 0x64 && word(1) === 0xff9b && word(2) === 1) return 'private';
+  // Teredo (2001::/32): the host sits behind a NAT at an obfuscated address; never a plain public server.
+  if (word(0) === 0x2001 && word(1) === 0) return 'reserved';
+  if (word(0) === 0x2001 && word(1) === 0xdb8) return 'reserved'; // documentation (RFC 3849)
   const first = b[0] ?? 0;
   if ((first & 0xfe) === 0xfc) return 'private'; // fc00::/7
   if (first === 0xfe && ((b[1] ?? 0) & 0xc0) === 0x80) return 'link-local'; // fe80::/10

@@ -1,13 +1,26 @@
 /**
  * Redaction of the API key from what the service sends back. The key is removed whole and also its 40-character
- * token (the part after the last `live_`, see api-key.ts), in each of the forms a JSON text can spell it: raw, and
- * with any of its characters escaped (`\u005f` for `_`, `\/` ...), which `JSON.parse` would turn back into the key.
+ * token (the part after the last `live_`, see api-key.ts), in every form a service could echo it in:
+ *
+ * - raw, in hex, and in base64 or base64url at each of the three byte offsets it can have inside a longer encoded
+ *   text (`Bearer <key>`, `user:<key>`), padded or not;
+ * - each of these spelled with escapes, up to {@link MAX_ESCAPE_LAYERS} layers deep: JSON's `\uXXXX`, `\"`, `\\`,
+ *   `\/` (a JSON string holding JSON text is two layers) and URL percent-encoding (`%5F`).
+ *
+ * The text is decoded layer by layer, each decoded character remembering where it came from, so what is replaced is
+ * the original spelling: JSON stays JSON after redaction.
  */
 
 export const REDACTED = '[REDACTED]';
 
 const MARKER = 'live_';
 const TOKEN_LENGTH = 40;
+/** Layers of escaping undone when looking for the key (JSON in a JSON string, percent-encoded in it). */
+export const MAX_ESCAPE_LAYERS = 3;
+/** Keys whose search strings are kept (a worker has one key, or a few across a rotation). */
+const MAX_CACHED_KEYS = 16;
+/** Padding characters taken with a base64 form (`=` twice at most). */
+const MAX_PADDING = 2;
 
 /** The strings to remove for a key: the key itself, then its token when the key has one. */
 export function secretsOf(key: string | undefined): string[] {
@@ -17,33 +30,80 @@ export function secretsOf(key: string | undefined): string[] {
   return token.length === TOKEN_LENGTH && token !== key ? [key, token] : [key];
 }
 
-/** Replaces the key and its token in a decoded string (a parsed JSON string, a message). */
-export function redactSecret(text: string, key: string | undefined): string {
-  let out = text;
-  for (const s of secretsOf(key)) if (out.includes(s)) out = out.split(s).join(REDACTED);
-  return out;
+/** One string to look for; a base64 form may take the partly-determined characters and padding beside it. */
+interface Needle {
+  text: string;
+  base64?: { left: boolean; right: boolean };
 }
 
-const patterns = new Map<string, RegExp>();
+const needleCache = new Map<string, Needle[]>();
+
+/** The key and its token raw, in hex (either case), and in base64 and base64url at each byte alignment. */
+function needlesOf(key: string): Needle[] {
+  const cached = needleCache.get(key);
+  if (cached) return cached;
+  const needles: Needle[] = [];
+  const seen = new Set<string>();
+  const add = (n: Needle) => {
+    if (n.text.length === 0 || seen.has(n.text)) return;
+    seen.add(n.text);
+    needles.push(n);
+  };
+  for (const secret of secretsOf(key)) {
+    const bytes = Buffer.from(secret, 'utf8');
+    add({ text: secret });
+    add({ text: bytes.toString('hex') });
+    add({ text: bytes.toString('hex').toUpperCase() });
+    for (let shift = 0; shift < 3; shift++) {
+      // Only the characters that depend on the secret alone: those mixing in the bytes before or after are not known.
+      const all = Buffer.concat([Buffer.alloc(shift), bytes]).toString('base64');
+      const bits = 8 * (shift + bytes.length);
+      const inner = all.slice(Math.ceil((8 * shift) / 6), Math.floor(bits / 6));
+      const base64 = { left: shift !== 0, right: bits % 6 !== 0 };
+      add({ text: inner, base64 });
+      add({ text: inner.replace(/\+/g, '-').replace(/\//g, '_'), base64 });
+    }
+  }
+  if (needleCache.size >= MAX_CACHED_KEYS) needleCache.clear();
+  needleCache.set(key, needles);
+  return needles;
+}
+
+/** Text with, for each of its UTF-16 units, the span of the original text it was decoded from. */
+interface Layer {
+  text: string;
+  start: Int32Array;
+  end: Int32Array;
+}
 
 /**
- * Replaces the key and its token in raw response text, however JSON escapes spell them: each UTF-16 unit may be
- * itself or `\uXXXX` (hex digits of either case), and `"`, `\` and `/` may be `\"`, `\\`, `\/`.
+ * Replaces the key and its token in any text, in every form listed at the top of this file. Used for raw response
+ * text and for decoded strings alike.
+ */
+export function redactSecret(text: string, key: string | undefined): string {
+  if (!key || text.length === 0) return text;
+  const needles = needlesOf(key);
+  const spans: Array<[number, number]> = [];
+  let layer: Layer | undefined;
+  for (let depth = 0; depth <= MAX_ESCAPE_LAYERS; depth++) {
+    if (depth > 0) {
+      const from: Layer = layer ?? identity(text);
+      if (!/[\\%]/.test(from.text)) break;
+      const next = decodeLayer(from);
+      if (next.text === from.text) break;
+      layer = next;
+    }
+    find(layer, text, needles, spans);
+  }
+  return spans.length === 0 ? text : replaceSpans(text, spans);
+}
+
+/**
+ * Replaces the key and its token in raw response text, however JSON escapes (or percent-encoding) spell them; see
+ * {@link redactSecret}.
  */
 export function redactRawText(text: string, key: string | undefined): string {
-  let out = text;
-  for (const s of secretsOf(key)) {
-    let re = patterns.get(s);
-    if (re === undefined) {
-      re = new RegExp([...Array(s.length).keys()].map((i) => unitPattern(s.charCodeAt(i))).join(''), 'g');
-      if (patterns.size > 16) patterns.clear();
-      patterns.set(s, re);
-    }
-    // A plain scan first: most texts hold neither the key nor a backslash that could spell it.
-    if (!out.includes(s) && !out.includes('\\')) continue;
-    out = out.replace(re, REDACTED);
-  }
-  return out;
+  return redactSecret(text, key);
 }
 
 /**
@@ -64,16 +124,138 @@ export function redactJsonValue<T>(value: T, key: string | undefined, maxDepth =
   return walk(value, 0) as T;
 }
 
-function unitPattern(unit: number): string {
-  const plain = unit.toString(16).padStart(4, '0');
-  const hex = plain
-    .split('')
-    .map((d) => (/[a-f]/.test(d) ? `[${d}${d.toUpperCase()}]` : d))
-    .join('');
-  const alternatives = [`\\\\u${hex}`];
-  const c = String.fromCharCode(unit);
-  if (c === '"' || c === '\\' || c === '/') alternatives.push(`\\\\\\${c}`);
-  // A lone surrogate is matched as its code unit; anything else as itself, escaped for the RegExp.
-  alternatives.push(unit >= 0xd800 && unit <= 0xdfff ? `\\u${plain}` : c.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&'));
-  return `(?:${alternatives.join('|')})`;
+/** Adds the original-text spans of every needle found in `layer` (the original text itself when undefined). */
+function find(layer: Layer | undefined, original: string, needles: readonly Needle[], spans: Array<[number, number]>) {
+  const t = layer?.text ?? original;
+  for (const n of needles) {
+    for (let at = t.indexOf(n.text); at >= 0; at = t.indexOf(n.text, at + n.text.length)) {
+      let first = at;
+      let last = at + n.text.length - 1;
+      if (n.base64) {
+        if (n.base64.left && first > 0 && BASE64_CHAR.test(t.charAt(first - 1))) first -= 1;
+        if (n.base64.right && last + 1 < t.length && BASE64_CHAR.test(t.charAt(last + 1))) last += 1;
+        for (let pad = 0; pad < MAX_PADDING && t.charAt(last + 1) === '='; pad++) last += 1;
+      }
+      spans.push(layer ? [layer.start[first] ?? 0, layer.end[last] ?? original.length] : [first, last + 1]);
+    }
+  }
+}
+
+const BASE64_CHAR = /^[A-Za-z0-9+/_-]$/;
+
+function identity(text: string): Layer {
+  const start = new Int32Array(text.length);
+  const end = new Int32Array(text.length);
+  for (let i = 0; i < text.length; i++) {
+    start[i] = i;
+    end[i] = i + 1;
+  }
+  return { text, start, end };
+}
+
+const SIMPLE_ESCAPES: Readonly<Record<string, string>> = {
+  '"': '"',
+  '\\': '\\',
+  '/': '/',
+  b: '\b',
+  f: '\f',
+  n: '\n',
+  r: '\r',
+  t: '\t',
+};
+
+/** Undoes one layer of JSON string escapes and percent-encoding; anything else is kept as it is. */
+function decodeLayer(from: Layer): Layer {
+  const t = from.text;
+  // A decoded text is never longer than its spelling.
+  const start = new Int32Array(t.length);
+  const end = new Int32Array(t.length);
+  const parts: string[] = [];
+  let n = 0;
+  const emit = (s: string, i: number, j: number) => {
+    parts.push(s);
+    for (let k = 0; k < s.length; k++, n++) {
+      start[n] = from.start[i] ?? 0;
+      end[n] = from.end[j] ?? 0;
+    }
+  };
+  const escape = /[\\%]/g;
+  let i = 0;
+  while (i < t.length) {
+    escape.lastIndex = i;
+    const at = escape.exec(t)?.index ?? t.length;
+    if (at > i) {
+      // A run with nothing to decode keeps its spans.
+      parts.push(t.slice(i, at));
+      start.set(from.start.subarray(i, at), n);
+      end.set(from.end.subarray(i, at), n);
+      n += at - i;
+      i = at;
+      if (i >= t.length) break;
+    }
+    const decoded = t.charAt(i) === '%' ? percentDecoded(t, i) : jsonEscape(t, i);
+    if (decoded) emit(decoded.text, i, i + decoded.length - 1);
+    else emit(t.charAt(i), i, i);
+    i += decoded?.length ?? 1;
+  }
+  return { text: parts.join(''), start: start.subarray(0, n), end: end.subarray(0, n) };
+}
+
+/** The character a JSON escape at `i` spells (`\uXXXX`, `\"`, `\n`, ...), and the length of its spelling. */
+function jsonEscape(t: string, i: number): { text: string; length: number } | undefined {
+  const next = t.charAt(i + 1);
+  if (next === 'u' && isHex(t, i + 2, 4))
+    return { text: String.fromCharCode(parseInt(t.slice(i + 2, i + 6), 16)), length: 6 };
+  const simple = SIMPLE_ESCAPES[next];
+  return simple === undefined ? undefined : { text: simple, length: 2 };
+}
+
+/** The character one `%XX` (or a UTF-8 sequence of them) at `i` spells, and the length of its spelling. */
+function percentDecoded(t: string, i: number): { text: string; length: number } | undefined {
+  const byteAt = (k: number) =>
+    t.charAt(i + 3 * k) === '%' && isHex(t, i + 3 * k + 1, 2)
+      ? parseInt(t.slice(i + 3 * k + 1, i + 3 * k + 3), 16)
+      : -1;
+  const lead = byteAt(0);
+  if (lead < 0) return undefined;
+  if (lead < 0x80) return { text: String.fromCharCode(lead), length: 3 };
+  const count = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 0;
+  if (count === 0) return undefined;
+  const bytes = [lead];
+  for (let k = 1; k < count; k++) {
+    const b = byteAt(k);
+    if (b < 0x80 || b > 0xbf) return undefined;
+    bytes.push(b);
+  }
+  const text = Buffer.from(bytes).toString('utf8');
+  return text.includes('\ufffd') ? undefined : { text, length: 3 * count };
+}
+
+function isHex(t: string, at: number, n: number): boolean {
+  return at + n <= t.length && /^[0-9a-fA-F]+$/.test(t.slice(at, at + n));
+}
+
+/** `text` with each span, merged where they overlap or touch, replaced by {@link REDACTED}. */
+function replaceSpans(text: string, spans: Array<[number, number]>): string {
+  spans.sort((a, b) => a[0] - b[0] || b[1] - a[1]);
+  const parts: string[] = [];
+  let at = 0;
+  let open: [number, number] | undefined;
+  for (const [s, e] of spans) {
+    if (open && s <= open[1]) {
+      open[1] = Math.max(open[1], e);
+      continue;
+    }
+    if (open) {
+      parts.push(text.slice(at, open[0]), REDACTED);
+      at = open[1];
+    }
+    open = [s, e];
+  }
+  if (open) {
+    parts.push(text.slice(at, open[0]), REDACTED);
+    at = open[1];
+  }
+  parts.push(text.slice(at));
+  return parts.join('');
 }

@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
 import { DEFAULT_SHUTDOWN_GRACE_MS } from '../config/temporal-config';
 import { DevServer } from '../temporal/dev-server';
+import { devServerEnv } from '../temporal/dev-server-env';
 import { freePort } from '../util/net';
 import { type LocalPaths } from './home';
 import { withLock } from './lock';
@@ -61,7 +62,7 @@ export async function ensureLocal(options: EnsureLocalOptions): Promise<LocalRun
     const started = { server: false, worker: false };
     let server = await runningServer(paths);
     if (!server) {
-      server = await startServer(paths);
+      server = await startServer(paths, options.env);
       started.server = true;
       options.log(`started the local Temporal server (pid ${server.pid}, ${server.address}; logs in ${paths.logs})`);
     }
@@ -142,7 +143,8 @@ export async function answers(address: string): Promise<boolean> {
   }
 }
 
-async function startServer(paths: LocalPaths): Promise<ServerState> {
+/** Starts the home's server with a small environment of its own: the CLI's (`env`) holds the worker's key. */
+async function startServer(paths: LocalPaths, env: Env): Promise<ServerState> {
   const previous = readState<ServerState>(paths.serverState);
   // The same ports as last time when they are free, so that a bookmarked Web UI keeps working.
   const port = previous && (await portFree(previous.port)) ? previous.port : await freePort(HOST);
@@ -156,6 +158,7 @@ async function startServer(paths: LocalPaths): Promise<ServerState> {
     logLevel: 'warn',
     detachedLogFile: paths.serverLog,
     startTimeoutMs: START_TIMEOUT_MS,
+    env: devServerEnv(env),
   });
   const state: ServerState = {
     pid: server.pid!,

@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
 import { google } from '@temporalio/proto';
 import { freePort } from '../util/net';
+import { devServerEnv } from './dev-server-env';
 import { requireTemporalCli } from './toolchain';
 
 /** Options of {@link DevServer.start}. */
@@ -72,6 +73,11 @@ export interface DevServerOptions {
    * @default undefined (a child of this process, stopped with it)
    */
   detachedLogFile?: string;
+  /**
+   * The server's environment, whole: pass it through {@link devServerEnv} (an allow-list), never the caller's own.
+   * @default devServerEnv(process.env)
+   */
+  env?: Record<string, string>;
 }
 
 /** Retention of the dev server's `default` namespace (its own is 24 h): a batch run on Friday is still known on Monday. */
@@ -147,18 +153,20 @@ export class DevServer {
     for (const [name, type] of Object.entries(options.searchAttributes ?? {})) {
       args.push('--search-attribute', `${name}=${type}`);
     }
+    // Never this process's own environment: it may hold the image service key and other secrets.
+    const env = options.env ?? devServerEnv(process.env);
     let child: ChildProcess;
     if (options.detachedLogFile) {
       mkdirSync(path.dirname(options.detachedLogFile), { recursive: true });
       const fd = openSync(options.detachedLogFile, 'a');
       try {
-        child = spawn(executable, args, { stdio: ['ignore', fd, fd], detached: true });
+        child = spawn(executable, args, { env, stdio: ['ignore', fd, fd], detached: true });
       } finally {
         closeSync(fd);
       }
       child.unref();
     } else {
-      child = spawn(executable, args, { stdio: ['ignore', options.onOutput ? 'pipe' : 'ignore', 'pipe'] });
+      child = spawn(executable, args, { env, stdio: ['ignore', options.onOutput ? 'pipe' : 'ignore', 'pipe'] });
     }
     const server = new DevServer(
       child,

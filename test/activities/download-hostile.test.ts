@@ -196,6 +196,42 @@ describe('downloads refuse loopback, private and link-local addresses', () => {
       'public',
     ]);
   });
+
+  // Issue #30 item 8, leak 3: IPv6 forms that carry an IPv4 address, or lead to a local network, passed as public.
+  it.each([
+    ['2002:7f00:1::', 'loopback', '6to4 of 127.0.0.1'],
+    ['2002:7f00:0001:0:0:0:0:1', 'loopback', '6to4 of 127.0.0.1, a host inside'],
+    ['2002:a9fe:a9fe::1', 'link-local', '6to4 of the metadata address'],
+    ['2002:0a00:0001::', 'private', '6to4 of 10.0.0.1'],
+    ['2002:c0a8:0101::', 'private', '6to4 of 192.168.1.1'],
+    ['2002::', 'unspecified', '6to4 of 0.0.0.0'],
+    ['2002:0808:0808::', 'public', '6to4 of 8.8.8.8: the IPv4 rule decides'],
+    ['64:ff9b:1::', 'private', 'local-use NAT64 (RFC 8215)'],
+    ['64:ff9b:1:ffff::808:808', 'private', 'local-use NAT64, whatever it embeds'],
+    ['64:ff9b::7f00:1', 'loopback', 'well-known NAT64 of 127.0.0.1'],
+    ['64:ff9b::a9fe:a9fe', 'link-local', 'well-known NAT64 of the metadata address'],
+    ['64:ff9b::808:808', 'public', 'well-known NAT64 of 8.8.8.8'],
+    ['2001::', 'reserved', 'Teredo'],
+    ['2001:0:4136:e378:8000:63bf:3fff:fdd2', 'reserved', 'Teredo, a client address'],
+    ['::ffff:0:7f00:1', 'loopback', 'IPv4-translated (SIIT) 127.0.0.1'],
+    ['2001:db8::1', 'reserved', 'documentation'],
+    ['2001:4860:4860::8888', 'public', 'a public address near Teredo'],
+    ['2003::1', 'public', 'a public address near 6to4'],
+    ['64:ff9b:2::1', 'public', 'past the local-use NAT64 block'],
+  ])('classifies %s as %s (%s)', (ip, expected) => {
+    expect(addressClass(ip)).toBe(expected);
+  });
+
+  it('refuses a host name that resolves to a 6to4 or NAT64 form of a loopback or metadata address', async () => {
+    for (const address of ['2002:7f00:1::', '64:ff9b:1::1', '2001:0:4136:e378:8000:63bf:3fff:fdd2']) {
+      const policy = new AddressPolicy({
+        allow: parseAllowList('files.example') as AllowList,
+        baseUrl: REMOTE_BASE,
+        lookup: () => Promise.resolve([{ address, family: 6 }]),
+      });
+      await expect(policy.resolve('cdn.example'), address).rejects.toThrow(`refused to download from cdn.example`);
+    }
+  });
 });
 
 describe('the saved type comes from the bytes', () => {

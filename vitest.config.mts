@@ -24,6 +24,7 @@ const integration = [
   'test/workflows/batch-deadline.test.ts',
   'test/workflows/batch-endings.test.ts',
   'test/workflows/batch-workflow.test.ts',
+  'test/workflows/stop-loss-batch.test.ts',
   'test/workflows/prompt-workflow.test.ts',
   'test/workflows/unreported-rows.test.ts',
   'test/ledger/store-postgres.test.ts',

@@ -76,9 +76,11 @@ export async function simulatorWorker(
     config?: Partial<ServiceConfig>;
     /** @default a store of its own */
     ledger?: LedgerStore;
+    /** A queue to join (another worker's, stopped): @default a new one, named after `prefix` */
+    taskQueue?: string;
   },
 ): Promise<{ worker: Worker; taskQueue: string; ledger: LedgerStore }> {
-  const taskQueue = `${options.prefix}-${randomUUID()}`;
+  const taskQueue = options.taskQueue ?? `${options.prefix}-${randomUUID()}`;
   const ledger = options.ledger ?? (await tempLedger());
   const worker = await Worker.create({
     connection: env().nativeConnection,

@@ -8,10 +8,11 @@ import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServiceConfig } from '../../src/config/service-config';
 import { startOrAttachBatch } from '../../src/cli/batches';
-import { reconcile } from '../../src/cli/commands/reconcile';
 import { results } from '../../src/cli/commands/results';
 import { startSimulator, type Simulator, type SimulatorConfigInput } from '../../src/simulator';
-import { parseIdempotencyKey, promptWorkflowId, type BatchProgress } from '../../src/model';
+import { batchWorkflowId, parseIdempotencyKey, promptWorkflowId, type BatchProgress } from '../../src/model';
+import type { LedgerStore } from '../../src/ledger';
+import { progressQuery, resumeSignal } from '../../src/workflows';
 import { createLocalEnv, simulatorWorker, useTestEnv } from '../helpers/temporal';
 import { tempLedger } from '../helpers/ledger';
 
@@ -19,9 +20,9 @@ import { tempLedger } from '../helpers/ledger';
  * Where the images are, and a success without one, on the dev server against the simulator:
  * - inline images (`data[].b64_json` base64, `images[].url` as `data:` URIs) land on disk with their checksums, and
  *   their bytes never reach Temporal history, the ledger or the results;
- * - a success that shows no image ends `images_unsaved`, its message naming the record's fields (never a value) and
- *   `IMAGEGEN_IMAGE_FIELDS`; `imagebatch reconcile` then saves its images once the setting is right, submitting
- *   nothing, and reports the row (submitting nothing) while nothing can be found;
+ * - a success that shows no image stops the batch at its first row (the canary), its message naming the record's
+ *   fields (never a value) and `IMAGEGEN_IMAGE_FIELDS`; once the setting is right, `resume` saves that row's images,
+ *   submitting nothing for it, and the batch fans out; while nothing can be found it stops again;
  * - a creation that brings fewer images than `num_images` asked for is flagged in the results (`images_short`).
  */
 const env = useTestEnv(() => createLocalEnv());
@@ -102,32 +103,81 @@ async function runBatch(f: Folder, baseUrl: string, config: Partial<ServiceConfi
     ledger: await tempLedger(f.ledgerFile),
   });
   return worker.runUntil(async () => {
-    const { handle } = await startOrAttachBatch({
-      ledger,
-      client: env().client,
-      taskQueue,
-      batchId: f.batchId,
-      file: f.file,
-      outDir: f.out,
-      defaultModel: 'flux-dev',
-      concurrency: 2,
-    });
+    const { handle } = await start(f, ledger, taskQueue);
     const progress = await handle.result();
     await results({ client: env().client, batchId: f.batchId, ledger });
     return progress;
   });
 }
 
-/** `imagebatch reconcile` of the batch, on a (new) worker with `config`. */
-async function reconcileOn(f: Folder, baseUrl: string, config: Partial<ServiceConfig> = {}) {
+/** Settings that switch image discovery off: only the configured paths are read. */
+const DISCOVERY_OFF: Partial<ServiceConfig> = {};
+
+/**
+ * Starts the batch of {@link ROWS} on a worker with `config` (or, with `resumeOn`, resumes it on a new worker on that
+ * queue), and returns its progress once it paused; the worker stops then.
+ */
+async function runUntilPaused(
+  f: Folder,
+  baseUrl: string,
+  config: Partial<ServiceConfig> = {},
+  options: { resumeOn?: string } = {},
+): Promise<{ progress: BatchProgress; taskQueue: string }> {
   const { worker, taskQueue, ledger } = await simulatorWorker(env, {
     baseUrl,
     outputRoot: f.folder,
-    prefix: 'rec',
+    prefix: 'inline',
     config,
     ledger: await tempLedger(f.ledgerFile),
+    ...(options.resumeOn ? { taskQueue: options.resumeOn } : {}),
   });
-  return worker.runUntil(() => reconcile({ client: env().client, taskQueue, batchId: f.batchId, ledger }));
+  const progress = await worker.runUntil(async () => {
+    const handle = options.resumeOn
+      ? env().client.workflow.getHandle(batchWorkflowId(f.batchId))
+      : (await start(f, ledger, taskQueue)).handle;
+    if (options.resumeOn) await handle.signal(resumeSignal);
+    // A resume clears the stop at once; the row then meets it again.
+    await new Promise((r) => setTimeout(r, 500));
+    for (let i = 0; i < 100; i++) {
+      const p = await handle.query(progressQuery);
+      if (p.status === 'paused') return p;
+      await new Promise((r) => setTimeout(r, 300));
+    }
+    throw new Error('the batch never paused');
+  });
+  return { progress, taskQueue };
+}
+
+/** Resumes the batch on a new worker with `config` on `taskQueue`, to its end, and writes its results. */
+async function resumeToEnd(f: Folder, baseUrl: string, taskQueue: string, config: Partial<ServiceConfig>) {
+  const { worker, ledger } = await simulatorWorker(env, {
+    baseUrl,
+    outputRoot: f.folder,
+    prefix: 'resume',
+    config,
+    ledger: await tempLedger(f.ledgerFile),
+    taskQueue,
+  });
+  return worker.runUntil(async () => {
+    const handle = env().client.workflow.getHandle(batchWorkflowId(f.batchId));
+    await handle.signal(resumeSignal);
+    const progress = (await handle.result()) as BatchProgress;
+    await results({ client: env().client, batchId: f.batchId, ledger });
+    return progress;
+  });
+}
+
+function start(f: Folder, ledger: LedgerStore, taskQueue: string) {
+  return startOrAttachBatch({
+    ledger,
+    client: env().client,
+    taskQueue,
+    batchId: f.batchId,
+    file: f.file,
+    outDir: f.out,
+    defaultModel: 'flux-dev',
+    concurrency: 2,
+  });
 }
 
 /** Creations the simulator made for the batch, per row: each one a submission that was charged. */
@@ -216,40 +266,32 @@ describe('inline images', { timeout: 120_000 }, () => {
 });
 
 describe('a success without an image', { timeout: 180_000 }, () => {
-  it('`none`: images_unsaved with the record fields and the setting named; reconcile reports it, submitting nothing', async () => {
+  it('`none`: the canary pauses the batch, naming the record fields and the setting; nothing more is paid', async () => {
     const sim = await startSim({ imageShape: 'none' });
     const f = await newFolder();
-    const progress = await runBatch(f, sim.baseUrl);
-    expect(progress.counts).toMatchObject({ succeeded: 0, images_unsaved: 2 });
-    const first = await readResults(f);
-    const one = first.byRow.one!;
-    expect(one.images).toEqual([]);
-    expect(one.error).toContain('shows no image');
-    expect(one.error).toContain('IMAGEGEN_IMAGE_FIELDS (images[].url');
-    expect(one.error).toMatch(/its top-level fields are id, status, model, prompt, .*cost_usd/);
-    expect(one.error).toContain(`imagebatch reconcile ${f.batchId}`);
+    const { progress, taskQueue } = await runUntilPaused(f, sim.baseUrl);
+    // The first row went alone and its paid success showed no image: the batch stops before a second request.
+    expect(progress.started).toBe(1);
+    expect(progress.waiting).toMatchObject({ kind: 'batch_stop', details: { reason: 'images_refused' } });
+    const message = progress.waiting?.kind === 'batch_stop' ? progress.waiting.details.message : '';
+    expect(message).toContain('shows no image');
+    expect(message).toContain('IMAGEGEN_IMAGE_FIELDS (images[].url');
+    expect(message).toMatch(/its top-level fields are id, status, model, prompt, .*cost_usd/);
+    expect(message).toContain(`imagebatch resume ${f.batchId}`);
     // Field names, never values: the record echoes the prompt and the model.
-    expect(one.error).not.toContain('lighthouse');
-    expect(one.error).not.toContain('flux-dev');
-    expect(first.unresolved.map((r) => r.id)).toEqual(['one', 'two']);
-    expect(creationsByRow(sim, f.batchId)).toEqual({ one: 1, two: 1 });
+    expect(message).not.toContain('lighthouse');
+    expect(message).not.toContain('flux-dev');
+    expect(creationsByRow(sim, f.batchId)).toEqual({ one: 1 });
 
-    // Nothing the setting can find: reconcile polls the creations again and reports both rows, with the reason.
-    const rec = await reconcileOn(f, sim.baseUrl);
-    expect(rec.summary).toMatchObject({ examined: 2, resolved: 0, reported: 2 });
-    for (const row of rec.summary.rows) {
-      expect(row).toMatchObject({ before: 'images_unsaved', after: 'images_unsaved', resolved: false });
-      expect(row.note).toContain('shows no image');
-    }
-    expect(creationsByRow(sim, f.batchId)).toEqual({ one: 1, two: 1 });
-    const after = await readResults(f);
-    expect(after.unresolved.map((r) => r.id)).toEqual(['one', 'two']);
-    expect(after.byRow.one).toMatchObject({ state: 'images_unsaved', creation_ids: one.creation_ids });
+    // Resumed with nothing the settings can find: it stops again, and nothing is submitted.
+    const again = await runUntilPaused(f, sim.baseUrl, {}, { resumeOn: taskQueue });
+    expect(again.progress.waiting).toMatchObject({ kind: 'batch_stop', details: { reason: 'images_refused' } });
+    expect(creationsByRow(sim, f.batchId)).toEqual({ one: 1 });
   });
 
-  it('images where discovery cannot find them: wrong IMAGEGEN_IMAGE_FIELDS, then right; reconcile saves them, submitting nothing', async () => {
+  it('images under a name outside the settings, discovery off: one row paid and paused; the setting and resume save it, paying nothing more for it', async () => {
     const sim = await startSim({ imageShape: 'default' });
-    // A service that puts its image URLs at artifacts.renders[].location: no name discovery looks for.
+    // A service that puts its image URLs at artifacts.renders[].location.
     const proxy = await startRewritingProxy(sim.baseUrl, (record) => {
       const { images, ...rest } = record as { images?: { url: string; width: number }[] };
       return images
@@ -257,35 +299,25 @@ describe('a success without an image', { timeout: 180_000 }, () => {
         : record;
     });
     const f = await newFolder();
-    const wrong = { imageFields: ['artifacts.render[].location'] };
-    const progress = await runBatch(f, proxy.baseUrl, wrong);
-    expect(progress.counts).toMatchObject({ succeeded: 0, images_unsaved: 2 });
-    const first = await readResults(f);
-    expect(first.byRow.two!.error).toContain('IMAGEGEN_IMAGE_FIELDS (artifacts.render[].location)');
-    expect(first.byRow.two!.error).toMatch(/its top-level fields are id, status, .*artifacts/);
-    expect(first.byRow.two!.error).not.toContain(sim.filesUrl);
-    expect(proxy.submissions()).toBe(2);
+    const wrong: Partial<ServiceConfig> = { imageFields: ['artifacts.render[].location'], ...DISCOVERY_OFF };
+    const { progress, taskQueue } = await runUntilPaused(f, proxy.baseUrl, wrong);
+    expect(progress.started).toBe(1);
+    const message = progress.waiting?.kind === 'batch_stop' ? progress.waiting.details.message : '';
+    expect(message).toContain('IMAGEGEN_IMAGE_FIELDS (artifacts.render[].location)');
+    expect(message).toMatch(/its top-level fields are id, status, .*artifacts/);
+    expect(message).not.toContain(sim.filesUrl);
+    expect(proxy.submissions()).toBe(1);
 
-    // Still wrong: reported again, nothing submitted.
-    const stillWrong = await reconcileOn(f, proxy.baseUrl, wrong);
-    expect(stillWrong.summary).toMatchObject({ examined: 2, resolved: 0, reported: 2 });
-    expect(proxy.submissions()).toBe(2);
-
-    // Right: each row's own creation is fetched again and its images saved. No submission, no new charge.
-    const right = await reconcileOn(f, proxy.baseUrl, { imageFields: ['artifacts.renders[].location'] });
-    expect(right.summary).toMatchObject({ examined: 2, resolved: 2, reported: 0 });
-    // The ledger lists rows in the order they last ended: sorted here.
-    expect(right.summary.rows.map((r) => [r.rowId, r.before, r.after]).sort()).toEqual([
-      ['one', 'images_unsaved', 'succeeded'],
-      ['two', 'images_unsaved', 'succeeded'],
-    ]);
+    // Right: the canary's own creation is fetched again and its images saved; then the batch fans out.
+    const right = { imageFields: ['artifacts.renders[].location'], ...DISCOVERY_OFF };
+    const done = await resumeToEnd(f, proxy.baseUrl, taskQueue, right);
+    expect(done.counts).toMatchObject({ succeeded: 2, images_unsaved: 0 });
     expect(proxy.submissions()).toBe(2);
     expect(creationsByRow(sim, f.batchId)).toEqual({ one: 1, two: 1 });
     const after = await readResults(f);
     expect(after.unresolved).toEqual([]);
     for (const rowId of ['one', 'two']) {
       const row = after.byRow[rowId]!;
-      expect(row.creation_ids).toEqual(first.byRow[rowId]!.creation_ids);
       expect(row).toMatchObject({ state: 'succeeded', images_short: 0 });
       for (const [n, image] of row.images.entries()) {
         expect(image.source).toBe(`artifacts.renders[${n}].location`);

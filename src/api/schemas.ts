@@ -1,7 +1,6 @@
 import { z } from 'zod';
-import type { ImageRef, ModelInfo } from '../model';
+import type { ImageRef } from '../model';
 import { IMAGE_MEDIA_TYPES, SNIFF_BYTES, sniffImageType } from './image-type';
-import { readUsd } from './money';
 import { childLocation, valuesAt } from './record-path';
 
 /**
@@ -44,8 +43,7 @@ export const DEFAULT_IMAGE_FIELDS: readonly string[] = [
   'image_url',
   'image',
 ];
-/** Where a model record of the catalog carries its id: `IMAGEGEN_MODEL_ID_FIELDS`. */
-export const DEFAULT_MODEL_ID_FIELDS: readonly string[] = ['id'];
+export { DEFAULT_MODEL_ID_FIELDS, parseModels } from './catalog';
 
 /** Where the fields of a creation record are read (the settings above). */
 export interface CreationFields {
@@ -360,41 +358,6 @@ function inlineUri(type: string, payload: string, maxInlineBytes: number): strin
   const limit = maxInlineBase64Length(maxInlineBytes);
   return `data:${type};base64,${payload.length > limit ? payload.slice(0, limit + 4) : payload}`;
 }
-
-/**
- * The model catalog: an array at the root or under `data`, `models` or `items`. A model's id is read at
- * `idFields` (a string or a number); entries without one are left out. Undefined when the body has no such array.
- * A model's price is read at `priceFields` (see `readUsd`); a model that shows none has no `priceUsd` (unknown, not
- * free).
- */
-export function parseModels(
-  body: unknown,
-  priceFields: readonly string[],
-  idFields: readonly string[] = DEFAULT_MODEL_ID_FIELDS,
-): ModelInfo[] | undefined {
-  let list: unknown = body;
-  if (!Array.isArray(list) && list !== null && typeof list === 'object') {
-    const obj = list as Record<string, unknown>;
-    list = [obj.data, obj.models, obj.items].find((x) => Array.isArray(x));
-  }
-  if (!Array.isArray(list)) return undefined;
-  const out: ModelInfo[] = [];
-  for (const item of list) {
-    const id = first(item, idFields, (v) => {
-      const parsed = ModelId.safeParse(v);
-      return parsed.success ? parsed.data : undefined;
-    });
-    if (id === undefined) continue;
-    const parsed = ModelName.safeParse(item);
-    const name = parsed.success ? parsed.data.name : undefined;
-    const priceUsd = readUsd(item, priceFields);
-    out.push({ id, ...(name === undefined ? {} : { name }), ...(priceUsd === undefined ? {} : { priceUsd }) });
-  }
-  return out;
-}
-
-const ModelId = z.union([z.string().min(1), z.number().transform(String)]);
-const ModelName = z.looseObject({ name: z.string().optional().catch(undefined) });
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);

@@ -141,6 +141,9 @@ const RECORD_FIELDS: ReadonlySet<string> = new Set([
   'data',
 ]);
 
+/** The fields a model of the catalog may have besides its id. */
+const MODEL_FIELDS: ReadonlySet<string> = new Set(['id', 'name', 'price_usd', 'listed_price_usd', 'pricing']);
+
 const DEFAULT_MODELS = [
   { id: 'flux-dev', name: 'Flux Dev', price_usd: 0.04 },
   { id: 'flux-schnell', name: 'Flux Schnell', price_usd: 0.01 },
@@ -169,6 +172,17 @@ export const simulatorConfigSchema = z
         fields: z.enum(['default', 'renamed', 'hidden']).default('default'),
         /** 'always' (the 202 and every GET), or 'poll-only' (never on a 202 or its replay, only on GET /creations/{id}). */
         costOn: z.enum(['always', 'poll-only']).default('always'),
+      })
+      .prefault({}),
+    /** How `GET /models` shows the catalog (the interface does not show its fields). */
+    catalog: z
+      .strictObject({
+        /** The field that carries a model's id (`slug`, `model_id`...): a plain name no other field of a model has. */
+        idField: z
+          .string()
+          .regex(/^[A-Za-z_$][A-Za-z0-9_$-]{0,63}$/, 'must be a plain field name such as slug')
+          .refine((name) => !MODEL_FIELDS.has(name) || name === 'id', 'is already a field of a model')
+          .default('id'),
       })
       .prefault({}),
     /**
@@ -206,6 +220,12 @@ export const simulatorConfigSchema = z
           .regex(/^[A-Za-z_$][A-Za-z0-9_$-]{0,63}$/, 'must be a plain field name such as state')
           .refine((name) => !RECORD_FIELDS.has(name) || name === 'status', 'is already a field of a creation record')
           .default('status'),
+        /** The status word of a succeeded creation (`COMPLETED_OK`), instead of the status naming's. */
+        succeededStatus: z
+          .string()
+          .regex(/^[A-Za-z][A-Za-z0-9_ -]{0,31}$/, 'must be a word such as COMPLETED_OK')
+          .refine((word) => word.toLowerCase() !== 'failed', 'must not be "failed"')
+          .optional(),
       })
       .prefault({}),
     idempotency: z

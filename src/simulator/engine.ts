@@ -130,7 +130,10 @@ export class SimulatorEngine {
   models(principal: Principal): ApiResponse {
     const allowed = this.keys.modelsOf(principal.accountId);
     const shown = this.config.models.filter((m) => allowed.has(m.id));
-    return { status: 200, body: { data: shown.map((m) => modelRecord(m, this.config.pricing.fields)) } };
+    return {
+      status: 200,
+      body: { data: shown.map((m) => modelRecord(m, this.config.pricing.fields, this.config.catalog.idField)) },
+    };
   }
 
   poll(principal: Principal, id: string): ApiResponse {

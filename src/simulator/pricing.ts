@@ -22,11 +22,13 @@ export function showCost(record: object, fields: Pricing['fields'], withCost: bo
   );
 }
 
-/** A model of the catalog as `GET /models` shows it. */
+/** A model of the catalog as `GET /models` shows it, its id under `idField`. */
 export function modelRecord(
-  { price_usd: charged, listed_price_usd, ...model }: Model,
+  { price_usd: charged, listed_price_usd, id, ...rest }: Model,
   fields: Pricing['fields'],
+  idField = 'id',
 ): object {
+  const model = { [idField]: id, ...rest };
   const price_usd = listed_price_usd ?? charged;
   switch (fields) {
     case 'default':

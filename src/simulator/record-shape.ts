@@ -1,3 +1,4 @@
+import { StatusNaming } from '../api/contract';
 import { type SimulatorConfig } from './config';
 
 /**
@@ -16,15 +17,21 @@ interface Image {
 }
 
 /**
- * `record` with its `status` under `shape.statusField` (in the same place) and its images where `shape.imageShape`
- * puts them. `png(n)` gives the bytes of image n, for the inline shapes.
+ * `record` with its `status` under `shape.statusField` (in the same place; a success as `shape.succeededStatus` when
+ * set) and its images where `shape.imageShape` puts them. `png(n)` gives the bytes of image n, for the inline shapes.
  */
 export function showRecord(record: object, shape: RecordShape, png: (n: number) => Buffer): object {
-  if (shape.imageShape === 'default' && shape.statusField === 'status') return record;
+  const { succeededStatus } = shape;
+  if (shape.imageShape === 'default' && shape.statusField === 'status' && succeededStatus === undefined) return record;
   const base64 = (n: number) => png(n).toString('base64');
+  const succeeded: readonly unknown[] = [StatusNaming.default.succeeded, StatusNaming.alternate.succeeded];
   return Object.fromEntries(
     Object.entries(record).flatMap(([name, value]): [string, unknown][] => {
-      if (name === 'status') return [[shape.statusField, value]];
+      if (name === 'status') {
+        return [
+          [shape.statusField, succeededStatus !== undefined && succeeded.includes(value) ? succeededStatus : value],
+        ];
+      }
       if (name !== 'images') return [[name, value]];
       const images = value as Image[];
       switch (shape.imageShape) {

@@ -224,6 +224,113 @@ describe('doctor --local', () => {
     expect(sim.ledger.entries().length).toBe(before);
   });
 
+  it('guesses catalog ids under a common name (slug): a warning naming the setting, not a failure (exit 0)', async () => {
+    const slugs = await startSimulator({ catalog: { idField: 'slug' } });
+    try {
+      const { exitCode, stdout } = await run({ env: envFor(slugs) });
+      expect(exitCode, stdout).toBe(0);
+      expect(line(stdout, 'models')).toMatch(
+        /^models ~ warn ~ no model id at id \(IMAGEGEN_MODEL_ID_FIELDS\); the entries carry ids under slug: flux-dev \$0\.04, flux-schnell \$0\.01, sdxl \$0\.02$/,
+      );
+      expect(stdout).toContain("IMAGEGEN_MODEL_ID_FIELDS='slug'");
+    } finally {
+      await slugs.close();
+    }
+  });
+
+  it('with --model, guesses the catalog field whose values include it (exit 0 with the setting to write)', async () => {
+    // `handle` is no common name: only the model asked for shows where the ids are.
+    const handles = await startSimulator({
+      catalog: { idField: 'handle' },
+      generation: { queuedMs: { minMs: 10, maxMs: 20 }, runningMs: { minMs: 50, maxMs: 100 } },
+      limits: { minPollIntervalMs: 200, requestsPerSecond: 100, burst: 100 },
+    });
+    try {
+      const { exitCode, stdout } = await run({
+        env: envFor(handles),
+        spendOne: true,
+        model: 'sdxl',
+        out: 'by-value',
+      });
+      expect(exitCode, stdout).toBe(0);
+      expect(line(stdout, 'models')).toMatch(
+        /^models ~ warn ~ no model id at id \(IMAGEGEN_MODEL_ID_FIELDS\); the model asked for, sdxl, is under handle: flux-dev \$0\.04, flux-schnell \$0\.01, sdxl \$0\.02$/,
+      );
+      expect(line(stdout, 'submission')).toMatch(/^submission ~ ok ~ HTTP 202/);
+      expect(stdout).toContain("IMAGEGEN_MODEL_ID_FIELDS='handle'");
+    } finally {
+      await handles.close();
+    }
+  });
+
+  it('--spend-one still runs when the catalog shape is not understood, or there is no catalog at the path', async () => {
+    const odd = await startSimulator({
+      catalog: { idField: 'weird_ref' },
+      generation: { queuedMs: { minMs: 10, maxMs: 20 }, runningMs: { minMs: 50, maxMs: 100 } },
+      limits: { minPollIntervalMs: 200, requestsPerSecond: 100, burst: 100 },
+    });
+    try {
+      // No catalog at the models path: the base URL is right (the creation path answers as documented).
+      const none = await run({
+        env: envFor(odd, { IMAGEGEN_MODELS_PATH: '/creations/not-a-catalog' }),
+        spendOne: true,
+        model: 'flux-dev',
+        out: 'no-catalog',
+      });
+      expect(none.exitCode, none.stdout).toBe(1);
+      expect(line(none.stdout, 'submission')).toMatch(/^submission ~ ok ~ HTTP 202/);
+      expect(line(none.stdout, 'mapped images')).toMatch(/ok ~ 1 image reference/);
+      expect(line(none.stdout, 'base URL')).toMatch(/^base URL ~ ok ~ /);
+      expect(line(none.stdout, 'models')).toMatch(/^models ~ FAIL ~ GET \/creations\/not-a-catalog answered HTTP 404/);
+      // Ids under a name no catalog uses, and no --model to look for: a failure, which --spend-one would not skip.
+      const plain = await run({ env: envFor(odd) });
+      expect(plain.exitCode, plain.stdout).toBe(1);
+      expect(line(plain.stdout, 'models')).toMatch(
+        /^models ~ FAIL ~ no model id at id \(IMAGEGEN_MODEL_ID_FIELDS\) in the catalog's 3 entries; no other field holds one \(their fields: weird_ref, name, price_usd\)/,
+      );
+      expect(plain.stdout).toContain('doctor --spend-one --model <id> still runs the paid test');
+    } finally {
+      await odd.close();
+    }
+  });
+
+  it('--spend-one names an unrecognised success word and an image found elsewhere, and prints the settings to write', async () => {
+    const shaped = await startSimulator({
+      records: { imageShape: 'nested', statusField: 'state', succeededStatus: 'COMPLETED_OK' },
+      pricing: { fields: 'renamed' },
+      generation: { queuedMs: { minMs: 10, maxMs: 20 }, runningMs: { minMs: 50, maxMs: 100 } },
+      limits: { minPollIntervalMs: 200, requestsPerSecond: 100, burst: 100 },
+    });
+    try {
+      const { stdout, report } = await run({
+        env: envFor(shaped, { IMAGEGEN_STATUS_FIELDS: 'state' }),
+        spendOne: true,
+        model: 'flux-dev',
+        out: 'shaped',
+        maxWaitMs: 20_000,
+      });
+      expect(line(stdout, 'mapped status')).toMatch(
+        /^mapped status ~ FAIL ~ "COMPLETED_OK" \(at state\) is not in IMAGEGEN_SUCCESS_STATUSES and is not "failed": a batch waits on it as in flight, yet the record carries an image/,
+      );
+      expect(line(stdout, 'mapped images')).toMatch(
+        /^mapped images ~ warn ~ 1 image reference\(s\) found at result\.files\[0\]\.href, not at IMAGEGEN_IMAGE_FIELDS/,
+      );
+      expect(line(stdout, 'mapped cost')).toMatch(/ok ~ \$0\.04, read at charge/);
+      expect(line(stdout, 'record fields')).toMatch(/id at id, status at state, cost at charge/);
+      const block = stdout.slice(stdout.indexOf('settings to write'));
+      expect(block.split('\n').slice(1, 3)).toEqual([
+        "IMAGEGEN_SUCCESS_STATUSES='succeeded,completed,complete,success,done,completed_ok'",
+        "IMAGEGEN_IMAGE_FIELDS='result.files[].href'",
+      ]);
+      expect(block).not.toContain('IMAGEGEN_COST_FIELDS');
+      expect(block).not.toContain('http');
+      expect(report?.settings?.map((s) => s.variable)).toEqual(['IMAGEGEN_SUCCESS_STATUSES', 'IMAGEGEN_IMAGE_FIELDS']);
+      expect(report?.spendOne?.saved).toHaveLength(1);
+    } finally {
+      await shaped.close();
+    }
+  });
+
   it('refuses --spend-one without --model (exit 2), from the command line too', async () => {
     const { exitCode, stderr } = await run({ env: envFor(sim), spendOne: true });
     expect(exitCode).toBe(2);

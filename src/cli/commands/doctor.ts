@@ -5,6 +5,7 @@ import {
   CheckResult,
   doctorPassed,
   runDoctorChecks,
+  settingLine,
   settingsProblemReport,
   type DoctorOptions,
   type DoctorReport,
@@ -234,6 +235,10 @@ export function doctorTable(report: DoctorReport, exitCode: number): string {
   for (const r of rows) {
     lines.push(`${r.name.padEnd(nameWidth)}  ${r.result.padEnd(resultWidth)}  ${r.found}`);
     if (r.hint !== undefined) lines.push(`${indent}-> ${r.hint}`);
+  }
+  if (report.settings !== undefined && report.settings.length > 0) {
+    lines.push('', 'settings to write (an env file takes these lines as they are; in a shell, run `set -a` first):');
+    for (const setting of report.settings) lines.push(terminalText(settingLine(setting)));
   }
   const failed = report.checks.filter((c) => c.result === CheckResult.Fail).length;
   const guessed = report.checks.filter((c) => c.result === CheckResult.Guess || c.result === CheckResult.Warn).length;

@@ -1,0 +1,238 @@
+import path from 'node:path';
+import { idempotencyKeyProblem } from '../../api/client';
+import { FAILED_STATUS } from '../../api/contract';
+import { findRecordFields } from '../../api/record-findings';
+import { redactJsonValue, redactRawText } from '../../api/redact';
+import { imagesOf } from '../../api/schemas';
+import type { ImageRef, PollCreationResult } from '../../model';
+import { SERVICE_CONFIG_ENV } from '../../config/service-config';
+import { downloadImages, guardedDownloadDispatcher } from '../download';
+import { costCheck, imageHostCheck, imagesCheck, recordFieldsCheck, recordOf } from './record-checks';
+import { keyPaths, readRecords, writeRecords } from './record-file';
+import { recordSettings } from './settings-to-write';
+import { pollUntilEnded, readingOf, submitOne, type SpendContext } from './spend-requests';
+import { CheckResult, type SpendOneReport } from './types';
+
+/**
+ * `doctor --spend-one`: ONE creation under an idempotency key the user can see and a re-run reuses, followed; what
+ * its record showed (its keys, where each field was, what its status means to the settings), the settings it calls
+ * for, and its images saved.
+ */
+
+/** The record of paid tests: one entry per idempotency key, written before the request leaves. */
+export const SPEND_ONE_RECORD = 'doctor-spend-one.json';
+
+/** The idempotency key of a paid test: visible, and the same on every re-run with the same test id and model. */
+export function spendOneKey(testId: string, model: string): string {
+  return `imagebatch-doctor/${testId}/${model}`;
+}
+
+/** `--spend-one`: one creation under a visible, re-usable key; its record's shape, its mapping, its images. */
+export async function spendOne(ctx: SpendContext): Promise<SpendOneReport> {
+  const { options, add } = ctx;
+  const { config } = ctx.deps;
+  const idempotencyKey = spendOneKey(options.testId, options.model);
+  const out: SpendOneReport = { idempotencyKey };
+  const keyProblem = idempotencyKeyProblem(idempotencyKey);
+  if (keyProblem) {
+    add({ name: 'spend one', result: CheckResult.Fail, found: `idempotency key ${keyProblem}`, invalidInput: true });
+    return out;
+  }
+  if (ctx.models !== undefined && !ctx.models.some((m) => m.id === options.model)) {
+    add({
+      name: 'spend one',
+      result: CheckResult.Fail,
+      found: `model ${options.model} is not in the account's catalog; nothing was submitted`,
+      hint: `pick one of: ${ctx.models.map((m) => m.id).join(', ')}`,
+      invalidInput: true,
+    });
+    return out;
+  }
+  const window = `${Math.round(config.idempotencyWindowMs / 3_600_000)} h`;
+  const outDir = path.resolve(ctx.deps.outputRoot, options.outDir);
+  const recordFile = path.join(outDir, SPEND_ONE_RECORD);
+  const records = await readRecords(recordFile);
+  const known = records[idempotencyKey];
+  const deadline = ctx.now() + options.maxWaitMs;
+
+  let creationId = known?.creationId;
+  if (creationId !== undefined) {
+    out.fromRecord = true;
+    add({
+      name: 'submission',
+      result: CheckResult.Ok,
+      found: `not sent: ${recordFile} holds key ${idempotencyKey} with creation ${creationId}; following it (nothing paid again)`,
+      hint: `--test-id <another name> pays for a new test`,
+    });
+  } else {
+    if (known && ctx.now() - known.sentAt > config.idempotencyWindowMs) {
+      add({
+        name: 'submission',
+        result: CheckResult.Fail,
+        found: `key ${idempotencyKey} was sent ${new Date(known.sentAt).toISOString()} with no known answer, longer ago than the service remembers keys (${window}): sending it again might pay twice`,
+        hint: `--test-id <another name> pays for a new test`,
+      });
+      return out;
+    }
+    const sentAt = known?.sentAt ?? ctx.now();
+    records[idempotencyKey] = { model: options.model, sentAt };
+    await writeRecords(recordFile, records);
+    const submitted = await submitOne(ctx, idempotencyKey, deadline);
+    if (submitted.kind !== 'accepted') {
+      add({ name: 'submission', result: CheckResult.Fail, ...submitted.check });
+      return out;
+    }
+    creationId = submitted.creationId;
+    out.creationId = creationId;
+    if (submitted.replayed !== undefined) out.replayed = submitted.replayed;
+    records[idempotencyKey] = { model: options.model, sentAt, creationId };
+    await writeRecords(recordFile, records);
+    add({
+      name: 'submission',
+      result: CheckResult.Ok,
+      found:
+        `HTTP 202, creation ${creationId}, key ${idempotencyKey}` +
+        (submitted.replayed === true
+          ? ': a replay of the earlier acceptance, nothing charged again'
+          : submitted.replayed === false
+            ? ': a new creation, charged once'
+            : '') +
+        (ctx.models === undefined ? ` (the catalog could not tell whether the account has ${options.model})` : ''),
+      hint: `re-running with the same --test-id and model reuses this key (the service replays it for ${window}; ${recordFile} remembers it after that): nothing is paid twice`,
+    });
+  }
+  out.creationId = creationId;
+
+  const polled = await pollUntilEnded(ctx, creationId, deadline);
+  if (polled.kind === 'failed') {
+    add({ name: 'poll', result: CheckResult.Fail, ...polled.check });
+    return out;
+  }
+  add({
+    name: 'poll',
+    result: CheckResult.Ok,
+    found: `${polled.polls} poll(s) of ${config.creationPath.replace('{id}', creationId)}, ${polled.intervalMs} ms or more apart`,
+  });
+  ctx.settle({
+    name: 'creation path',
+    result: CheckResult.Ok,
+    found: `the paid creation was read at ${config.creationPath} (a made-up id could not tell)`,
+  });
+  const shape = polled.json === undefined ? [] : redactJsonValue(keyPaths(polled.json), ctx.key);
+  out.recordShape = shape;
+  add(
+    shape.length > 0
+      ? { name: 'record shape', result: CheckResult.Ok, found: `keys (values not shown): ${shape.join(', ')}` }
+      : { name: 'record shape', result: CheckResult.Warn, found: 'the record could not be read again to show it' },
+  );
+  const found = findRecordFields(polled.json, readingOf(config));
+  if (found) {
+    out.fields = found;
+    add(recordFieldsCheck(found));
+    for (const setting of recordSettings(found, config)) ctx.addSetting(setting);
+  }
+  const result: PollCreationResult =
+    polled.kind === 'ended'
+      ? polled.result
+      : {
+          outcome: 'succeeded',
+          status: polled.status,
+          images: found
+            ? imagesOf(
+                { fields: recordOf(polled.json, found) },
+                { imageFields: config.imageFields, maxInlineBytes: config.maxDownloadBytes },
+              )
+            : [],
+          ...(found?.cost ? { costUsd: found.cost.usd } : {}),
+        };
+  out.outcome = result.outcome;
+  out.status = result.status;
+  const statusAt = found?.status ? ` (at ${found.status.at})` : '';
+  add(
+    polled.kind === 'unrecognised'
+      ? {
+          name: 'mapped status',
+          result: CheckResult.Fail,
+          found:
+            found?.status?.configured === false
+              ? `"${polled.status}" at ${found.status.at}, which ${SERVICE_CONFIG_ENV.statusFields} does not name: a batch cannot read the status; the record carries an image`
+              : `"${polled.status}"${statusAt} is not in ${SERVICE_CONFIG_ENV.successStatuses} and is not "${FAILED_STATUS}": a batch waits on it as in flight, yet the record carries an image: a success under another name`,
+          hint: 'write the settings below',
+        }
+      : result.outcome === 'succeeded'
+        ? {
+            name: 'mapped status',
+            result: CheckResult.Ok,
+            found: `"${result.status}" means succeeded (${SERVICE_CONFIG_ENV.successStatuses}; read at ${found?.status?.at ?? 'the status field'})`,
+          }
+        : {
+            name: 'mapped status',
+            result: CheckResult.Warn,
+            found: `"${result.status}"${statusAt}: the creation failed (refunded): ${result.error} (${result.retryable ? 'retryable' : 'not retryable'})`,
+          },
+  );
+  add(costCheck(result, found, config));
+  if (result.costUsd !== undefined) out.costUsd = result.costUsd;
+  if (result.outcome !== 'succeeded') return out;
+  const images = result.images;
+  if (images.length === 0) {
+    add({
+      name: 'mapped images',
+      result: CheckResult.Fail,
+      found: 'a succeeded creation with no image reference found: a batch would save nothing',
+      hint: 'the keys above show where the images are; see docs/real-service.md',
+    });
+    return out;
+  }
+  add(imagesCheck(images, found));
+  add(imageHostCheck(images, config));
+  await saveImages(ctx, creationId, images, outDir, out);
+  return out;
+}
+
+/** Downloads the images as a batch would (without the key, through the download guard) into `outDir`. */
+async function saveImages(
+  ctx: SpendContext,
+  creationId: string,
+  images: ImageRef[],
+  outDir: string,
+  out: SpendOneReport,
+): Promise<void> {
+  const { add } = ctx;
+  const config = ctx.deps.config;
+  try {
+    const downloadDispatcher = ctx.deps.downloadDispatcher ?? guardedDownloadDispatcher(config, 2);
+    try {
+      const saved = await downloadImages(
+        { batchId: 'doctor', rowId: 'spend-one', creationId, images, outDir },
+        {
+          dispatcher: downloadDispatcher,
+          outputRoot: ctx.deps.outputRoot,
+          maxBytes: ctx.deps.config.maxDownloadBytes,
+          maxRedirects: ctx.deps.config.downloadMaxRedirects,
+          headersTimeoutMs: ctx.deps.config.headersTimeoutMs,
+          bodyTimeoutMs: ctx.deps.config.bodyTimeoutMs,
+          requestTimeoutMs: ctx.deps.config.requestTimeoutMs,
+          defaultRetryAfterMs: ctx.deps.config.defaultRetryAfterMs,
+          now: ctx.now,
+          ...(ctx.deps.signal ? { signal: ctx.deps.signal } : {}),
+        },
+      );
+      out.saved = saved.map((s) => path.join(outDir, s.path));
+      add({
+        name: 'download',
+        result: CheckResult.Ok,
+        found: `saved ${saved.map((s) => `${path.join(outDir, s.path)} (${s.bytes} bytes)`).join(', ')}`,
+      });
+    } finally {
+      if (!ctx.deps.downloadDispatcher) await downloadDispatcher.close();
+    }
+  } catch (err) {
+    add({
+      name: 'download',
+      result: CheckResult.Fail,
+      found: redactRawText(err instanceof Error ? err.message : String(err), ctx.key),
+      hint: `an image host on a private or loopback address needs ${SERVICE_CONFIG_ENV.downloadAllowHosts}`,
+    });
+  }
+}

@@ -1,0 +1,249 @@
+import type { Dispatcher } from 'undici';
+import type { ImageApiClient } from '../../api/client';
+import { ErrorCode } from '../../api/contract';
+import { findRecordFields, StatusMeaning, type RecordReading } from '../../api/record-findings';
+import type { ModelInfo, PollCreationResult } from '../../model';
+import { SERVICE_CONFIG_ENV, type ServiceConfig } from '../../config/service-config';
+import type { DoctorCheck, DoctorDeps, SettingToWrite, SpendOneOptions } from './types';
+
+/** The requests of `doctor --spend-one`: the one submission, and the polls of its creation. */
+
+/** Longest `Retry-After` doctor waits out in place; a longer one is reported. */
+export const MAX_WAIT_IN_PLACE_MS = 60_000;
+/** The fixed prompt of the paid test: specific, so that no safety filter declines it as too generic. */
+export const SPEND_ONE_PROMPT = 'imagebatch doctor test: a red apple on a wooden table by a window, studio photo';
+/** Status words a report names at most. */
+const STATUSES_SHOWN = 8;
+
+export interface SpendContext {
+  deps: DoctorDeps;
+  options: SpendOneOptions;
+  client: ImageApiClient;
+  dispatcher: Dispatcher;
+  key: string;
+  /** The catalog's models; undefined when the catalog could not be read or understood. */
+  models: ModelInfo[] | undefined;
+  now: () => number;
+  sleep: (ms: number) => Promise<void>;
+  add: (check: DoctorCheck) => void;
+  addSetting: (setting: SettingToWrite) => void;
+  /** Turns a check that only a real creation could settle (see {@link DoctorCheck.spendOneSettles}) into `check`. */
+  settle: (check: DoctorCheck) => void;
+  /** A free GET of `path` under the base URL, read raw (see `raw-read.ts`). */
+  raw: (path: string) => Promise<{ status?: number; json: unknown }>;
+}
+
+export type Failed = { kind: 'failed'; check: Pick<DoctorCheck, 'found' | 'hint'> };
+
+/** How the configured settings read a creation record. */
+export function readingOf(config: ServiceConfig): RecordReading {
+  return {
+    idFields: config.idFields,
+    statusFields: config.statusFields,
+    errorFields: config.errorFields,
+    imageFields: config.imageFields,
+    costFields: config.costFields,
+    successStatuses: config.successStatuses,
+    maxInlineBytes: config.maxDownloadBytes,
+  };
+}
+
+/** Submits the one creation: same key on every try; waits out short Retry-Afters; gives up at the deadline. */
+export async function submitOne(
+  ctx: SpendContext,
+  idempotencyKey: string,
+  deadline: number,
+): Promise<{ kind: 'accepted'; creationId: string; replayed?: boolean } | Failed> {
+  const config = ctx.deps.config;
+  const unknown = (why: string): Failed => ({
+    kind: 'failed',
+    check: {
+      found: `outcome unknown (${why}): the creation may have been charged`,
+      hint: `run doctor --spend-one again with the same model and --test-id: the same key finds out, and is not charged twice`,
+    },
+  });
+  for (let tries = 1; ; tries += 1) {
+    const outcome = await ctx.client.submit({
+      idempotencyKey,
+      request: { prompt: SPEND_ONE_PROMPT, model: ctx.options.model },
+    });
+    switch (outcome.kind) {
+      case 'accepted':
+        return {
+          kind: 'accepted',
+          creationId: outcome.creationId,
+          ...(outcome.replayed === undefined ? {} : { replayed: outcome.replayed }),
+        };
+      case 'rateLimited':
+        if (outcome.retryAfterMs > MAX_WAIT_IN_PLACE_MS || ctx.now() + outcome.retryAfterMs > deadline) {
+          return {
+            kind: 'failed',
+            check: {
+              found: `HTTP ${outcome.httpStatus} ${outcome.code}: ${outcome.message} (retry after ${outcome.retryAfterMs} ms); nothing charged`,
+              hint: 'run it again later',
+            },
+          };
+        }
+        await ctx.sleep(outcome.retryAfterMs);
+        continue;
+      case 'ambiguous':
+      case 'malformed':
+        if (tries >= config.maxAmbiguousTries || ctx.now() >= deadline) return unknown(outcome.lastError);
+        await ctx.sleep(Math.min(config.backoffMaxMs, config.backoffBaseMs * 2 ** (tries - 1)));
+        continue;
+      case 'refunded':
+        return {
+          kind: 'failed',
+          check: {
+            found: `HTTP ${outcome.details.httpStatus} ${outcome.details.code}: ${outcome.details.message} (charged and refunded)`,
+            hint: 'the service is having trouble; run it again later with another --test-id',
+          },
+        };
+      case 'rejected':
+        return {
+          kind: 'failed',
+          check: {
+            found:
+              `HTTP ${outcome.details.httpStatus} ${outcome.details.code}: ${outcome.details.message}` +
+              (outcome.details.fieldErrors.length > 0
+                ? ` (${outcome.details.fieldErrors.map((f) => `${f.field}: ${f.message}`).join('; ')})`
+                : '') +
+              '; nothing charged',
+            hint: `check ${SERVICE_CONFIG_ENV.submitPath} and how requests are mapped`,
+          },
+        };
+      case 'batchStop':
+        return {
+          kind: 'failed',
+          check: {
+            found: `HTTP ${outcome.details.httpStatus} ${outcome.details.reason}: ${outcome.details.message}; nothing charged`,
+            hint:
+              outcome.details.httpStatus === 402
+                ? `top up the wallet${outcome.details.topUpUrl ? ` (${outcome.details.topUpUrl})` : ''} or raise the key's budget`
+                : 'check the key and the account',
+          },
+        };
+      case 'config':
+        return { kind: 'failed', check: { found: outcome.message } };
+      case 'ended':
+      case 'inFlight':
+      case 'models':
+      case 'notFound':
+        return unknown(`unexpected ${outcome.kind} answer to a submission`);
+    }
+  }
+}
+
+/** How polling a creation ended. */
+export type Polled =
+  | { kind: 'ended'; result: PollCreationResult; json: unknown; polls: number; intervalMs: number }
+  /**
+   * A status a batch cannot read (not at `IMAGEGEN_STATUS_FIELDS`), or neither in the success set nor `failed` (in
+   * flight to a batch), on a record that carries an image.
+   */
+  | { kind: 'unrecognised'; status: string; json: unknown; polls: number; intervalMs: number }
+  | Failed;
+
+/**
+ * Polls one creation through the client (so that every mapping setting applies) at the poll interval until it ends;
+ * then reads its record once more, raw, for its shape (key paths only), the poll interval after the last poll.
+ */
+export async function pollUntilEnded(ctx: SpendContext, creationId: string, deadline: number): Promise<Polled> {
+  const config = ctx.deps.config;
+  let wait = ctx.client.pollIntervalMs();
+  let last = 'no poll yet';
+  let unclear = 0;
+  const seen: string[] = [];
+  const path = config.creationPath.replace('{id}', encodeURIComponent(creationId));
+  for (let polls = 1; ; polls += 1) {
+    if (ctx.now() + wait > deadline) {
+      const words = seen.length > 0 ? `; statuses seen: ${seen.map((w) => `"${w}"`).join(', ')}` : '';
+      return {
+        kind: 'failed',
+        check: {
+          found: `creation ${creationId} had not ended within --max-wait (${Math.round(ctx.options.maxWaitMs / 1000)} s; last: ${last}${words}); it was paid for`,
+          hint: 'run doctor --spend-one again with the same model and --test-id to follow it (nothing is paid again)',
+        },
+      };
+    }
+    await ctx.sleep(wait);
+    const outcome = await ctx.client.getCreation(creationId, ctx.deps.signal);
+    wait = ctx.client.pollIntervalMs();
+    switch (outcome.kind) {
+      case 'ended': {
+        await ctx.sleep(ctx.client.pollIntervalMs());
+        const { json } = await ctx.raw(path);
+        return { kind: 'ended', result: outcome.result, json, polls, intervalMs: ctx.client.pollIntervalMs() };
+      }
+      case 'inFlight': {
+        last = `status "${outcome.status}"`;
+        if (!seen.includes(outcome.status) && seen.length < STATUSES_SHOWN) seen.push(outcome.status);
+        // Not a success, not "failed": in flight to a batch. A record that carries an image says otherwise.
+        if (ctx.now() + 2 * wait > deadline) continue;
+        await ctx.sleep(wait);
+        const { json } = await ctx.raw(path);
+        const found = findRecordFields(json, readingOf(config));
+        if (found?.status?.meaning === StatusMeaning.InFlight && found.images.count > 0) {
+          return { kind: 'unrecognised', status: found.status.word, json, polls, intervalMs: wait };
+        }
+        continue;
+      }
+      case 'rateLimited':
+        last = outcome.local ? 'held back locally' : `HTTP ${outcome.httpStatus} ${outcome.code}`;
+        wait = Math.max(wait, Math.min(outcome.retryAfterMs, MAX_WAIT_IN_PLACE_MS));
+        continue;
+      case 'notFound':
+        return {
+          kind: 'failed',
+          check: {
+            found: `the service says creation ${creationId} does not exist (404 ${outcome.code}); it was accepted, so it was paid for`,
+            hint: 'ask the service about the creation id; --test-id <another name> pays for a new test',
+          },
+        };
+      case 'ambiguous':
+        if (outcome.unrecognizedNotFound) {
+          return {
+            kind: 'failed',
+            check: {
+              found: `a poll of creation ${creationId} answered 404 without ${ErrorCode.NotFound} (${outcome.lastError})`,
+              hint: `set ${SERVICE_CONFIG_ENV.creationPath} to the service's path of a creation`,
+            },
+          };
+        }
+        last = outcome.lastError;
+        if (++unclear >= config.maxAmbiguousTries) {
+          return { kind: 'failed', check: { found: `polls of creation ${creationId} keep failing: ${last}` } };
+        }
+        continue;
+      case 'malformed': {
+        // No status at the configured paths: one under a common name still shows what the record says.
+        const failed: Failed = {
+          kind: 'failed',
+          check: { found: `a poll of creation ${creationId}: ${outcome.lastError}` },
+        };
+        if (ctx.now() + 2 * wait > deadline) return failed;
+        await ctx.sleep(wait);
+        const { json } = await ctx.raw(path);
+        const found = findRecordFields(json, readingOf(config));
+        if (found?.status === undefined || found.status.meaning === StatusMeaning.Failed) return failed;
+        if (found.images.count > 0) {
+          return { kind: 'unrecognised', status: found.status.word, json, polls, intervalMs: wait };
+        }
+        last = `status "${found.status.word}" at ${found.status.at}`;
+        continue;
+      }
+      case 'batchStop':
+        return {
+          kind: 'failed',
+          check: { found: `HTTP ${outcome.details.httpStatus} ${outcome.details.reason}: ${outcome.details.message}` },
+        };
+      case 'config':
+        return { kind: 'failed', check: { found: outcome.message } };
+      case 'accepted':
+      case 'models':
+      case 'refunded':
+      case 'rejected':
+        return { kind: 'failed', check: { found: `unexpected ${outcome.kind} answer to a poll` } };
+    }
+  }
+}

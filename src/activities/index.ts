@@ -14,7 +14,7 @@ import { createImageActivities } from './image-activities';
 import { requestFingerprinter } from './key-ledger';
 import { createLedgerActivities } from './ledger-activities';
 import { createLedgerCheckActivities } from './ledger-check';
-import { createServiceProofActivities } from './service-proof';
+import { createServiceProofActivities, settingsFingerprint } from './service-proof';
 import { createRowActivities } from './rows';
 
 /** What the activities need from the outside world; tests pass fakes. */
@@ -153,6 +153,9 @@ export function createActivitiesWithSteps(deps: ActivityDeps) {
     }),
     ...createDoctorActivities({
       config,
+      proveService: async (creationId) => {
+        await deps.ledger.proveService(settingsFingerprint(config), { by: 'doctor', creationId }, now());
+      },
       apiKey: deps.apiKey ?? lazyApiKeyProvider(() => loadApiKey(process.env)),
       ...(deps.dispatcher ? { dispatcher: deps.dispatcher } : {}),
       ...(deps.downloadDispatcher ? { downloadDispatcher: deps.downloadDispatcher } : {}),

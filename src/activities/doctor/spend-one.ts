@@ -187,6 +187,18 @@ export async function spendOne(ctx: SpendContext): Promise<SpendOneReport> {
   add(imagesCheck(images, found));
   add(imageHostCheck(images, config));
   await saveImages(ctx, creationId, images, outDir, out);
+  if (out.saved !== undefined && polled.kind === 'ended' && ctx.deps.proveService) {
+    await ctx.deps.proveService(creationId).then(
+      () =>
+        add({ name: 'proof', result: CheckResult.Ok, found: 'recorded: a batch on these settings skips its canary' }),
+      (err: unknown) =>
+        add({
+          name: 'proof',
+          result: CheckResult.Warn,
+          found: `not recorded (${String(err)}): a batch sends its canary`,
+        }),
+    );
+  }
   return out;
 }
 

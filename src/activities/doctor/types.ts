@@ -108,4 +108,10 @@ export interface DoctorDeps {
   signal?: AbortSignal;
   /** @default 'this process' */
   ranOn?: string;
+  /**
+   * Records in the ledger store that a paid test saw the service understood under these settings (a batch then
+   * skips its canary).
+   * @default nothing is recorded
+   */
+  proveService?: (creationId: string) => Promise<void>;
 }

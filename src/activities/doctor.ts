@@ -273,7 +273,7 @@ async function checkService(ctx: CheckContext): Promise<ModelInfo[] | undefined>
   const httpStatus = 'httpStatus' in outcome ? outcome.httpStatus : undefined;
   const statusOf = (o: ClientOutcome) =>
     o.kind === 'batchStop' ? o.details.httpStatus : 'httpStatus' in o ? o.httpStatus : undefined;
-  if (statusOf(outcome) === undefined && outcome.kind === 'ambiguous') {
+  if (statusOf(outcome) === undefined && (outcome.kind === 'ambiguous' || outcome.kind === 'notSent')) {
     add({
       name: 'base URL',
       result: CheckResult.Fail,
@@ -308,7 +308,7 @@ async function checkService(ctx: CheckContext): Promise<ModelInfo[] | undefined>
     const why =
       outcome.kind === 'rateLimited'
         ? `HTTP ${outcome.httpStatus} ${outcome.code}: ${outcome.message} (retry after ${outcome.retryAfterMs} ms)`
-        : outcome.kind === 'ambiguous' || outcome.kind === 'malformed'
+        : outcome.kind === 'ambiguous' || outcome.kind === 'notSent' || outcome.kind === 'malformed'
           ? outcome.lastError
           : `unexpected ${outcome.kind} answer`;
     add({
@@ -448,7 +448,7 @@ async function checkCreationPath(ctx: CheckContext): Promise<void> {
   const got =
     outcome.kind === 'ended' || outcome.kind === 'inFlight'
       ? 'a creation record (HTTP 200) for an id that cannot exist'
-      : outcome.kind === 'ambiguous' || outcome.kind === 'malformed'
+      : outcome.kind === 'ambiguous' || outcome.kind === 'notSent' || outcome.kind === 'malformed'
         ? outcome.lastError
         : outcome.kind === 'batchStop'
           ? `HTTP ${outcome.details.httpStatus} ${outcome.details.reason}`
@@ -705,6 +705,7 @@ async function submitOne(
         await ctx.sleep(outcome.retryAfterMs);
         continue;
       case 'ambiguous':
+      case 'notSent':
       case 'malformed':
         if (tries >= config.maxAmbiguousTries || ctx.now() >= deadline) return unknown(outcome.lastError);
         await ctx.sleep(Math.min(config.backoffMaxMs, config.backoffBaseMs * 2 ** (tries - 1)));
@@ -803,7 +804,8 @@ async function pollUntilEnded(
           },
         };
       case 'ambiguous':
-        if (outcome.unrecognizedNotFound) {
+      case 'notSent':
+        if (outcome.kind === 'ambiguous' && outcome.unrecognizedNotFound) {
           return {
             kind: 'failed',
             check: {

@@ -15,6 +15,7 @@ import { requestFingerprinter } from './key-ledger';
 import { createLedgerActivities } from './ledger-activities';
 import { createLedgerCheckActivities } from './ledger-check';
 import { createRowActivities } from './rows';
+import { createServiceCheckActivities } from './service-check';
 
 /** What the activities need from the outside world; tests pass fakes. */
 export interface ActivityDeps {
@@ -148,6 +149,14 @@ export function createActivitiesWithSteps(deps: ActivityDeps) {
       now,
       logger: deps.logger ?? activityLogger,
       ledger: deps.ledger,
+    }),
+    ...createServiceCheckActivities({
+      config,
+      apiKey: deps.apiKey ?? lazyApiKeyProvider(() => loadApiKey(process.env)),
+      ...(deps.dispatcher ? { dispatcher: deps.dispatcher } : {}),
+      ...(deps.holds ? { holds: deps.holds } : {}),
+      now,
+      logger: deps.logger ?? activityLogger,
     }),
     ...createDoctorActivities({
       config,

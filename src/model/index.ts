@@ -17,3 +17,4 @@ export * from './ledger';
 export * from './progress';
 export * from './record';
 export * from './row';
+export * from './service-check';

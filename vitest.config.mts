@@ -57,6 +57,7 @@ const e2e = [
   'test/cli/rerun-after-retention.test.ts',
   'test/cli/results-ledger.test.ts',
   'test/cli/spend-cap-price-unknown.test.ts',
+  'test/cli/run-service-check.test.ts',
   'test/security/codec.test.ts',
   'test/security/codec-server.test.ts',
   'test/security/codec-server-access.test.ts',

@@ -202,7 +202,7 @@ async function checkService(ctx: CheckContext): Promise<{ models: ModelInfo[] | 
   const httpStatus = 'httpStatus' in outcome ? outcome.httpStatus : undefined;
   const statusOf = (o: ClientOutcome) =>
     o.kind === 'batchStop' ? o.details.httpStatus : 'httpStatus' in o ? o.httpStatus : undefined;
-  if (statusOf(outcome) === undefined && outcome.kind === 'ambiguous') {
+  if (statusOf(outcome) === undefined && (outcome.kind === 'ambiguous' || outcome.kind === 'notSent')) {
     add({
       name: 'base URL',
       result: CheckResult.Fail,
@@ -329,7 +329,7 @@ async function checkCreationPath(ctx: CheckContext): Promise<DoctorCheck> {
   const got =
     outcome.kind === 'ended' || outcome.kind === 'inFlight'
       ? 'a creation record (HTTP 200) for an id that cannot exist'
-      : outcome.kind === 'ambiguous' || outcome.kind === 'malformed'
+      : outcome.kind === 'ambiguous' || outcome.kind === 'notSent' || outcome.kind === 'malformed'
         ? outcome.lastError
         : outcome.kind === 'batchStop'
           ? `HTTP ${outcome.details.httpStatus} ${outcome.details.reason}`

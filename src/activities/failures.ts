@@ -57,6 +57,22 @@ export function toApplicationFailure(outcome: FailureOutcome, retryDelayMs?: num
           },
         ],
       });
+    case 'notSent':
+      return failure({
+        type: FailureType.Unreachable,
+        message: `not sent, the service was not reached: ${outcome.lastError}`,
+        ...delay(retryDelayMs),
+        details: [{ lastError: outcome.lastError, notSent: true }],
+      });
+    case 'keyNotSent':
+      return failure({
+        type: FailureType.NotSent,
+        message:
+          `not sent: the service was not reached in ${outcome.details.tries} tries with key ` +
+          `${outcome.details.idempotencyKey}, so nothing was charged (${outcome.details.lastError}); check ` +
+          'IMAGEGEN_BASE_URL and that the worker can reach it',
+        details: [outcome.details],
+      });
     case 'malformed':
       return failure({
         type: FailureType.Malformed,

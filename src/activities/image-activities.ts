@@ -143,13 +143,15 @@ export function createImageActivities(deps: ImageActivityDeps) {
       note(ctx, { ambiguousTries: prior + 1 });
       return fail(o, backoffMs(prior + 1));
     };
-    if (prior > 0 && outcome.kind !== 'ambiguous' && outcome.kind !== 'malformed') note(ctx, { ambiguousTries: 0 });
+    const transientKind = outcome.kind === 'ambiguous' || outcome.kind === 'notSent' || outcome.kind === 'malformed';
+    if (prior > 0 && !transientKind) note(ctx, { ambiguousTries: 0 });
     switch (outcome.kind) {
       case 'ended':
         return outcome.result;
       case 'inFlight':
         return fail(outcome, inFlightDelayMs());
       case 'ambiguous':
+      case 'notSent':
       case 'malformed':
         return transient(outcome);
       case 'rateLimited':
@@ -196,17 +198,24 @@ export function createImageActivities(deps: ImageActivityDeps) {
     const ctx = Context.current();
     const prior = priorTries();
     const outcome: ClientOutcome = await whileHeartbeating(ctx, api().submit(input, ctx.cancellationSignal));
-    const ambiguous = (lastError: string, o: FailureOutcome): never => {
+    // A send that never left (`sent` false) is waited out like the others, and while no send of the key may have
+    // left, the key ends `not_sent` rather than unknown when the tries run out.
+    const ambiguous = (lastError: string, o: FailureOutcome, sent = true): never => {
       const tries = prior + 1;
+      const mayBeSent = sent || keyProgressOf(currentDetails(ctx)).mayBeSent === true;
       if (tries >= deps.config.maxAmbiguousTries) {
-        deps.logger.warn('image api: submission outcome unknown, giving up on this key', {
-          idempotencyKey: input.idempotencyKey,
-          tries,
-        });
-        return fail({ kind: 'unknown', details: { idempotencyKey: input.idempotencyKey, tries, lastError } });
+        deps.logger.warn(
+          `image api: ${mayBeSent ? 'submission outcome unknown' : 'nothing sent'}, giving up on this key`,
+          {
+            idempotencyKey: input.idempotencyKey,
+            tries,
+          },
+        );
+        const details = { idempotencyKey: input.idempotencyKey, tries, lastError };
+        return fail(mayBeSent ? { kind: 'unknown', details } : { kind: 'keyNotSent', details });
       }
       // Durable across attempts: the next attempt reads it back from `info.heartbeatDetails`.
-      note(ctx, { ambiguousTries: tries });
+      note(ctx, { ambiguousTries: tries, ...(mayBeSent ? { mayBeSent: true as const } : {}) });
       return fail(o, backoffMs(tries));
     };
     switch (outcome.kind) {
@@ -219,6 +228,8 @@ export function createImageActivities(deps: ImageActivityDeps) {
         };
       case 'ambiguous':
         return ambiguous(outcome.lastError, outcome);
+      case 'notSent':
+        return ambiguous(outcome.lastError, outcome, false);
       case 'malformed':
         return ambiguous(outcome.lastError, { kind: 'ambiguous', lastError: outcome.lastError });
       case 'rateLimited':
@@ -281,8 +292,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
         }
         const accepted = await submitOnce({ idempotencyKey: input.idempotencyKey, request: input.request }).catch(
           async (err: unknown) => {
-            await keys.noteAnswer(input, err);
-            throw err;
+            throw await keys.noteAnswer(input, err);
           },
         );
         const ticket = plan?.begin(input.request.model);
@@ -589,6 +599,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
         case 'models':
           return outcome.models;
         case 'ambiguous':
+        case 'notSent':
         case 'malformed':
           return fail(outcome, backoffMs(ctx.info.attempt));
         case 'rateLimited':
@@ -637,6 +648,7 @@ export function keyProgressOf(details: unknown): KeyProgress {
     if (d[field] !== undefined) out[field] = countOf(d[field]);
   }
   if (d.generated === true) out.generated = true;
+  if (d.mayBeSent === true) out.mayBeSent = true;
   if (typeof d.pollExplore === 'boolean') out.pollExplore = d.pollExplore;
   return out;
 }

@@ -16,6 +16,7 @@ import { createLedgerActivities } from './ledger-activities';
 import { createLedgerCheckActivities } from './ledger-check';
 import { createServiceProofActivities, settingsFingerprint } from './service-proof';
 import { createRowActivities } from './rows';
+import { createServiceCheckActivities } from './service-check';
 
 /** What the activities need from the outside world; tests pass fakes. */
 export interface ActivityDeps {
@@ -150,6 +151,14 @@ export function createActivitiesWithSteps(deps: ActivityDeps) {
       now,
       logger: deps.logger ?? activityLogger,
       ledger: deps.ledger,
+    }),
+    ...createServiceCheckActivities({
+      config,
+      apiKey: deps.apiKey ?? lazyApiKeyProvider(() => loadApiKey(process.env)),
+      ...(deps.dispatcher ? { dispatcher: deps.dispatcher } : {}),
+      ...(deps.holds ? { holds: deps.holds } : {}),
+      now,
+      logger: deps.logger ?? activityLogger,
     }),
     ...createDoctorActivities({
       config,

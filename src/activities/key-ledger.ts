@@ -209,7 +209,8 @@ export function createKeyLedger(deps: KeyLedgerDeps) {
           },
         });
       case KeyOutcome.Declined:
-        // Judged and not charged: sending it again is a fresh request.
+      case KeyOutcome.NotSent:
+        // Judged and not charged, or never seen: sending it again is a fresh request.
         await sending(input, outDir, print);
         return { kind: 'send' };
       case undefined:
@@ -256,12 +257,16 @@ export function createKeyLedger(deps: KeyLedgerDeps) {
 
   /**
    * What a submission's failed answer says of the key: stored nothing (429, 401, 403, a local hold, the worker's own
-   * configuration), or maybe stored (no answer that can be read). An answer that ends the key is {@link recordEnd}'s.
+   * configuration, a send that never left), or maybe stored (no answer that can be read). An answer that ends the key
+   * is {@link recordEnd}'s. Returns the failure to throw: a key that ends `not_sent` here, but that an earlier send
+   * (another run) may have reached, ends unknown instead.
    */
-  async function noteAnswer(input: CreateImageInput, err: unknown): Promise<void> {
-    if (!(err instanceof ApplicationFailure)) return;
+  async function noteAnswer(input: CreateImageInput, err: unknown): Promise<unknown> {
+    if (!(err instanceof ApplicationFailure)) return err;
     const status = asRecord(err.details?.[0]).httpStatus;
+    const notSent = err.type === FailureType.Unreachable || err.type === FailureType.NotSent;
     const unseen =
+      notSent ||
       err.type === FailureType.RateLimited ||
       err.type === FailureType.Config ||
       (err.type === FailureType.BatchStop && status !== 402);
@@ -269,6 +274,18 @@ export function createKeyLedger(deps: KeyLedgerDeps) {
     if (unseen || ambiguous) {
       await store.append([{ type: unseen ? 'unseen' : 'ambiguous', ...keyIds(input) }], deps.now());
     }
+    if (err.type !== FailureType.NotSent) return err;
+    const known = await store.key(input.idempotencyKey);
+    if (!known || (known.creationId === undefined && keyMayBeStoredSince(known) === undefined)) return err;
+    const details = asRecord(err.details?.[0]);
+    return toApplicationFailure({
+      kind: 'unknown',
+      details: {
+        idempotencyKey: input.idempotencyKey,
+        tries: typeof details.tries === 'number' && details.tries > 0 ? details.tries : 1,
+        lastError: `${typeof details.lastError === 'string' ? details.lastError : err.message}; an earlier send of the key may have reached the service`,
+      },
+    });
   }
 
   /** The service accepted the key: a creation exists, and it was charged. */
@@ -343,6 +360,8 @@ function keyOutcomeOfFailure(err: ApplicationFailure, known: KeyProgress): KeyOu
       return KeyOutcome.Rejected;
     case FailureType.Unknown:
       return known.creationId ? undefined : KeyOutcome.Unknown;
+    case FailureType.NotSent:
+      return known.creationId ? undefined : KeyOutcome.NotSent;
     case FailureType.CreationNotFound:
       return KeyOutcome.Lost;
     case FailureType.MaxWait:

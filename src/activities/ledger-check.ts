@@ -80,6 +80,7 @@ export function createLedgerCheckActivities(deps: LedgerCheckDeps) {
           case 'config':
             throw toApplicationFailure(outcome);
           case 'ambiguous':
+          case 'notSent':
           case 'malformed':
             throw toApplicationFailure(outcome, deps.config.backoffBaseMs);
           case 'accepted':

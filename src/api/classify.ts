@@ -5,6 +5,7 @@ import {
   type PollCreationResult,
   type RefundedDetails,
   type RejectedDetails,
+  type NotSentDetails,
   type UnknownDetails,
 } from '../model';
 import { AuthDetail, ErrorCode, FAILED_STATUS, isRetryableFailureMessage } from './contract';
@@ -52,6 +53,11 @@ export interface ClassifyInput {
   body?: string;
   /** Why no (usable) response arrived: connection reset, timeout, body too large... (already redacted). */
   error?: string;
+  /**
+   * With no response: the error proves that no byte of the request left (a connect-phase error, see not-sent.ts).
+   * @default false
+   */
+  notSent?: boolean;
   /** Current time, for Retry-After in the HTTP-date form. */
   nowMs: number;
   /** Statuses that mean success (lower case). */
@@ -100,6 +106,11 @@ export type Outcome =
   | { kind: 'models'; models: ModelInfo[] }
   /** 429, or 503 on a free request, or a local hold: the same request again after `retryAfterMs`. */
   | ({ kind: 'rateLimited' } & RateLimitedInfo)
+  /**
+   * No response, and none of the request left (connection refused, a failed name lookup, the connect timeout, a TLS
+   * handshake): not seen by the service, so not charged. The same request again later, as an outage.
+   */
+  | { kind: 'notSent'; lastError: string }
   /** No response, timeout, reset, 500, an unreadable 2xx to a submission, a poll's 404 without ERR_NOT_FOUND: not known. */
   | {
       kind: 'ambiguous';
@@ -124,6 +135,7 @@ export type Outcome =
 export type FailureOutcome =
   | Exclude<Outcome, { kind: 'accepted' } | { kind: 'ended' } | { kind: 'models' }>
   | { kind: 'unknown'; details: UnknownDetails }
+  | { kind: 'keyNotSent'; details: NotSentDetails }
   | { kind: 'config'; message: string };
 
 /** Headers that some services set on a replayed idempotent response. */
@@ -148,7 +160,8 @@ export const OutcomeLimit = {
 export function classifyResponse(input: ClassifyInput): Outcome {
   const { kind, status } = input;
   if (status === undefined) {
-    return { kind: 'ambiguous', lastError: input.error ?? 'no response' };
+    const lastError = input.error ?? 'no response';
+    return input.notSent === true ? { kind: 'notSent', lastError } : { kind: 'ambiguous', lastError };
   }
   if (input.error !== undefined) {
     // The headers arrived, the body did not (timeout, reset, too large): as good as no answer.

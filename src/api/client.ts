@@ -193,6 +193,7 @@ export class ImageApiClient {
       ...(res.status === undefined ? {} : { status: res.status, headers: res.headers ?? {} }),
       ...(res.body === undefined ? {} : { body: redactRawText(res.body, key) }),
       ...(res.error === undefined ? {} : { error: redactRawText(res.error, key) }),
+      ...(res.status === undefined && res.notSent ? { notSent: true } : {}),
       nowMs: now,
       successStatuses: this.config.successStatuses,
       costFields: this.config.costFields,
@@ -253,6 +254,7 @@ export class ImageApiClient {
       case 'ambiguous':
         if (outcome.retryAfterMs !== undefined) this.holds.holdKey(keyId, now + outcome.retryAfterMs);
         return;
+      case 'notSent':
       case 'accepted':
       case 'ended':
       case 'inFlight':

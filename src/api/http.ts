@@ -1,6 +1,7 @@
 import { Agent, Pool, request, type Dispatcher } from 'undici';
 import type { ServiceConfig } from '../config/service-config';
 import { ErrorCode, ImagebatchError } from '../model/errors';
+import { neverSent } from './not-sent';
 
 /**
  * The HTTP layer: pooled dispatchers with deliberate timeouts, and a request that reads at most a given number
@@ -112,11 +113,20 @@ export interface SendOptions {
 export type SendResult =
   | { status: number; headers: Record<string, string | string[] | undefined>; body: string; error?: undefined }
   | { status: number; headers: Record<string, string | string[] | undefined>; body?: undefined; error: string }
-  | { status?: undefined; headers?: undefined; body?: undefined; error: string; cause: unknown };
+  | {
+      status?: undefined;
+      headers?: undefined;
+      body?: undefined;
+      error: string;
+      cause: unknown;
+      /** The error proves that no byte of the request left (see `neverSent`): nothing was sent, nothing charged. */
+      notSent?: true;
+    };
 
 /**
  * Sends one request and reads its body as text, up to `maxBytes`, within the total deadline. Transport errors,
- * the deadline and a body that is too large come back as `error` (with the status when the headers arrived).
+ * the deadline and a body that is too large come back as `error` (with the status when the headers arrived), and
+ * `notSent` when the error proves that nothing of the request left (`src/api/not-sent.ts`).
  */
 export async function send(options: SendOptions): Promise<SendResult> {
   const deadline = startDeadline(options.requestTimeoutMs ?? requestTimeoutOf(options.dispatcher), options.signal);
@@ -134,7 +144,8 @@ export async function send(options: SendOptions): Promise<SendResult> {
     });
   } catch (err) {
     deadline.clear();
-    return { error: describe(err), cause: deadline.expired ? deadline.error : err };
+    const cause = deadline.expired ? deadline.error : err;
+    return { error: describe(err), cause, ...(neverSent(cause) ? { notSent: true as const } : {}) };
   }
   const headers = res.headers as Record<string, string | string[] | undefined>;
   try {

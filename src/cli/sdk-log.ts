@@ -8,6 +8,7 @@ import { terminalText } from './terminal-text';
 /** What a retried activity failure of a known type was, for the summary line. */
 const RETRIED: Partial<Record<string, string>> = {
   [FailureType.Ambiguous]: 'a lost response retried with its key',
+  [FailureType.Unreachable]: 'a service not reached retried (nothing sent)',
   [FailureType.RateLimited]: 'a rate limit waited out',
   [FailureType.Malformed]: 'a malformed response retried',
   [FailureType.DownloadFailed]: 'an image download retried',

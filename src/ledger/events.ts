@@ -71,7 +71,8 @@ export interface SendingEvent extends KeyEventBase {
 
 /**
  * A send of the key got an answer that proves the service stored nothing for it and charged nothing (429, 401, 403,
- * a local hold): that send does not start the idempotency window.
+ * a local hold), or never left (connection refused, a failed name lookup: `not_sent`): that send does not start the
+ * idempotency window.
  */
 export interface UnseenEvent extends KeyEventBase {
   type: 'unseen';

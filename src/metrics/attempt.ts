@@ -117,6 +117,8 @@ function fromFailure(kind: RequestKind, error: unknown): AttemptObservation {
       return { ...out, tooManyRequests: reason };
     }
     case FailureType.Ambiguous:
+    case FailureType.Unreachable:
+    case FailureType.NotSent:
     case FailureType.Malformed:
       return byStatus(ResponseClass.Transport);
     case FailureType.Unknown: {

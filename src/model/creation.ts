@@ -170,8 +170,10 @@ export interface KeyProgress {
   costUsd?: number;
   /** Worker time of the last poll sent (ms): the next goes out no sooner than the minimum interval after it. */
   lastPollAtMs?: number;
-  /** Consecutive answers with no known outcome (no response, 500, malformed). */
+  /** Consecutive answers with no known outcome (no response, 500, malformed), and sends that never left. */
   ambiguousTries?: number;
+  /** A send of the key got no answer that can be read: it may have reached the service, so it is never `not_sent`. */
+  mayBeSent?: true;
   /** Consecutive poll answers 404 without the service's ERR_NOT_FOUND code. */
   unrecognizedNotFound?: number;
   /** The creation succeeded: what is left is saving its images. */

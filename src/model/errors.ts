@@ -58,6 +58,8 @@ export const ErrorCode = {
   LedgerUnavailable: 'LEDGER_UNAVAILABLE',
   /** A worker's ledger store is not the one its batch was started with: two memories of what was paid. */
   LedgerMismatch: 'LEDGER_MISMATCH',
+  /** Before a batch starts, the worker found the service unusable: not reachable, or the key refused. */
+  ServiceUnusable: 'SERVICE_UNUSABLE',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

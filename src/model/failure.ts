@@ -15,6 +15,17 @@ export const FailureType = {
    */
   Ambiguous: 'ImageApi.Ambiguous',
   /**
+   * The service could not be reached and no byte of the request left (connection refused, a failed name lookup, the
+   * connect timeout, a TLS handshake): nothing was charged. Retry the same key after `nextRetryDelay`, as an outage.
+   * Retryable, a bounded number of times; then {@link FailureType.NotSent}.
+   */
+  Unreachable: 'ImageApi.Unreachable',
+  /**
+   * Every send of the key failed before any of it left (see {@link FailureType.Unreachable}) until the bounded retries
+   * ran out: the key is `not_sent`, charged nothing. Non-retryable: the row ends failed, safe to submit again.
+   */
+  NotSent: 'ImageApi.NotSent',
+  /**
    * The outcome of a submission stayed unknown after the bounded retries (e.g. a key that keeps answering 500).
    * Non-retryable: the row ends as `unknown` with its key, for reconciliation; it may have been charged.
    */
@@ -116,6 +127,14 @@ export interface UnknownDetails {
   lastError: string;
 }
 
+/** The first element of `ApplicationFailure.details` for {@link FailureType.NotSent}. */
+export interface NotSentDetails {
+  idempotencyKey: string;
+  /** Sends tried, none of which left. */
+  tries: number;
+  lastError: string;
+}
+
 /** The first element of `ApplicationFailure.details` for {@link FailureType.DownloadFailed}. */
 export interface DownloadFailedDetails {
   url: string;
@@ -139,6 +158,8 @@ export const KEY_ENDING_FAILURES = [
   FailureType.CreationNotFound,
   FailureType.MaxWait,
   FailureType.Config,
+  // Added later: at the end, so the list running workflows recorded is unchanged before it.
+  FailureType.NotSent,
 ] as const satisfies readonly FailureType[];
 export type KeyEndingFailure = (typeof KEY_ENDING_FAILURES)[number];
 

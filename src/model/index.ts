@@ -18,3 +18,4 @@ export * from './progress';
 export * from './record';
 export * from './row';
 export * from './stop-loss';
+export * from './service-check';

@@ -45,6 +45,11 @@ export const KeyOutcome = {
   Rejected: 'rejected',
   /** 402 at submission: the wallet or the budget could not cover it, not charged. */
   Declined: 'declined',
+  /**
+   * No send of the key ever left (connection refused, a failed name lookup, the connect timeout, a TLS handshake):
+   * the service never saw it, so nothing was charged.
+   */
+  NotSent: 'not_sent',
   /** No answer was ever known (no response, timeout, 500, cancelled or terminated in flight): may have been charged. */
   Unknown: 'unknown',
   /** Accepted, then the service said the creation does not exist: charged, outcome unknown. */
@@ -117,6 +122,7 @@ export const NO_MONEY_HELD: ReadonlySet<KeyOutcome> = new Set([
   KeyOutcome.Refunded,
   KeyOutcome.Rejected,
   KeyOutcome.Declined,
+  KeyOutcome.NotSent,
 ]);
 
 /**
@@ -150,13 +156,17 @@ export interface Money {
 }
 
 /**
- * What a key's outcome says of its money. Refused keys cost nothing; a refunded key gave back all it was charged (net
+ * What a key's outcome says of its money. Refused keys and keys never sent cost nothing; a refunded key gave back all it was charged (net
  * 0, even when its price is unknown); an accepted key holds its charge; a key whose outcome is unknown may hold
  * money or not: unknown.
  */
 export function keyMoney(key: Pick<KeyRecord, 'outcome' | 'chargedUsd'>): Money {
   const charged = key.chargedUsd ?? null;
-  if (key.outcome === KeyOutcome.Rejected || key.outcome === KeyOutcome.Declined) {
+  if (
+    key.outcome === KeyOutcome.Rejected ||
+    key.outcome === KeyOutcome.Declined ||
+    key.outcome === KeyOutcome.NotSent
+  ) {
     return { chargedUsd: 0, refundedUsd: 0, netUsd: 0 };
   }
   if (REFUNDED_IN_FULL.has(key.outcome)) return { chargedUsd: charged, refundedUsd: charged, netUsd: 0 };

@@ -1,6 +1,6 @@
 import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { ModelInfo, PaidRequests, PaidRequestsInput } from '../model';
+import type { ModelInfo, PaidRequests, PaidRequestsInput, ServiceCheck } from '../model';
 import { HEARTBEAT_TIMEOUT } from './timeouts';
 
 // The CLI waits for this workflow at most 2 minutes (`validate --catalog`): three short attempts fit in that.
@@ -33,4 +33,19 @@ const { countPaidRequests } = proxyActivities<Activities>({
  */
 export async function paidRequestsWorkflow(input: PaidRequestsInput): Promise<PaidRequests> {
   return countPaidRequests(input);
+}
+
+// One GET, one attempt (a check that hangs is the CLI's to give up on): `run` waits for it before a batch starts.
+const { checkService } = proxyActivities<Activities>({
+  startToCloseTimeout: '1 minute',
+  heartbeatTimeout: HEARTBEAT_TIMEOUT,
+  retry: { maximumAttempts: 1 },
+});
+
+/**
+ * The free checks `run` makes before a batch starts, on a worker (the key lives only there): the base URL can be
+ * reached, the key is not refused, the catalog (when the service has one). See `src/activities/service-check.ts`.
+ */
+export async function serviceCheckWorkflow(): Promise<ServiceCheck> {
+  return checkService();
 }

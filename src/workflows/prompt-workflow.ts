@@ -68,6 +68,13 @@ export const MAX_WAIT_SAYS_LAST_ANSWER = 'max-wait-says-last-answer';
  */
 export const ROW_REPORTS_LIMIT = 'row-reports-limit';
 
+/**
+ * Patch id: a key whose every send failed before any of it left (connection refused, a failed name lookup, the
+ * connect timeout) ends `not_sent`, charged nothing, and the row fails, safe to submit again. Asked only by a row
+ * whose key ends so; rows before it never got such a failure (only workers of this version throw it).
+ */
+export const NOT_SENT_KEYS = 'not-sent-keys';
+
 const { createImage } = proxyActivities<Activities>(CREATE_IMAGE_OPTIONS);
 
 const { recordRow } = proxyLocalActivities<Activities>(RECORD_ROW_OPTIONS);
@@ -189,6 +196,10 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
             );
             return 'done';
           }
+          case FailureType.NotSent:
+            if (!patched(NOT_SENT_KEYS)) throw err;
+            ledger.notSent(failure.message);
+            return 'done';
           case FailureType.CreationNotFound:
             ledger.unknown(
               KeyOutcome.Lost,

@@ -2,6 +2,7 @@ import {
   ActivityFailure,
   ApplicationFailure,
   continueAsNew,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   workflowInfo,
@@ -19,6 +20,7 @@ import {
   type RowState,
   type UnknownDetails,
 } from '../model';
+import { NOT_SENT_KEYS } from './prompt-workflow';
 import { RowLedger } from './row-record';
 import {
   BATCH_ACTIVITY_START_TO_CLOSE,
@@ -184,6 +186,11 @@ export async function reconcileWorkflow(input: ReconcileWorkflowInput): Promise<
           ledger.unknown(KeyOutcome.Unknown, note);
           break;
         }
+        case FailureType.NotSent:
+          if (!patched(NOT_SENT_KEYS)) throw err;
+          note = failure.message;
+          ledger.notSent(note);
+          break;
         case FailureType.CreationNotFound:
           note = `creation ${creationId} was accepted, then not found: ${failure.message}`;
           ledger.unknown(KeyOutcome.Lost, note);

@@ -168,6 +168,15 @@ export class RowLedger {
     this.finish(RowState.Unknown);
   }
 
+  /**
+   * No send of the current key ever left (connection refused, a failed name lookup, the connect timeout): it charged
+   * nothing, and the row fails, safe to submit again once the service can be reached.
+   */
+  notSent(error: string): void {
+    this.endKey(KeyOutcome.NotSent, error);
+    this.fail(error);
+  }
+
   /** Paid and generated, but the images could not be saved. */
   imagesUnsaved(error: string): void {
     this.endKey(KeyOutcome.Succeeded, error);

@@ -14,6 +14,7 @@ describe('the one list of failure types that end a key', () => {
       'ImageApi.CreationNotFound',
       'ImageApi.MaxWait',
       'ImageApi.Config',
+      'ImageApi.NotSent',
     ]);
     expect(CREATE_IMAGE_OPTIONS.retry?.nonRetryableErrorTypes).toEqual([...KEY_ENDING_FAILURES]);
   });
@@ -29,6 +30,8 @@ describe('the one list of failure types that end a key', () => {
       { kind: 'batchStop', details: { reason: 'insufficient_balance', httpStatus: 402, message: 'top up' } },
       { kind: 'notFound', httpStatus: 404, code: 'ERR_NOT_FOUND', message: 'no such creation' },
       { kind: 'unknown', details: { idempotencyKey: 'ib/b/r/a1', tries: 5, lastError: 'HTTP 500' } },
+      { kind: 'notSent', lastError: 'ECONNREFUSED' },
+      { kind: 'keyNotSent', details: { idempotencyKey: 'ib/b/r/a1', tries: 6, lastError: 'ECONNREFUSED' } },
       { kind: 'config', message: 'bad key' },
     ];
     for (const outcome of outcomes) {
@@ -44,6 +47,8 @@ describe('the one list of failure types that end a key', () => {
       true,
       true,
       true,
+      true,
+      false,
       true,
       true,
     ]);

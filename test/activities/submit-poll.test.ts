@@ -34,12 +34,13 @@ describe('submitCreation', () => {
     expect(first.failure?.type).toBe(FailureType.Ambiguous);
     expect(first.failure?.nonRetryable).toBe(false);
     expect(first.failure?.nextRetryDelay).toBe(750); // 1000 ms ceiling, jitter 0.5 -> 500 + 250
-    expect(first.heartbeats).toEqual([{ ambiguousTries: 1 }]);
+    // A send with no readable answer may have left: the key can no longer end not_sent.
+    expect(first.heartbeats).toEqual([{ ambiguousTries: 1, mayBeSent: true }]);
     const third = await runActivity(() => activities.submitCreation(input), {
       heartbeatDetails: { ambiguousTries: 2 },
     });
     expect(third.failure?.nextRetryDelay).toBe(3000); // ceiling 4000
-    expect(third.heartbeats).toEqual([{ ambiguousTries: 3 }]);
+    expect(third.heartbeats).toEqual([{ ambiguousTries: 3, mayBeSent: true }]);
   });
 
   it('ends as Unknown, non-retryable, with the key, the tries and the last error, after the bound', async () => {
@@ -57,7 +58,7 @@ describe('submitCreation', () => {
     const { activities } = activitiesFor(server.url);
     const r = await runActivity(() => activities.submitCreation(input));
     expect(r.failure?.type).toBe(FailureType.Ambiguous);
-    expect(r.heartbeats).toEqual([{ ambiguousTries: 1 }]);
+    expect(r.heartbeats).toEqual([{ ambiguousTries: 1, mayBeSent: true }]);
   });
 
   it.each<[string, StubReply, string, boolean, unknown]>([

@@ -263,6 +263,39 @@ describe('classifyResponse: submission', () => {
     ).toEqual({ kind: 'ambiguous', httpStatus: 202, lastError: 'HTTP 202: UND_ERR_BODY_TIMEOUT: Body Timeout Error' });
   });
 
+  it('no response with nothing sent (a connect-phase error) is notSent, for every kind of request', () => {
+    const base = {
+      nowMs: NOW,
+      successStatuses: DEFAULT_SUCCESS_STATUSES,
+      costFields: DEFAULT_COST_FIELDS,
+      priceFields: DEFAULT_PRICE_FIELDS,
+      defaultRetryAfterMs: 1000,
+    };
+    const refused = 'ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:9';
+    for (const kind of Object.values(RequestKind)) {
+      expect(classifyResponse({ kind, error: refused, notSent: true, ...base })).toEqual({
+        kind: 'notSent',
+        lastError: refused,
+      });
+      // Without the proof, the same words stay unknown.
+      expect(classifyResponse({ kind, error: refused, ...base })).toEqual({ kind: 'ambiguous', lastError: refused });
+    }
+    // Once headers arrived something was sent, whatever the flag says.
+    expect(
+      classifyResponse({ kind: RequestKind.Submit, status: 202, headers: {}, error: refused, notSent: true, ...base }),
+    ).toMatchObject({ kind: 'ambiguous', httpStatus: 202 });
+  });
+
+  it('a notSent outcome is an Unreachable failure: retried with the same key, never an unknown outcome', () => {
+    const failure = toApplicationFailure({ kind: 'notSent', lastError: 'ENOTFOUND: getaddrinfo ENOTFOUND x' }, 2000);
+    expect([failure.type, failure.nonRetryable, failure.nextRetryDelay]).toEqual([
+      FailureType.Unreachable,
+      false,
+      2000,
+    ]);
+    expect(failure.message).toMatch(/not sent/);
+  });
+
   it('reads each field of a creation on its own: a wrong type leaves that field out, not the others', () => {
     expect(classify(RequestKind.Submit, 202, { id: 'cr_1', status: 7, cost_usd: {} })).toEqual({
       kind: 'accepted',

@@ -91,12 +91,12 @@ describe('ImageApiClient: requests', () => {
     expect(server.requests[0]?.body).toBe(server.requests[1]?.body);
   });
 
-  it('a connection refused is ambiguous', async () => {
+  it('a connection refused is notSent: no byte of the request left', async () => {
     const { server, client } = await setup(() => accepted());
     await server.close();
     servers.splice(servers.indexOf(server), 1);
     expect(await client.submit({ idempotencyKey: 'k', request })).toMatchObject({
-      kind: 'ambiguous',
+      kind: 'notSent',
       lastError: expect.stringMatching(/ECONNREFUSED/) as unknown,
     });
   });

@@ -39,7 +39,7 @@ export async function checkCatalog(ctx: CatalogContext, outcome: ClientOutcome):
     const why =
       outcome.kind === 'rateLimited'
         ? `HTTP ${outcome.httpStatus} ${outcome.code}: ${outcome.message} (retry after ${outcome.retryAfterMs} ms)`
-        : outcome.kind === 'ambiguous' || outcome.kind === 'malformed'
+        : outcome.kind === 'ambiguous' || outcome.kind === 'notSent' || outcome.kind === 'malformed'
           ? outcome.lastError
           : `unexpected ${outcome.kind} answer`;
     add(notRefused(path));

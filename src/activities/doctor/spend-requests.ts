@@ -86,6 +86,19 @@ export async function submitOne(
         }
         await ctx.sleep(outcome.retryAfterMs);
         continue;
+      case 'notSent':
+        // Nothing reached the service: tried again as an outage; nothing can have been charged.
+        if (tries >= config.maxAmbiguousTries || ctx.now() >= deadline) {
+          return {
+            kind: 'failed',
+            check: {
+              found: `not sent (${outcome.lastError}): nothing was charged`,
+              hint: `check ${SERVICE_CONFIG_ENV.baseUrl} and that the service is reachable from the worker`,
+            },
+          };
+        }
+        await ctx.sleep(Math.min(config.backoffMaxMs, config.backoffBaseMs * 2 ** (tries - 1)));
+        continue;
       case 'ambiguous':
       case 'malformed':
         if (tries >= config.maxAmbiguousTries || ctx.now() >= deadline) return unknown(outcome.lastError);
@@ -200,8 +213,9 @@ export async function pollUntilEnded(ctx: SpendContext, creationId: string, dead
             hint: 'ask the service about the creation id; --test-id <another name> pays for a new test',
           },
         };
+      case 'notSent':
       case 'ambiguous':
-        if (outcome.unrecognizedNotFound) {
+        if (outcome.kind === 'ambiguous' && outcome.unrecognizedNotFound) {
           return {
             kind: 'failed',
             check: {

@@ -9,6 +9,7 @@ import {
   type PreparedBatch,
 } from '../batches';
 import type { LedgerStore } from '../../ledger';
+import type { BatchProgress } from '../../model';
 import { withLedgerStore } from '../ledger-store';
 import { connectClient, superviseLocal } from '../client';
 import { COLUMN_OPTIONS, columnSchema, userColumnsInput } from '../columns';
@@ -24,6 +25,7 @@ import { resultFilesSummary } from './demo';
 import { describeBatch, results } from './results';
 import { sayPaidBefore } from '../paid-before';
 import { STOP_LOSS_HELP, stopLossSchema } from '../stop-loss-option';
+import { checkService, stopIfUnusable } from '../service-check';
 
 /** The name of a file run without `--batch-id`: without the extension, other characters as `-`. */
 const nameOf = (file: string) =>
@@ -152,6 +154,9 @@ export const runCommand = defineCommand({
         // What the batch will pay, said before its first request (when a worker is there to tell: local mode, or
         // a batch followed to its end); not for a batch that runs already.
         if ((local || opts.follow) && (await describeBatch(client, batchId))?.status !== 'RUNNING') {
+          // The free checks first, on the worker (it holds the key): a base URL nobody answers at, or a refused key,
+          // stops here with what to fix, before any row is started.
+          stopIfUnusable(await checkService(client, config.taskQueue));
           const { input } = prepared;
           const ask = {
             file: input.file,
@@ -215,10 +220,12 @@ export const runCommand = defineCommand({
         }
         stdout(opts.json ? `${JSON.stringify(final)}\n` : `${progressLine(final, report.validRows)}\n`);
         if (!final.done) return;
+        // Rows ended and none of them has its images: the batch did not do its work (the results say why).
+        const exit = noneSucceeded(final) ? ExitCode.Failure : undefined;
         if (!local) {
           // The workers' output folder may not be visible from here: `results` writes the files where they are.
           stderr(`results: imagebatch results ${batchId}\n`);
-          return;
+          return exit;
         }
         // On this machine the output folder is ours: the result files are written at the end, as the demo does.
         const written = await results({ client, batchId, ledger, env });
@@ -228,9 +235,16 @@ export const runCommand = defineCommand({
             ...resultFilesSummary(batchId, written),
           ].join('\n') + '\n',
         );
+        return exit;
       } finally {
         await close();
       }
     }
   },
 });
+
+/** A batch whose rows ended (some) with none succeeded or reused. */
+function noneSucceeded(final: BatchProgress): boolean {
+  const ended = Object.values(final.counts).reduce((n, c) => n + c, 0);
+  return ended > 0 && final.counts.succeeded + final.counts.reused === 0;
+}

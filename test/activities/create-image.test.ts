@@ -203,7 +203,7 @@ describe('createImage', () => {
     expect(s.requests.filter((q) => q.method === 'POST')).toHaveLength(0);
   });
 
-  it('a paid success whose image is not an image ends DownloadFailed for good, its creation and cost kept', async () => {
+  it('a paid success whose image is not an image stops the batch (images refused), its creation and cost kept', async () => {
     const clock = { t: 1_000_000 };
     const origin = () => stub!.origin;
     stub = await startStub((req) => {
@@ -215,8 +215,11 @@ describe('createImage', () => {
     });
     const { activities } = activitiesFor(stub.url, {}, { now: () => clock.t });
     const ended = await drive(() => activities.createImage(input()), clock);
-    expect(ended.failure?.type).toBe(FailureType.DownloadFailed);
+    // Every row's image would be refused as this one's: the batch stops, the row keeps its creation for a resume.
+    expect(ended.failure?.type).toBe(FailureType.BatchStop);
     expect(ended.failure?.nonRetryable).toBe(true);
+    expect(ended.failure?.details?.[0]).toMatchObject({ reason: 'images_refused', httpStatus: 0 });
+    expect(ended.failure?.message).toContain('not an image');
     expect(ended.failure?.details?.[1]).toMatchObject({ creationId: 'cr_1', costUsd: 0.04, generated: true });
   });
 

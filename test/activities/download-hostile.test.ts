@@ -299,7 +299,9 @@ describe('a creation brings at most what was asked for', () => {
     const r = await runActivity(() => activities.createImage(createInput(1)), {
       heartbeatDetails: { creationId: 'cr_1', acceptedAtMs: clock.t - 5_000, costUsd: 0.04 },
     });
-    expect([r.failure?.type, r.failure?.nonRetryable]).toEqual([FailureType.DownloadFailed, true]);
+    // Every row would be refused the same: the batch stops (images refused), the row keeping its creation.
+    expect([r.failure?.type, r.failure?.nonRetryable]).toEqual([FailureType.BatchStop, true]);
+    expect(r.failure?.details?.[0]).toMatchObject({ reason: 'images_refused' });
     expect(r.failure?.message).toMatch(
       /creation cr_1 lists at least 16 images for num_images=1 \(at most 3 are accepted\)/,
     );
@@ -333,7 +335,7 @@ describe('a creation brings at most what was asked for', () => {
     const r = await runActivity(() => other.activities.createImage({ ...createInput(), rowId: 'row-2' }), {
       heartbeatDetails: { creationId: 'cr_9', acceptedAtMs: other.clock.t - 5_000 },
     });
-    expect([r.failure?.type, r.failure?.nonRetryable]).toEqual([FailureType.DownloadFailed, true]);
+    expect([r.failure?.type, r.failure?.nonRetryable]).toEqual([FailureType.BatchStop, true]);
     expect(r.failure?.message).toMatch(/URL longer than 2048 characters/);
     expect(JSON.stringify({ message: r.failure?.message, details: r.failure?.details }).length).toBeLessThan(6000);
   });
@@ -346,7 +348,7 @@ describe('a creation brings at most what was asked for', () => {
     const r = await runActivity(() => activities.createImage(createInput(1)), {
       heartbeatDetails: { creationId: 'cr_1', acceptedAtMs: clock.t - 5_000 },
     });
-    expect([r.failure?.type, r.failure?.nonRetryable]).toEqual([FailureType.DownloadFailed, true]);
+    expect([r.failure?.type, r.failure?.nonRetryable]).toEqual([FailureType.BatchStop, true]);
     expect(r.failure?.message).toMatch(
       /image 1 .*exceeds what is left \(\d+ bytes\) of the creation's budget of 100000/,
     );

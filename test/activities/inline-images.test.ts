@@ -5,7 +5,7 @@ import { Agent } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { decodeDataUri, describeImageUrl, downloadImages } from '../../src/activities/download';
 import { noImageFailure } from '../../src/activities/image-limits';
-import { FailureType, KeyOutcome } from '../../src/model';
+import { FailureType } from '../../src/model';
 import { tempLedger, testPrint } from '../helpers/ledger';
 import { renderImage } from '../../src/simulator/png';
 import { startStub, type StubServer } from '../api/helpers/stub-server';
@@ -205,7 +205,7 @@ describe('createImage: a success with no image', () => {
     maxPollWaitMs: 30 * 60_000,
   };
 
-  it('ends the key as a non-retryable DownloadFailed naming the record keys (never values) and the setting', async () => {
+  it('stops the batch (images refused) naming the record keys (never values) and the setting; the key stays open', async () => {
     const api = await startStub(() => ({
       status: 200,
       body: {
@@ -229,24 +229,26 @@ describe('createImage: a success with no image', () => {
       heartbeatDetails: { creationId: 'cr_1', acceptedAtMs: clock.t - 5_000, costUsd: 0.04 },
     });
     expect(r.value).toBeUndefined();
-    expect(r.failure?.type).toBe(FailureType.DownloadFailed);
+    expect(r.failure?.type).toBe(FailureType.BatchStop);
     expect(r.failure?.nonRetryable).toBe(true);
+    expect(r.failure?.details?.[0]).toMatchObject({ reason: 'images_refused' });
     const message = r.failure?.message ?? '';
     expect(message).toContain('the record of creation cr_1 (status "succeeded") shows no image');
     expect(message).toContain('its top-level fields are id, status, cost_usd, prompt_echo, artifacts');
     expect(message).toContain('set IMAGEGEN_IMAGE_FIELDS');
-    expect(message).toContain('imagebatch reconcile b1');
+    expect(message).toContain('imagebatch resume b1');
     expect(JSON.stringify(r.failure?.details)).not.toContain('SECRET-VALUE');
     expect(message).not.toContain('SECRET-VALUE');
-    // One poll, no submission; the store knows the key ended generated and paid, with no image.
+    // One poll, no submission; the key stays open with its creation, for the resume to fetch it again.
     expect(api.requests.map((q) => q.method)).toEqual(['GET']);
     const key = await ledger.key(createInput.idempotencyKey);
-    expect(key?.ended).toEqual({ outcome: KeyOutcome.Succeeded, creationId: 'cr_1', costUsd: 0.04, error: message });
+    expect(key).toMatchObject({ creationId: 'cr_1', costUsd: 0.04 });
+    expect(key?.ended).toBeUndefined();
     await ledger.close();
   });
 
   it('words the message for every shape of record keys', () => {
-    const base = { batchId: 'b', creationId: 'c', status: 'done', imageFields: ['images[].url'] };
+    const base = { creationId: 'c', status: 'done', imageFields: ['images[].url'] };
     expect(noImageFailure({ ...base, recordKeys: undefined }).message).toContain(
       'its top-level fields were not reported',
     );

@@ -150,7 +150,7 @@ describe.each(VARIANTS.flatMap((variant) => AUTH_STYLES.map((auth) => ({ variant
       const details = expectFailure(first, FailureType.Ambiguous, false);
       expect(details).toMatchObject({ httpStatus: 500 });
       expect(first.failure?.nextRetryDelay).toBe(750); // backoff 1000 ms, jitter 0.5
-      expect(first.heartbeats).toEqual([{ ambiguousTries: 1 }]);
+      expect(first.heartbeats).toEqual([{ ambiguousTries: 1, mayBeSent: true }]);
       expect(ledgerOf(sim, input.idempotencyKey)).toBeUndefined();
 
       clock.advance(750);
@@ -163,7 +163,7 @@ describe.each(VARIANTS.flatMap((variant) => AUTH_STYLES.map((auth) => ({ variant
       } else {
         // The stored 500 is replayed: still unknown, still nothing charged; the bound ends the attempt.
         expectFailure(second, FailureType.Ambiguous, false);
-        expect(second.heartbeats).toEqual([{ ambiguousTries: 2 }]);
+        expect(second.heartbeats).toEqual([{ ambiguousTries: 2, mayBeSent: true }]);
         clock.advance(retryDelayOf(second));
         const third = await h.run('submitCreation', [input], { heartbeatDetails: second.heartbeats[0] });
         const unknown = expectFailure(third, FailureType.Unknown, true);

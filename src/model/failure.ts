@@ -66,6 +66,11 @@ export const BatchStopReason = {
   CreationPathNotFound: 'creation_path_not_found',
   /** The worker's own configuration refused the request before sending it (e.g. the key's format). */
   WorkerConfig: 'worker_config',
+  /**
+   * A poll's status is in none of the worker's sets (success, failed, in flight) and its record shows an image: the
+   * status likely means success under another word. The message names the word and the setting to change.
+   */
+  UnrecognisedStatus: 'unrecognised_status',
 } as const;
 export type BatchStopReason = (typeof BatchStopReason)[keyof typeof BatchStopReason];
 

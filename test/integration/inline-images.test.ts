@@ -247,9 +247,9 @@ describe('a success without an image', { timeout: 180_000 }, () => {
     expect(after.byRow.one).toMatchObject({ state: 'images_unsaved', creation_ids: one.creation_ids });
   });
 
-  it('images where discovery cannot find them: wrong IMAGEGEN_IMAGE_FIELDS, then right; reconcile saves them, submitting nothing', async () => {
+  it('images the settings cannot find: wrong IMAGEGEN_IMAGE_FIELDS, discovery off, then right; reconcile saves them, submitting nothing', async () => {
     const sim = await startSim({ imageShape: 'default' });
-    // A service that puts its image URLs at artifacts.renders[].location: no name discovery looks for.
+    // A service that puts its image URLs at artifacts.renders[].location (discovery would find them: it is off).
     const proxy = await startRewritingProxy(sim.baseUrl, (record) => {
       const { images, ...rest } = record as { images?: { url: string; width: number }[] };
       return images
@@ -257,7 +257,7 @@ describe('a success without an image', { timeout: 180_000 }, () => {
         : record;
     });
     const f = await newFolder();
-    const wrong = { imageFields: ['artifacts.render[].location'] };
+    const wrong = { imageFields: ['artifacts.render[].location'], imageDiscovery: false };
     const progress = await runBatch(f, proxy.baseUrl, wrong);
     expect(progress.counts).toMatchObject({ succeeded: 0, images_unsaved: 2 });
     const first = await readResults(f);

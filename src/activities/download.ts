@@ -23,6 +23,10 @@ import { ConfigError, type ServiceConfig } from '../config/service-config';
 import { abandon, declaredLength, describeError, requestTimeoutOf, startDeadline, type Deadline } from '../api/http';
 import { SNIFF_BYTES, sniffImageType } from '../api/image-type';
 import { MAX_IMAGE_URL_LENGTH } from '../api/schemas';
+import { CandidateTally } from './candidates';
+import { clipText, decodeDataUri, MAX_MEDIA_TYPE_LENGTH } from './data-uri';
+
+export { decodeDataUri };
 
 /**
  * Image downloads: streamed to a temporary file beside the final one, hashed while streaming, then renamed
@@ -36,6 +40,9 @@ import { MAX_IMAGE_URL_LENGTH } from '../api/schemas';
  * image (the file's type, and its extension, come from its first bytes: PNG, JPEG, GIF, WebP or AVIF; never from
  * the Content-Type or the URL), follow a URL longer than {@link MAX_IMAGE_URL_LENGTH}, or write more than
  * `maxTotalBytes` for one creation.
+ *
+ * A candidate (an image discovery found, `ImageRef.candidate`) goes through all of this too, but one that fails is
+ * dropped rather than failing the call, unless none is kept (see `./candidates.ts`).
  *
  * An inline image (a `data:<type>;base64,...` URI found in the poll's record) is saved the same way with no request:
  * decoded here, its type judged by its first bytes, the same limits, file name, sidecar and checksum. Its data never
@@ -91,31 +98,38 @@ export async function downloadImages(input: DownloadImagesInput, options: Downlo
   const rowDir = path.join(batchDir, rowSegment);
   await mkdir(rowDir, { recursive: true });
   const out: DownloadedImage[] = [];
+  const candidates = new CandidateTally();
   let total = 0;
   for (const [index, image] of input.images.entries()) {
     const base = `${safeSegment(input.creationId, 'creationId')}-${index}`;
     const source = image.source === undefined ? {} : { source: clipSource(image.source) };
     const done = await completed(rowDir, base);
     if (done) {
+      candidates.keptBefore(image);
       total += done.bytes;
       const url = describeImageUrl(image.url, image.source, done.bytes);
       out.push({ url, ...source, path: `${rowSegment}/${done.file}`, sha256: done.sha256, bytes: done.bytes });
       continue;
     }
     const budget = options.maxTotalBytes === undefined ? undefined : Math.max(0, options.maxTotalBytes - total);
-    const got = isDataUri(image.url)
-      ? await saveInline(image, index, rowDir, base, options, budget)
-      : await downloadOne(image, index, rowDir, base, options, budget);
+    const got = await candidates.attempt(
+      image,
+      () =>
+        isDataUri(image.url)
+          ? saveInline(image, index, rowDir, base, options, budget)
+          : downloadOne(image, index, rowDir, base, options, budget),
+      options.signal,
+    );
+    if (!got) continue; // a candidate that is no image (see candidates.ts)
     total += got.bytes;
     out.push({ url: got.url, ...source, path: `${rowSegment}/${got.file}`, sha256: got.sha256, bytes: got.bytes });
   }
+  candidates.finish(input.creationId);
   return out;
 }
 
 /** The longest `source` (a path in the record) kept in a result. */
 const MAX_SOURCE_LENGTH = 200;
-/** The longest media type (with its parameters) of a data: URI kept in a description. */
-const MAX_MEDIA_TYPE_LENGTH = 100;
 
 /** Whether an image's URL is an inline image (`data:...`), saved from the poll's own bytes rather than fetched. */
 export function isDataUri(url: string): boolean {
@@ -139,41 +153,6 @@ export function describeImageUrl(url: string, source?: string, bytes?: number): 
 /** Where a record held an image, bounded for results (a hostile record's field names may be long). */
 export function clipSource(source: string): string {
   return clipText(source, MAX_SOURCE_LENGTH);
-}
-
-/** `s` without control characters, cut to `max` characters (then ending with `…`). */
-function clipText(s: string, max: number): string {
-  // eslint-disable-next-line no-control-regex -- control characters are what is removed
-  const clean = s.slice(0, max + 1).replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
-  return clean.length > max ? `${clean.slice(0, max - 1)}…` : clean;
-}
-
-/**
- * Decodes a data: URI: `data:[<type>][;<param>]*;base64,<data>`. Base64 only (standard or URL-safe alphabet,
- * whitespace ignored, padding optional); anything else is refused with a reason. The declared type is returned for
- * messages only: the bytes decide what the file is.
- */
-export function decodeDataUri(
-  url: string,
-  limit: (bytes: number) => string | undefined,
-): { bytes: Buffer; mediaType: string } | { refused: string } {
-  const comma = url.indexOf(',');
-  if (comma < 0) return { refused: "malformed data URI: no ',' before its data" };
-  const params = url.slice(5, comma).split(';');
-  const mediaType = clipText(params[0]?.trim() || '(no type)', MAX_MEDIA_TYPE_LENGTH);
-  if (!params.slice(1).some((p) => p.trim().toLowerCase() === 'base64')) {
-    return { refused: 'malformed data URI: not base64 (only `;base64,` data URIs are read)' };
-  }
-  const data = url.slice(comma + 1).replace(/\s+/g, '');
-  const body = data.replace(/={1,2}$/, '');
-  if (body === '') return { refused: 'malformed data URI: no data' };
-  // The size is known before decoding: what is over a limit is never decoded.
-  const over = limit(Math.floor((body.length * 3) / 4));
-  if (over) return { refused: over };
-  if (!/^[A-Za-z0-9+/_-]*$/.test(body) || body.length % 4 === 1 || (body !== data && data.length % 4 !== 0)) {
-    return { refused: 'malformed data URI: its data is not valid base64' };
-  }
-  return { bytes: Buffer.from(body, 'base64'), mediaType };
 }
 
 /** Saves an inline image (a data: URI): decoded here, no request; the same checks, names and sidecar as a download. */

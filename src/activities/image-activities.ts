@@ -442,7 +442,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
       if (poll.outcome === 'failed') {
         return { outcome: 'failed', creationId, ...cost, error: poll.error, retryable: poll.retryable };
       }
-      note(ctx, { generated: true });
+      note(ctx, { generated: true, ...cost }); // paid: the record's cost stays with the key, images saved or not
       // A success with no image is not a success: paid, nothing to save, the row ends images_unsaved.
       if (poll.images.length === 0) {
         throw noImageFailure({

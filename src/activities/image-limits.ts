@@ -19,8 +19,12 @@ export function imagesAskedFor(numImages: unknown): number {
   return typeof numImages === 'number' && Number.isInteger(numImages) && numImages >= 1 ? numImages : 1;
 }
 
-/** Throws a non-retryable DownloadFailed when a creation lists more images than `numImages` allows. */
-export function checkImageCount(creationId: string, images: readonly ImageRef[], numImages: unknown): void {
+/**
+ * Throws a non-retryable DownloadFailed when a creation lists more images than `numImages` allows. Candidates (URLs
+ * discovery found, many of them no image) are not counted: they are bounded by `MAX_LISTED_IMAGES` and the byte budget.
+ */
+export function checkImageCount(creationId: string, all: readonly ImageRef[], numImages: unknown): void {
+  const images = all.filter((image) => image.candidate !== true);
   const asked = imagesAskedFor(numImages);
   const limit = asked + EXTRA_IMAGES_ALLOWED;
   if (images.length <= limit) return;

@@ -1,5 +1,4 @@
 import {
-  BatchStopReason,
   type BatchStopDetails,
   type ModelInfo,
   type PollCreationResult,
@@ -8,11 +7,12 @@ import {
   type NotSentDetails,
   type UnknownDetails,
 } from '../model';
-import { AuthDetail, ErrorCode, FAILED_STATUS, isRetryableFailureMessage } from './contract';
+import { DEFAULT_PENDING_STATUSES, ErrorCode, FAILED_STATUS, isRetryableFailureMessage } from './contract';
+import { authStop, paymentStop, unrecognisedStatusStop } from './batch-stops';
+import { asRecord, clip, OutcomeLimit, text } from './outcome-text';
 import { retryAfterOr } from './retry-after';
 import { readUsd } from './money';
 import {
-  AuthFailureBody,
   DEFAULT_ERROR_FIELDS,
   DEFAULT_ID_FIELDS,
   DEFAULT_MODEL_ID_FIELDS,
@@ -74,6 +74,10 @@ export interface ClassifyInput {
   errorFields?: readonly string[];
   /** Where a succeeded creation's record carries its images (then discovery, see `imagesOf`). @default DEFAULT_IMAGE_FIELDS */
   imageFields?: readonly string[];
+  /** `IMAGEGEN_IMAGE_DISCOVERY`: whether a record whose image paths find nothing is searched. @default true */
+  imageDiscovery?: boolean;
+  /** Statuses that say a creation is in flight (lower case). @default DEFAULT_PENDING_STATUSES */
+  pendingStatuses?: readonly string[];
   /** Where a model record carries its id. @default DEFAULT_MODEL_ID_FIELDS */
   modelIdFields?: readonly string[];
   /** `IMAGEGEN_MAX_DOWNLOAD_BYTES`: what bounds an inline (base64) image. @default DEFAULT_MAX_INLINE_IMAGE_BYTES */
@@ -146,16 +150,7 @@ const REPLAY_HEADERS = [
   'x-idempotency-replayed',
 ];
 
-/**
- * Bounds on the text and lists an outcome copies from a body. Outcomes travel into workflow history (failure
- * details, row results), so a hostile or broken body of a megabyte must not become a megabyte of history.
- */
-export const OutcomeLimit = {
-  /** Characters of one text copied from a body: a message, a code, a status, a field error. */
-  text: 500,
-  /** Field errors kept from a 400's `details.errors`. */
-  fieldErrors: 20,
-} as const;
+export { OutcomeLimit } from './outcome-text';
 
 export function classifyResponse(input: ClassifyInput): Outcome {
   const { kind, status } = input;
@@ -296,15 +291,22 @@ function classifyPoll(
         },
       };
     }
-    if (input.successStatuses.some((s) => s.toLowerCase() === normal)) {
-      const images = imagesOf(record, {
+    const images = () =>
+      imagesOf(record, {
         ...(input.imageFields ? { imageFields: input.imageFields } : {}),
         ...(input.maxDownloadBytes === undefined ? {} : { maxInlineBytes: input.maxDownloadBytes }),
+        ...(input.imageDiscovery === undefined ? {} : { discovery: input.imageDiscovery }),
       });
+    const isIn = (set: readonly string[]) => set.some((s) => s.toLowerCase() === normal);
+    if (isIn(input.successStatuses)) {
+      const found = images();
       // A success showing no image names the record's fields (never values) in its error (src/api/record-keys.ts).
-      const keys = images.length === 0 ? { recordKeys: recordKeysOf(record.fields) } : {};
-      return { kind: 'ended', result: { outcome: 'succeeded', status: statusName, ...cost, images, ...keys } };
+      const keys = found.length === 0 ? { recordKeys: recordKeysOf(record.fields) } : {};
+      return { kind: 'ended', result: { outcome: 'succeeded', status: statusName, ...cost, images: found, ...keys } };
     }
+    // A status in no set whose record shows an image likely means success under another word: a person says which.
+    const shown = isIn(input.pendingStatuses ?? DEFAULT_PENDING_STATUSES) ? undefined : images()[0];
+    if (shown) return { kind: 'batchStop', details: unrecognisedStatusStop(statusName, shown, input.successStatuses) };
     return { kind: 'inFlight', status: statusName };
   }
   if (status === 404) {
@@ -342,38 +344,6 @@ function classifyModels(
   return { kind: 'malformed', httpStatus: status, lastError: `HTTP ${status} ${code}: ${message}` };
 }
 
-function authStop(status: number, json: unknown, err: EnvelopeError): BatchStopDetails {
-  const plain = AuthFailureBody.safeParse(json);
-  const detail = plain.success ? plain.data.detail : undefined;
-  const known = Object.values(AuthDetail) as string[];
-  let reason: BatchStopReason;
-  if (detail !== undefined && known.includes(detail)) reason = detail as BatchStopReason;
-  else if (status === 403) reason = BatchStopReason.AccountDisabled;
-  else reason = BatchStopReason.ApiKeyInvalid;
-  const message = clip(detail ?? err?.message ?? err?.code ?? `HTTP ${status}`);
-  return { reason, httpStatus: status, message };
-}
-
-function paymentStop(err: EnvelopeError): BatchStopDetails {
-  const d = asRecord(err?.details);
-  const monthly = d.reason === BatchStopReason.MonthlyBudgetExceeded;
-  const out: BatchStopDetails = {
-    reason: monthly ? BatchStopReason.MonthlyBudgetExceeded : BatchStopReason.InsufficientBalance,
-    httpStatus: 402,
-    message: clip(err?.message ?? (monthly ? 'monthly budget exceeded' : 'insufficient balance')),
-  };
-  const required = numberOf(d.required ?? d.required_usd ?? d.amount ?? d.amount_usd);
-  if (required !== undefined) out.requiredUsd = required;
-  const balance = numberOf(d.balance ?? d.balance_usd);
-  if (balance !== undefined) out.balanceUsd = balance;
-  const url = typeof d.top_up_url === 'string' ? d.top_up_url : firstMatching(d, /url|link|top_?up/i, 'string');
-  // A URL cut short would be a wrong link: one longer than any real top-up page is left out.
-  if (typeof url === 'string' && url.length <= OutcomeLimit.text) out.topUpUrl = url;
-  const cap = numberOf(d.monthly_cap_usd ?? firstMatching(d, /cap|budget|limit/i, 'number'));
-  if (cap !== undefined) out.monthlyCapUsd = cap;
-  return out;
-}
-
 function fieldErrorsOf(details: unknown): RejectedDetails['fieldErrors'] {
   const errors = asRecord(details).errors;
   if (!Array.isArray(errors)) return [];
@@ -385,46 +355,6 @@ function fieldErrorsOf(details: unknown): RejectedDetails['fieldErrors'] {
     const path = Array.isArray(field) ? clip(field.slice(0, 32).map(text).join('.')) : text(field);
     return { field: path, message: text(msg) };
   });
-}
-
-/**
- * A value as short text: strings as they are, anything else as JSON; clipped. A value nested too deeply for
- * `JSON.stringify` (which recurses: 100,000 nested arrays overflow the stack) is described, not thrown.
- */
-function text(v: unknown): string {
-  if (typeof v === 'string') return clip(v);
-  try {
-    return clip(JSON.stringify(v) ?? '');
-  } catch {
-    return Array.isArray(v) ? '[nested too deeply]' : '{nested too deeply}';
-  }
-}
-
-/** Text from a body, cut to {@link OutcomeLimit.text} characters (not inside a surrogate pair). */
-function clip(s: string): string {
-  if (s.length <= OutcomeLimit.text) return s;
-  let end = OutcomeLimit.text - 3;
-  const last = s.charCodeAt(end - 1);
-  if (last >= 0xd800 && last <= 0xdbff) end -= 1;
-  return `${s.slice(0, end)}...`;
-}
-
-function firstMatching(d: Record<string, unknown>, re: RegExp, type: 'string' | 'number'): unknown {
-  for (const [k, v] of Object.entries(d)) {
-    if (k === 'required' || k === 'balance' || k === 'reason') continue;
-    if (re.test(k) && typeof v === type) return v;
-  }
-  return undefined;
-}
-
-function numberOf(v: unknown): number | undefined {
-  if (typeof v === 'number' && Number.isFinite(v)) return v;
-  if (typeof v === 'string' && /^\d+(\.\d+)?$/.test(v)) return Number(v);
-  return undefined;
-}
-
-function asRecord(v: unknown): Record<string, unknown> {
-  return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
 }
 
 export function headerOf(headers: ClassifyInput['headers'] | undefined, name: string): string | undefined {

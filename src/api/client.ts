@@ -202,6 +202,8 @@ export class ImageApiClient {
       statusFields: this.config.statusFields,
       errorFields: this.config.errorFields,
       imageFields: this.config.imageFields,
+      imageDiscovery: this.config.imageDiscovery,
+      pendingStatuses: this.config.pendingStatuses,
       modelIdFields: this.config.modelIdFields,
       maxDownloadBytes: this.config.maxDownloadBytes,
       defaultRetryAfterMs: this.config.defaultRetryAfterMs,

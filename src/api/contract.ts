@@ -70,6 +70,38 @@ export type StatusNamingName = keyof typeof StatusNaming;
 /** The client's default success set: tolerant, since the interface names only `failed`. */
 export const DEFAULT_SUCCESS_STATUSES: readonly string[] = ['succeeded', 'completed', 'complete', 'success', 'done'];
 
+/**
+ * The client's default set of statuses that say a creation is still in flight: the simulator's two namings and the
+ * words common queue APIs use. A status in no set (success, `failed`, in flight) is waited out like these, unless the
+ * record already shows an image: then the batch stops and names the word (src/api/classify.ts).
+ */
+export const DEFAULT_PENDING_STATUSES: readonly string[] = [
+  'queued',
+  'enqueued',
+  'in_queue',
+  'pending',
+  'submitted',
+  'created',
+  'accepted',
+  'scheduled',
+  'waiting',
+  'starting',
+  'started',
+  'preparing',
+  'initializing',
+  'running',
+  'processing',
+  'in_progress',
+  'in-progress',
+  'inprogress',
+  'generating',
+  'rendering',
+  'active',
+  'working',
+  'validating',
+  'finalizing',
+];
+
 /** Key format: `<prefix>live_<40 characters [A-Za-z0-9]>`; the simulator's prefix is `img_`. */
 export const API_KEY_TAIL = /live_[A-Za-z0-9]{40}$/;
 export const SIMULATOR_KEY_PREFIX = 'img_';

@@ -1,4 +1,10 @@
-import type { BatchProgress, BindingLimit, WaitReason } from '../model';
+import {
+  BatchStopReason,
+  type BatchProgress,
+  type BatchStopDetails,
+  type BindingLimit,
+  type WaitReason,
+} from '../model';
 import { fitWidth, terminalText, terminalWidth } from './terminal-text';
 
 /** Options of {@link progressLine}. */
@@ -176,10 +182,8 @@ export function waitText(w: WaitReason | undefined): string | undefined {
   switch (w.kind) {
     case 'paused':
       return `paused (${terminalText(w.reason)})`;
-    case 'batch_stop': {
-      const url = w.details.topUpUrl ? terminalText(w.details.topUpUrl) : '';
-      return `stopped by the service: ${terminalText(w.details.reason)}${url ? ` (top up: ${url})` : ''}`;
-    }
+    case 'batch_stop':
+      return stopText(w.details);
     case 'spend_cap':
       return `spend cap ${w.capUsd} USD reached`;
     case 'price_unknown':
@@ -221,4 +225,27 @@ function formatSeconds(s: number): string {
   if (!Number.isFinite(s)) return '?';
   if (s < 60) return `${Math.ceil(s)}s`;
   return `${Math.floor(s / 60)}m${String(Math.ceil(s % 60)).padStart(2, '0')}s`;
+}
+
+/**
+ * A batch stop for a person: one the service decided by its reason (and top-up link); one the worker decided (a wrong
+ * creation path, its own configuration, a status in no set) by its message, which says what to change.
+ */
+function stopText(details: BatchStopDetails): string {
+  const reason = details.reason;
+  switch (reason) {
+    case BatchStopReason.CreationPathNotFound:
+    case BatchStopReason.WorkerConfig:
+    case BatchStopReason.UnrecognisedStatus:
+      return `stopped: ${terminalText(details.message)}`;
+    case BatchStopReason.AuthenticationRequired:
+    case BatchStopReason.ApiKeyInvalid:
+    case BatchStopReason.AccountDisabled:
+    case BatchStopReason.InsufficientBalance:
+    case BatchStopReason.MonthlyBudgetExceeded:
+      break;
+  }
+  // The service's reasons, and any other a history may carry.
+  const url = details.topUpUrl ? terminalText(details.topUpUrl) : '';
+  return `stopped by the service: ${terminalText(reason)}${url ? ` (top up: ${url})` : ''}`;
 }

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { ErrorCode, ImagebatchError } from '../model/errors';
-import { DEFAULT_IDEMPOTENCY_HEADER, DEFAULT_SUCCESS_STATUSES, FAILED_STATUS } from '../api/contract';
+import { DEFAULT_IDEMPOTENCY_HEADER, DEFAULT_PENDING_STATUSES, DEFAULT_SUCCESS_STATUSES } from '../api/contract';
 import { DEFAULT_COST_FIELDS, DEFAULT_PRICE_FIELDS } from '../api/money';
-import { RECORD_PATH_SYNTAX, recordPathProblem } from '../api/record-path';
+import { baseUrl, fieldPaths, headerName, int, onOff, statuses, urlPath } from './setting-schemas';
 import {
   DEFAULT_ERROR_FIELDS,
   DEFAULT_ID_FIELDS,
@@ -73,6 +73,13 @@ export interface ServiceConfig {
    */
   successStatuses: readonly string[];
   /**
+   * Statuses that say a creation is still in flight, compared case-insensitively (one that is also a success status
+   * is a success). A status in none of the sets is waited out too, unless its record shows an image: then the batch
+   * stops (`unrecognised_status`) and names the word. `IMAGEGEN_PENDING_STATUSES`, comma-separated.
+   * @default DEFAULT_PENDING_STATUSES
+   */
+  pendingStatuses: readonly string[];
+  /**
    * Where a creation record says what it cost (USD, the whole creation): dotted paths tried in order; the value may
    * be a number, a decimal string or an object with `usd`/`amount` and a USD `currency`. `IMAGEGEN_COST_FIELDS`,
    * comma-separated.
@@ -112,6 +119,13 @@ export interface ServiceConfig {
    * @default DEFAULT_IMAGE_FIELDS (`images[].url` first)
    */
   imageFields: readonly string[];
+  /**
+   * Whether a succeeded record whose image paths find nothing is searched for images: every http(s) URL in it is a
+   * candidate, kept only when its bytes are an image (see `src/api/discover.ts`). `IMAGEGEN_IMAGE_DISCOVERY`, `on` or
+   * `off`.
+   * @default true (`on`)
+   */
+  imageDiscovery: boolean;
   /**
    * Where a model record of the catalog carries the model's id: paths tried in order. `IMAGEGEN_MODEL_ID_FIELDS`,
    * comma-separated.
@@ -249,66 +263,6 @@ export class ConfigError extends ImagebatchError {
   }
 }
 
-const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
-  z.string().trim().regex(/^\d+$/, 'must be a whole number').transform(Number).pipe(z.number().int().min(min).max(max));
-
-const urlPath = z
-  .string()
-  .trim()
-  .regex(/^\/[^\s?#]*$/, 'must be a path starting with "/" (no spaces, query or fragment)');
-
-const headerName = z
-  .string()
-  .trim()
-  .regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be a valid HTTP header name');
-
-const baseUrl = z
-  .string()
-  .trim()
-  .refine((s) => URL.canParse(s), 'must be an absolute URL such as http://127.0.0.1:8787/api/public/v1')
-  .transform((s) => new URL(s))
-  .refine((u) => u.protocol === 'http:' || u.protocol === 'https:', 'must use http or https')
-  .refine((u) => u.username === '' && u.password === '', 'must not contain credentials')
-  .refine((u) => u.search === '' && u.hash === '', 'must not contain a query or fragment')
-  .transform((u) => u.toString().replace(/\/+$/, ''));
-
-const statuses = z
-  .string()
-  .transform((s) =>
-    s
-      .split(',')
-      .map((x) => x.trim().toLowerCase())
-      .filter((x) => x !== ''),
-  )
-  .pipe(
-    z
-      .array(z.string())
-      .min(1, 'must list at least one status')
-      .refine((xs) => !xs.includes(FAILED_STATUS), `must not contain "${FAILED_STATUS}"`),
-  );
-
-const fieldPaths = z
-  .string()
-  .transform((s) =>
-    s
-      .split(',')
-      .map((x) => x.trim())
-      .filter((x) => x !== ''),
-  )
-  .pipe(
-    z
-      .array(
-        z.string().superRefine((entry, ctx) => {
-          const problem = recordPathProblem(entry);
-          // The entry itself is not quoted: loadServiceConfig shows the value when it may be shown.
-          if (problem) {
-            ctx.addIssue({ code: 'custom', message: `each entry must be ${RECORD_PATH_SYNTAX} (an entry ${problem})` });
-          }
-        }),
-      )
-      .min(1, 'must list at least one field'),
-  );
-
 /** Each setting: its environment variable, its schema (from the raw string) and its default. */
 const SETTINGS = {
   baseUrl: ['IMAGEGEN_BASE_URL', baseUrl, 'http://127.0.0.1:8787/api/public/v1'],
@@ -330,12 +284,14 @@ const SETTINGS = {
     'bearer',
   ],
   successStatuses: ['IMAGEGEN_SUCCESS_STATUSES', statuses, DEFAULT_SUCCESS_STATUSES.join(',')],
+  pendingStatuses: ['IMAGEGEN_PENDING_STATUSES', statuses, DEFAULT_PENDING_STATUSES.join(',')],
   costFields: ['IMAGEGEN_COST_FIELDS', fieldPaths, DEFAULT_COST_FIELDS.join(',')],
   priceFields: ['IMAGEGEN_PRICE_FIELDS', fieldPaths, DEFAULT_PRICE_FIELDS.join(',')],
   idFields: ['IMAGEGEN_ID_FIELDS', fieldPaths, DEFAULT_ID_FIELDS.join(',')],
   statusFields: ['IMAGEGEN_STATUS_FIELDS', fieldPaths, DEFAULT_STATUS_FIELDS.join(',')],
   errorFields: ['IMAGEGEN_ERROR_FIELDS', fieldPaths, DEFAULT_ERROR_FIELDS.join(',')],
   imageFields: ['IMAGEGEN_IMAGE_FIELDS', fieldPaths, DEFAULT_IMAGE_FIELDS.join(',')],
+  imageDiscovery: ['IMAGEGEN_IMAGE_DISCOVERY', onOff, 'on'],
   modelIdFields: ['IMAGEGEN_MODEL_ID_FIELDS', fieldPaths, DEFAULT_MODEL_ID_FIELDS.join(',')],
   minPollIntervalMs: ['IMAGEGEN_MIN_POLL_INTERVAL_MS', int(1, 3_600_000), '2000'],
   pollPlan: ['IMAGEGEN_POLL_PLAN', z.string().trim().toLowerCase().pipe(z.enum(POLL_PLAN_MODES)), 'interval'],

@@ -61,6 +61,11 @@ export interface ImageRef {
   height?: number;
   /** Where in the creation record the image was found (e.g. `images[0].url`, `data[0].b64_json`). */
   source?: string;
+  /**
+   * Found by discovery, not at a configured image path: a URL that may be no image (an API link, a webhook, a web
+   * page). Its download keeps it only when its bytes are an image, and drops it otherwise instead of failing.
+   */
+  candidate?: true;
 }
 
 /** A creation that has ended. In-flight creations never come back: the activity retries until they end. */

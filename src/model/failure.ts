@@ -83,6 +83,11 @@ export const BatchStopReason = {
    * limit): the row keeps its creation, and after the setting is changed `resume` fetches it again.
    */
   ImagesRefused: 'images_refused',
+  /**
+   * A poll's status is in none of the worker's sets (success, failed, in flight) and its record shows an image: the
+   * status likely means success under another word. The message names the word and the setting to change.
+   */
+  UnrecognisedStatus: 'unrecognised_status',
 } as const;
 export type BatchStopReason = (typeof BatchStopReason)[keyof typeof BatchStopReason];
 

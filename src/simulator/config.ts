@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { API_KEY_TAIL, SIMULATOR_KEY_PREFIX, type StatusNamingName } from '../api/contract';
 import { BODY_PATH, REQUEST_SOURCES } from '../api/request-shape';
+import { filesConfigSchema } from './files-config';
 import { ErrorCode, ImagebatchError } from '../model/errors';
 import { type Clock } from './clock';
 import { FaultKind, PROBABILISTIC_FAULTS, type Fault, type ScriptRule } from './faults';
@@ -139,6 +140,8 @@ const RECORD_FIELDS: ReadonlySet<string> = new Set([
   'error',
   'result',
   'data',
+  'cost',
+  'links',
 ]);
 
 /** The fields a model of the catalog may have besides its id. */
@@ -168,8 +171,11 @@ export const simulatorConfigSchema = z
     /** How prices appear in the HTTP bodies (the real interface shows none); charging is the same in every mode. */
     pricing: z
       .strictObject({
-        /** 'default' (gaps.md: creation `cost_usd`, model `price_usd`), 'renamed' (other names, nested), 'hidden' (none). */
-        fields: z.enum(['default', 'renamed', 'hidden']).default('default'),
+        /**
+         * 'default' (gaps.md: creation `cost_usd`, model `price_usd`), 'renamed' (other names, nested), 'amount'
+         * (`cost` and `price` as `{ "amount": "0.04", "currency": "USD" }`), 'hidden' (none).
+         */
+        fields: z.enum(['default', 'renamed', 'amount', 'hidden']).default('default'),
         /** 'always' (the 202 and every GET), or 'poll-only' (never on a 202 or its replay, only on GET /creations/{id}). */
         costOn: z.enum(['always', 'poll-only']).default('always'),
       })
@@ -211,9 +217,11 @@ export const simulatorConfigSchema = z
         /**
          * 'default' (gaps.md: `images[].url`), 'nested' (`result.files[].href`), 'inline-base64' (`data[].b64_json`
          * holding the PNG bytes), 'data-uri' (`images[].url` as `data:image/png;base64,...`), 'none' (a success
-         * that shows no image at all).
+         * that shows no image at all), 'queue' (`result.artifact_location`, beside a web page's link `links.web`).
          */
-        imageShape: z.enum(['default', 'nested', 'inline-base64', 'data-uri', 'none']).default('default'),
+        imageShape: z.enum(['default', 'nested', 'inline-base64', 'data-uri', 'none', 'queue']).default('default'),
+        /** 'none' (the record at the root) or 'data' (every record, a 202's too, wrapped as `{ "data": record }`). */
+        envelope: z.enum(['none', 'data']).default('none'),
         /** The field that carries the status (`state`, `job_status`...): a plain name no other field of a record has. */
         statusField: z
           .string()
@@ -228,6 +236,8 @@ export const simulatorConfigSchema = z
           .optional(),
       })
       .prefault({}),
+    /** How the files port serves images: see `src/simulator/files-config.ts`. */
+    files: filesConfigSchema,
     idempotency: z
       .strictObject({
         variant: z.enum([IdempotencyVariant.AcceptedOnly, IdempotencyVariant.AllJudged]).default('accepted-only'),

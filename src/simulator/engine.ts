@@ -9,8 +9,8 @@ import { CreationStore, creationRecord, earliestFinish, newCreationId, type Crea
 import { FaultKind, FaultPlan, forcedFailure, type Fault } from './faults';
 import { IdempotencyStore } from './idempotency';
 import { imageOf } from './files';
-import { modelRecord, showCost } from './pricing';
-import { showRecord } from './record-shape';
+import { modelRecord } from './pricing';
+import { presentRecord } from './record-shape';
 import { CreationOutcome, Ledger } from './ledger';
 import { toMicros } from './money';
 import { drawGeneration, timingOf, type GenerationTiming } from './generation';
@@ -162,11 +162,7 @@ export class SimulatorEngine {
    */
   record(c: Creation): object {
     const record = creationRecord(c, this.now(), this.naming, this.filesUrl);
-    return showCost(
-      showRecord(record, this.config.records, (n) => imageOf(c, n)),
-      this.config.pricing.fields,
-      true,
-    );
+    return presentRecord(record, this.config, true, (n) => imageOf(c, n));
   }
 
   private quota(principal: Principal, parsed: Parsed): ApiResponse | undefined {
@@ -259,14 +255,13 @@ export class SimulatorEngine {
    * status and images where `records` puts them.
    */
   private sent(response: ApiResponse): ApiResponse {
-    const { fields, costOn } = this.config.pricing;
     const body = response.body;
     if (response.status !== 202 || typeof body !== 'object' || body === null) return response;
     // A 202 shows the creation queued: no image yet, whatever the shape.
-    const shown = showRecord(body, this.config.records, () => {
+    const shown = presentRecord(body, this.config, this.config.pricing.costOn === 'always', () => {
       throw new Error('a 202 shows no image');
     });
-    return { ...response, body: showCost(shown, fields, costOn === 'always') };
+    return { ...response, body: shown };
   }
 
   /** Validation, wallet and budget, charge, start: the steps whose responses variant (b) stores. */

@@ -1,5 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { Phase, phaseAt, type Creation } from './creations';
+import { filesConfigSchema, type FilesConfig } from './files-config';
 import { renderImage } from './png';
 
 /** A request that reached the files port, kept so tests can prove the API key never went there. */
@@ -10,7 +11,8 @@ export interface SeenRequest {
 }
 
 const MAX_SEEN = 1000;
-const FILE_PATH = /^\/files\/(cr_[0-9A-Z]+)-(\d+)\.png$/;
+/** An image's address in a record, and (with `files.redirect`) where it redirects to. */
+const FILE_PATH = /^\/(files|blob)\/(cr_[0-9A-Z]+)-(\d+)\.png$/;
 
 /** Pixels per side of a served image: the requested size scaled down 16 times (1024 gives 64). */
 const SCALE = 16;
@@ -33,6 +35,7 @@ export function imageOf(creation: Creation, index: number): Buffer {
 export function createFilesServer(
   find: (id: string) => Creation | undefined,
   now: () => number,
+  options: FilesConfig = filesConfigSchema.parse(undefined),
 ): {
   server: Server;
   seen: SeenRequest[];
@@ -42,9 +45,20 @@ export function createFilesServer(
     const path = (req.url ?? '/').split('?')[0] ?? '/';
     seen.push({ method: req.method ?? 'GET', path, headers: { ...req.headers } });
     if (seen.length > MAX_SEEN) seen.splice(0, seen.length - MAX_SEEN);
+    if (path.startsWith('/jobs/')) {
+      // A job's web page (the `queue` record shape links to it): no image.
+      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+      res.end('<!doctype html><title>job</title><p>Your image is ready.</p>');
+      return;
+    }
     const match = FILE_PATH.exec(path);
-    const creation = match?.[1] !== undefined ? find(match[1]) : undefined;
-    const index = Number(match?.[2]);
+    const creation = match?.[2] !== undefined ? find(match[2]) : undefined;
+    const index = Number(match?.[3]);
+    if (creation && options.expireAfterMs !== null && now() >= creation.finishedAt + options.expireAfterMs) {
+      res.writeHead(options.expiredStatus, { 'content-type': 'text/plain' });
+      res.end('expired');
+      return;
+    }
     if (
       (req.method !== 'GET' && req.method !== 'HEAD') ||
       !creation ||
@@ -55,8 +69,13 @@ export function createFilesServer(
       res.end('not found');
       return;
     }
+    if (options.redirect && match?.[1] === 'files') {
+      res.writeHead(302, { location: path.replace('/files/', '/blob/'), 'content-length': '0' });
+      res.end();
+      return;
+    }
     const png = imageOf(creation, index);
-    res.writeHead(200, { 'content-type': 'image/png', 'content-length': String(png.length) });
+    res.writeHead(200, { 'content-type': options.contentType, 'content-length': String(png.length) });
     res.end(req.method === 'HEAD' ? undefined : png);
   });
   return { server, seen };

@@ -9,7 +9,7 @@ import { type SimulatorConfig } from './config';
 export type Pricing = SimulatorConfig['pricing'];
 type Model = SimulatorConfig['models'][number];
 
-/** A creation record with its `cost_usd` in place, renamed to a nested `charge`, or left out. */
+/** A creation record with its `cost_usd` in place, renamed to a nested `charge` or a `cost` amount, or left out. */
 export function showCost(record: object, fields: Pricing['fields'], withCost: boolean): object {
   if (fields === 'default' && withCost) return record;
   return Object.fromEntries(
@@ -17,6 +17,7 @@ export function showCost(record: object, fields: Pricing['fields'], withCost: bo
       if (name !== 'cost_usd') return [[name, value]];
       if (!withCost || fields === 'hidden') return [];
       if (fields === 'default') return [[name, value]];
+      if (fields === 'amount') return [['cost', { amount: String(value), currency: 'USD' }]];
       return [['charge', { amount: (value as number).toFixed(6), currency: 'USD' }]];
     }),
   );
@@ -35,6 +36,8 @@ export function modelRecord(
       return { ...model, price_usd };
     case 'renamed':
       return { ...model, pricing: { usd_per_image: price_usd } };
+    case 'amount':
+      return { ...model, price: { amount: String(price_usd), currency: 'USD' } };
     case 'hidden':
       return model;
   }

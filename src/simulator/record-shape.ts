@@ -1,5 +1,6 @@
 import { StatusNaming } from '../api/contract';
 import { type SimulatorConfig } from './config';
+import { showCost } from './pricing';
 
 /**
  * How a creation record shows its images and its status (config `records`). Records are built, and stored for
@@ -25,6 +26,7 @@ export function showRecord(record: object, shape: RecordShape, png: (n: number) 
   if (shape.imageShape === 'default' && shape.statusField === 'status' && succeededStatus === undefined) return record;
   const base64 = (n: number) => png(n).toString('base64');
   const succeeded: readonly unknown[] = [StatusNaming.default.succeeded, StatusNaming.alternate.succeeded];
+  const id = String((record as { id?: unknown }).id);
   return Object.fromEntries(
     Object.entries(record).flatMap(([name, value]): [string, unknown][] => {
       if (name === 'status') {
@@ -45,7 +47,34 @@ export function showRecord(record: object, shape: RecordShape, png: (n: number) 
           return [['images', images.map((image, n) => ({ ...image, url: `data:image/png;base64,${base64(n)}` }))]];
         case 'none':
           return [];
+        case 'queue':
+          return queueImages(id, images);
       }
     }),
   );
+}
+
+/**
+ * The `queue` shape: image 0 at `result.artifact_location` (image n at `result.artifact_location_<n>`), after a link to
+ * the job's web page on the files port (`links.web`), which is no image. Nothing while the creation has no image.
+ */
+function queueImages(id: string, images: readonly Image[]): [string, unknown][] {
+  const first = images[0];
+  if (!first) return [];
+  const result = Object.fromEntries(images.map(({ url }, n) => [`artifact_location${n === 0 ? '' : `_${n}`}`, url]));
+  return [
+    ['links', { web: `${new URL(first.url).origin}/jobs/${encodeURIComponent(id)}` }],
+    ['result', result],
+  ];
+}
+
+/** A creation record as sent: its status and images where `records` puts them, its cost as priced, in its envelope. */
+export function presentRecord(
+  record: object,
+  config: Pick<SimulatorConfig, 'records' | 'pricing'>,
+  withCost: boolean,
+  png: (n: number) => Buffer,
+): object {
+  const shown = showCost(showRecord(record, config.records, png), config.pricing.fields, withCost);
+  return config.records.envelope === 'data' ? { data: shown } : shown;
 }

@@ -176,6 +176,7 @@ export async function startSimulator(config: SimulatorConfigInput = {}): Promise
   const files = createFilesServer(
     (id) => engine.creations.get(id),
     () => engine.now(),
+    resolved.files,
   );
   const port = await listen(api, resolved.port, resolved.host);
   let filesPort: number;

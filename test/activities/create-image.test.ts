@@ -223,6 +223,23 @@ describe('createImage', () => {
     expect(ended.failure?.details?.[1]).toMatchObject({ creationId: 'cr_1', costUsd: 0.04, generated: true });
   });
 
+  it('a paid success whose images were not saved keeps the cost its record showed (the 202 said none)', async () => {
+    const clock = { t: 1_000_000 };
+    const origin = () => stub!.origin;
+    const cost = { amount: '0.04', currency: 'USD' };
+    stub = await startStub((req) => {
+      if (req.method === 'POST') return { status: 202, body: { data: { id: 'cr_1', status: 'queued' } } };
+      if (req.url.startsWith('/files/')) return { status: 404, body: 'gone' };
+      const images = [{ url: `${origin()}/files/cr_1-0` }];
+      return { status: 200, body: { data: { id: 'cr_1', status: 'succeeded', cost, images } } };
+    });
+    const { activities } = activitiesFor(stub.url, {}, { now: () => clock.t });
+    const ended = await drive(() => activities.createImage(input()), clock);
+    expect(ended.failure?.type).toBe(FailureType.DownloadFailed);
+    expect(ended.failure?.nonRetryable).toBe(true);
+    expect(ended.failure?.details?.[1]).toMatchObject({ creationId: 'cr_1', costUsd: 0.04, generated: true });
+  });
+
   describe('with the poll plan', () => {
     const running = { status: 200, body: { id: 'cr_1', status: 'running' } };
     const done = { status: 200, body: { id: 'cr_1', status: 'failed', error: 'Generation failed.' } };

@@ -1,6 +1,6 @@
 import { DEFAULT_COST_FIELDS, DEFAULT_PRICE_FIELDS } from '../../src/api/money';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_SUCCESS_STATUSES } from '../../src/api/contract';
+import { DEFAULT_PENDING_STATUSES, DEFAULT_SUCCESS_STATUSES } from '../../src/api/contract';
 import { DEFAULT_IMAGE_FIELDS } from '../../src/api/schemas';
 import { ConfigError, loadServiceConfig, SERVICE_CONFIG_ENV } from '../../src/config/service-config';
 
@@ -25,6 +25,8 @@ describe('loadServiceConfig', () => {
       idempotencyWindowMs: 86_400_000,
       authHeader: 'bearer',
       successStatuses: DEFAULT_SUCCESS_STATUSES,
+      pendingStatuses: DEFAULT_PENDING_STATUSES,
+      imageDiscovery: true,
       costFields: DEFAULT_COST_FIELDS,
       priceFields: DEFAULT_PRICE_FIELDS,
       requestFields: {
@@ -77,6 +79,8 @@ describe('loadServiceConfig', () => {
       IMAGEGEN_COST_FIELDS: ' fee.usd , total ',
       IMAGEGEN_PRICE_FIELDS: 'rates.per_image',
       IMAGEGEN_POLL_PLAN: ' Learn ',
+      IMAGEGEN_PENDING_STATUSES: 'IN_QUEUE, warming_up',
+      IMAGEGEN_IMAGE_DISCOVERY: ' OFF ',
     });
     expect(c).toMatchObject({
       baseUrl: 'https://api.example.com/api/public/v1',
@@ -91,6 +95,8 @@ describe('loadServiceConfig', () => {
       costFields: ['fee.usd', 'total'],
       priceFields: ['rates.per_image'],
       pollPlan: 'learn',
+      pendingStatuses: ['in_queue', 'warming_up'],
+      imageDiscovery: false,
     });
     expect(Object.keys(SERVICE_CONFIG_ENV)).toHaveLength(Object.keys(c).length);
   });
@@ -110,6 +116,8 @@ describe('loadServiceConfig', () => {
     [{ IMAGEGEN_SUCCESS_STATUSES: ' , ' }, 'IMAGEGEN_SUCCESS_STATUSES', 'at least one status'],
     [{ IMAGEGEN_MIN_POLL_INTERVAL_MS: '2s' }, 'IMAGEGEN_MIN_POLL_INTERVAL_MS', 'whole number'],
     [{ IMAGEGEN_POLL_PLAN: 'late' }, 'IMAGEGEN_POLL_PLAN', '"learn"'],
+    [{ IMAGEGEN_IMAGE_DISCOVERY: 'maybe' }, 'IMAGEGEN_IMAGE_DISCOVERY', '"on"'],
+    [{ IMAGEGEN_PENDING_STATUSES: 'queued,failed' }, 'IMAGEGEN_PENDING_STATUSES', 'must not contain "failed"'],
     [{ IMAGEGEN_MAX_AMBIGUOUS_TRIES: '0' }, 'IMAGEGEN_MAX_AMBIGUOUS_TRIES', '>='],
     [{ IMAGEGEN_MAX_DOWNLOAD_BYTES: '-1' }, 'IMAGEGEN_MAX_DOWNLOAD_BYTES', 'whole number'],
     [{ IMAGEGEN_REQUEST_TIMEOUT_MS: '0' }, 'IMAGEGEN_REQUEST_TIMEOUT_MS', '>='],

@@ -8,6 +8,8 @@ describe('readUsd: a price the service may or may not show', () => {
     ['a decimal string', { cost_usd: '0.040000' }, 0.04],
     ['another name', { cost: 0.02 }, 0.02],
     ['an amount object in USD', { charge: { amount: '0.040000', currency: 'USD' } }, 0.04],
+    ['the cost as an amount object with a string amount', { cost: { amount: '0.04', currency: 'USD' } }, 0.04],
+    ['a currency in lower case', { cost: { amount: '0.04', currency: 'usd' } }, 0.04],
     ['an amount object without a currency', { charge: { amount: 0.05 } }, 0.05],
     ['nested', { billing: { amount_usd: 0.03 } }, 0.03],
     ['zero is a price', { cost_usd: 0 }, 0],
@@ -18,6 +20,7 @@ describe('readUsd: a price the service may or may not show', () => {
   it.each([
     ['nothing', {}],
     ['another currency', { charge: { amount: 0.04, currency: 'EUR' } }],
+    ['the cost in another currency, its amount a string', { cost: { amount: '0.04', currency: 'EUR' } }],
     ['a negative amount', { cost_usd: -0.04 }],
     ['not a number', { cost_usd: 'free' }],
     ['null', { cost_usd: null }],

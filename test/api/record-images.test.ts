@@ -236,9 +236,12 @@ describe('discovery: images where the configured paths say nothing', () => {
       [],
     ],
     [
-      'an http URL under a name that is not an image field is not taken',
-      { links: { self: 'https://api/creations/c', cancel: 'https://api/cancel' }, webhook_url: 'https://hook' },
-      [],
+      'an http URL under any name is a candidate (the download keeps it only when its bytes are an image)',
+      { links: { self: 'https://api/creations/c' }, webhook_url: 'https://hook' },
+      [
+        { url: 'https://api/creations/c', source: 'links.self' },
+        { url: 'https://hook', source: 'webhook_url' },
+      ],
     ],
     [
       'what the record echoes of the request is not searched',
@@ -247,7 +250,11 @@ describe('discovery: images where the configured paths say nothing', () => {
     ],
   ])('%s', (_, fields, expected) => {
     const found = imagesOf(record({ id: 'c', status: 'succeeded', ...fields }));
-    expect(found).toEqual(expected.map((e) => ({ ...e, source: `${e.source}${DISCOVERED_SOURCE_SUFFIX}` })));
+    // An http(s) URL found by discovery is a candidate; an inline image is judged by its bytes already.
+    const candidate = (url: string) => (url.startsWith('data:') ? {} : { candidate: true });
+    expect(found).toEqual(
+      expected.map((e) => ({ ...e, source: `${e.source}${DISCOVERED_SOURCE_SUFFIX}`, ...candidate(e.url) })),
+    );
   });
 
   it('runs only when the configured paths find nothing', () => {
@@ -256,10 +263,10 @@ describe('discovery: images where the configured paths say nothing', () => {
   });
 
   it('a success without any image gives none, and the record is named by its keys only', () => {
-    const out = poll({ id: 'c', status: 'succeeded', note: 'https://not-an-image-field/x.png', message: 'done!' });
+    const out = poll({ id: 'c', status: 'succeeded', note: 'a note, no link at all', message: 'done!' });
     expect(out).toMatchObject({ kind: 'ended', result: { outcome: 'succeeded', images: [] } });
     const text = JSON.stringify(out);
-    expect(text).not.toContain('not-an-image-field');
+    expect(text).not.toContain('no link at all');
     expect(text).not.toContain('done!');
   });
 
@@ -284,7 +291,7 @@ describe('discovery: images where the configured paths say nothing', () => {
     expect(discoverImages({ a: deep })).toEqual([]);
     const proto = JSON.parse('{"__proto__":{"url":"https://f/p.png"}}') as unknown;
     expect(discoverImages(proto)).toEqual([
-      { url: 'https://f/p.png', source: `__proto__.url${DISCOVERED_SOURCE_SUFFIX}` },
+      { url: 'https://f/p.png', source: `__proto__.url${DISCOVERED_SOURCE_SUFFIX}`, candidate: true },
     ]);
     const odd = { ['a key with spaces and "quotes"'.repeat(3)]: { url: 'https://f/o.png' } };
     const [found] = discoverImages(odd);

@@ -11,10 +11,10 @@ import {
   type Outcome,
 } from '../../src/api/classify';
 import { toApplicationFailure } from '../../src/activities/failures';
-import { DEFAULT_SUCCESS_STATUSES, ErrorCode, FAILED_STATUS } from '../../src/api/contract';
+import { DEFAULT_PENDING_STATUSES, DEFAULT_SUCCESS_STATUSES, ErrorCode, FAILED_STATUS } from '../../src/api/contract';
 import { BatchStopReason, FailureType } from '../../src/model';
 import { MAX_RETRY_AFTER_MS, parseRetryAfter } from '../../src/api/retry-after';
-import { MAX_CREATION_ID_LENGTH } from '../../src/api/schemas';
+import { imagesOf, MAX_CREATION_ID_LENGTH, parseCreation } from '../../src/api/schemas';
 import { deepArrays, deepObjects, runs } from './runs';
 
 /**
@@ -455,7 +455,7 @@ describe('classifyResponse on hostile answers', () => {
     );
   });
 
-  it('a 2xx to a poll with a string status ends, or stays in flight, by that status alone', () => {
+  it('a 2xx to a poll with a string status ends, stays in flight, or stops the batch (an image shown) by that status', () => {
     const statusName = fc.oneof(
       fc.constantFrom('failed', ' Failed ', 'succeeded', 'DONE', 'complete', 'queued', 'processing', ''),
       fc.string({ maxLength: 20 }),
@@ -478,6 +478,9 @@ describe('classifyResponse on hostile answers', () => {
         if (normal === FAILED_STATUS) expect(o).toMatchObject({ kind: 'ended', result: { outcome: 'failed' } });
         else if (DEFAULT_SUCCESS_STATUSES.includes(normal)) {
           expect(o).toMatchObject({ kind: 'ended', result: { outcome: 'succeeded', status: name } });
+        } else if (!DEFAULT_PENDING_STATUSES.includes(normal) && imagesOf(parseCreation(record)!).length > 0) {
+          // A status in no set whose record shows an image stops the batch, naming the word.
+          expect(o).toMatchObject({ kind: 'batchStop', details: { reason: BatchStopReason.UnrecognisedStatus } });
         } else expect(o).toEqual({ kind: 'inFlight', status: name });
       }),
       { numRuns: runs(1000) },

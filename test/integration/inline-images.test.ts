@@ -111,7 +111,7 @@ async function runBatch(f: Folder, baseUrl: string, config: Partial<ServiceConfi
 }
 
 /** Settings that switch image discovery off: only the configured paths are read. */
-const DISCOVERY_OFF: Partial<ServiceConfig> = {};
+const DISCOVERY_OFF: Partial<ServiceConfig> = { imageDiscovery: false };
 
 /**
  * Starts the batch of {@link ROWS} on a worker with `config` (or, with `resumeOn`, resumes it on a new worker on that

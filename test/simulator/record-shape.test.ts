@@ -193,7 +193,7 @@ describe('records.statusField: where the status is', () => {
     const { sim } = await start({ statusField: 'job_state' });
     const accepted = await submit(sim, { prompt: PROMPT, model: 'flux-dev' });
     expect(Object.keys(accepted.body).slice(0, 2)).toEqual(['id', 'job_state']);
-    expect(resolveConfig({}).records).toEqual({ imageShape: 'default', statusField: 'status' });
+    expect(resolveConfig({}).records).toEqual({ imageShape: 'default', statusField: 'status', envelope: 'none' });
   });
 });
 
@@ -220,7 +220,7 @@ describe('records: configuration', () => {
       const file = path.join(dir, 'sim.json');
       await writeFile(file, JSON.stringify({ records: { imageShape: 'nested', statusField: 'state' } }));
       const input = await loadSimulatorConfigFile(file);
-      expect(resolveConfig(input).records).toEqual({ imageShape: 'nested', statusField: 'state' });
+      expect(resolveConfig(input).records).toEqual({ imageShape: 'nested', statusField: 'state', envelope: 'none' });
       await writeFile(file, JSON.stringify({ records: { imageShape: 'gif' } }));
       await expect(loadSimulatorConfigFile(file)).rejects.toThrow(/records\.imageShape/);
     } finally {

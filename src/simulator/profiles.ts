@@ -1,0 +1,18 @@
+import type { SimulatorConfigInput } from './config';
+
+/**
+ * Ready-made configurations of the simulator that copy a kind of service met in the field. Each is a plain part of a
+ * config (the same fields a config file takes), spread into one.
+ */
+
+/**
+ * An independent queue-style service written to the interface (issue #30): records wrapped in `data`, the image URL
+ * one level down under a name no list holds (`result.artifact_location`) beside a link to a web page (`links.web`),
+ * the cost as `{ "amount": "0.04", "currency": "USD" }`, the image URL answering with a redirect to the file, served as
+ * `application/octet-stream` and gone (410) 20 s after the creation ended.
+ */
+export const QUEUE_SERVICE_PROFILE: SimulatorConfigInput = {
+  records: { imageShape: 'queue', envelope: 'data' },
+  pricing: { fields: 'amount' },
+  files: { redirect: true, contentType: 'application/octet-stream', expireAfterMs: 20_000, expiredStatus: 410 },
+};

@@ -237,6 +237,7 @@ function stopText(details: BatchStopDetails): string {
     case BatchStopReason.CreationPathNotFound:
     case BatchStopReason.WorkerConfig:
     case BatchStopReason.UnrecognisedStatus:
+    case BatchStopReason.ImagesRefused:
       return `stopped: ${terminalText(details.message)}`;
     case BatchStopReason.AuthenticationRequired:
     case BatchStopReason.ApiKeyInvalid:

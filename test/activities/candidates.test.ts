@@ -100,6 +100,24 @@ describe('candidates found by discovery', () => {
     expect(r.failure?.message).toContain('links.web (discovered): not an image');
   });
 
+  it('every candidate refused by its host (an expired link): the host status, so the row ends images_unsaved', async () => {
+    const s = await host();
+    const { activities } = activitiesFor('http://127.0.0.1:9/x', {}, { outputRoot: out.dir });
+    const gone = await runActivity(() =>
+      activities.downloadImages(
+        input([candidate(`${s.origin}/expired`, 'result.file'), candidate(`${s.origin}/v1/jobs/a1`, 'urls.get')]),
+      ),
+    );
+    expect(gone.failure?.details?.[0]).toMatchObject({ reason: 'no candidate is an image', httpStatus: 401 });
+    // One refused here (a web page is no image) would be refused for every row: no host status, the batch stops.
+    const page = await runActivity(() =>
+      activities.downloadImages(
+        input([candidate(`${s.origin}/expired`, 'result.file'), candidate(`${s.origin}/page`, 'links.web')]),
+      ),
+    );
+    expect(page.failure?.details?.[0]).not.toHaveProperty('httpStatus');
+  });
+
   it('none kept and one failed for now (a 503): tried again later, not dropped for good', async () => {
     const s = await host();
     const { activities } = activitiesFor('http://127.0.0.1:9/x', {}, { outputRoot: out.dir });

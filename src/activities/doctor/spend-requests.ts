@@ -2,7 +2,7 @@ import type { Dispatcher } from 'undici';
 import type { ImageApiClient } from '../../api/client';
 import { ErrorCode } from '../../api/contract';
 import { findRecordFields, StatusMeaning, type RecordReading } from '../../api/record-findings';
-import type { ModelInfo, PollCreationResult } from '../../model';
+import { BatchStopReason, type ModelInfo, type PollCreationResult } from '../../model';
 import { SERVICE_CONFIG_ENV, type ServiceConfig } from '../../config/service-config';
 import type { DoctorCheck, DoctorDeps, SettingToWrite, SpendOneOptions } from './types';
 
@@ -246,11 +246,19 @@ export async function pollUntilEnded(ctx: SpendContext, creationId: string, dead
         last = `status "${found.status.word}" at ${found.status.at}`;
         continue;
       }
-      case 'batchStop':
+      case 'batchStop': {
+        // A status in no set on a record with an image: what the record says, and the settings to write.
+        if (outcome.details.reason === BatchStopReason.UnrecognisedStatus) {
+          await ctx.sleep(wait); // the raw read is a poll too: no sooner than the interval
+          const { json } = await ctx.raw(path);
+          const found = findRecordFields(json, readingOf(config));
+          if (found?.status) return { kind: 'unrecognised', status: found.status.word, json, polls, intervalMs: wait };
+        }
         return {
           kind: 'failed',
           check: { found: `HTTP ${outcome.details.httpStatus} ${outcome.details.reason}: ${outcome.details.message}` },
         };
+      }
       case 'config':
         return { kind: 'failed', check: { found: outcome.message } };
       case 'accepted':

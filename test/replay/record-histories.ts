@@ -15,7 +15,6 @@
 import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { format, resolveConfig } from 'prettier';
@@ -35,6 +34,7 @@ import {
 } from '../../src/workflows';
 import { ROW_REPORTS_LIMIT } from '../../src/workflows/prompt-workflow';
 import { lazyTempLedger } from '../helpers/ledger';
+import { expectState, hasPatch, recordNotSent, waitFor } from './recorded-scenarios';
 
 // IMAGEBATCH_HISTORIES_DIR records elsewhere (e.g. to add a new version's histories beside the old ones).
 const HISTORIES_DIR = process.env.IMAGEBATCH_HISTORIES_DIR ?? path.join(__dirname, 'histories');
@@ -334,6 +334,9 @@ async function main(): Promise<void> {
           },
         ] as [BatchWorkflowInput],
       });
+      // The first charge above the price given trips the stop-loss (patch `stop-loss`): a resume goes on.
+      await waitFor(async () => (await stale.query(progressQuery)).waiting?.kind === 'stop_loss');
+      await stale.signal(resumeSignal);
       await waitFor(async () => {
         const p = await stale.query(progressQuery);
         return p.waiting?.kind === 'spend_cap' && p.inFlight === 0;
@@ -345,6 +348,8 @@ async function main(): Promise<void> {
       await stale.signal(cancelSignal);
       await stale.result();
       await save('batch-price-seen-cap', stale);
+
+      await recordNotSent({ client, native, save, outputRoot });
     });
 
     await mkdir(HISTORIES_DIR, { recursive: true });
@@ -363,33 +368,6 @@ async function main(): Promise<void> {
     await sim.close();
     await server.stop();
     await rm(outputRoot, { recursive: true, force: true });
-  }
-}
-
-/** Whether `history` holds the marker of patch `id` (its data, decoded, names it). */
-function hasPatch(history: Awaited<ReturnType<WorkflowHandle['fetchHistory']>>, id: string): boolean {
-  return (history.events ?? []).some((e) =>
-    Object.values(e.markerRecordedEventAttributes?.details ?? {}).some((p) =>
-      (p.payloads ?? []).some((d) =>
-        Buffer.from(d.data ?? new Uint8Array())
-          .toString()
-          .includes(id),
-      ),
-    ),
-  );
-}
-
-function expectState(result: { state: string; keys: unknown[] }, state: string, keys = 1): void {
-  if (result.state !== state || result.keys.length !== keys) {
-    throw new Error(`expected ${state} after ${keys} key(s), got ${JSON.stringify(result)}`);
-  }
-}
-
-async function waitFor(probe: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms`);
-    await sleep(100);
   }
 }
 

@@ -50,6 +50,13 @@ const EXPECTED = [
   'v7-row-reports-limit-batch-quota-rows-report-limit',
   'v7-row-reports-limit-prompt-quota-reports-limit',
   'v8-prices-seen-count-batch-price-seen-cap',
+  // Recorded after the `stop-loss` patch (a canary row first, unless the settings were proven; breakers) and the
+  // `not-sent-keys` patch (a key whose every send failed before a byte left ends not_sent, charged nothing).
+  'v9-stop-loss-batch-stop-resume',
+  'v9-stop-loss-batch-price-seen-cap',
+  'v9-stop-loss-batch-continue-as-new-run1',
+  'v9-stop-loss-batch-continue-as-new-run2',
+  'v9-not-sent-keys-prompt-not-sent',
 ];
 
 type History = temporal.api.history.v1.History;
@@ -91,7 +98,11 @@ describe('replay of recorded histories', () => {
     expect(fixtures.map((f) => f.name).sort()).toEqual([...EXPECTED].sort());
     const last = (name: string) => fixtures.find((f) => f.name === name)!.history.events.at(-1)!;
     const { EventType } = temporal.api.enums.v1;
-    const hops = ['batch-continue-as-new-run1', 'v6-row-workflow-ids-fit-255-batch-continue-as-new-run1'];
+    const hops = [
+      'batch-continue-as-new-run1',
+      'v6-row-workflow-ids-fit-255-batch-continue-as-new-run1',
+      'v9-stop-loss-batch-continue-as-new-run1',
+    ];
     for (const name of hops) {
       expect(last(name).eventType).toBe(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW);
     }
@@ -109,6 +120,15 @@ describe('replay of recorded histories', () => {
       true,
     );
     expect(texts('v7-row-reports-limit-batch-quota-rows-report-limit')).toContain('{"limit":"concurrency"}');
+  });
+
+  it("the stop-loss histories hold the patch's marker, a canary and its proof, and the not-sent row its own", () => {
+    const texts = (name: string) => payloadTexts(fixtures.find((f) => f.name === name)!.json);
+    const json = (name: string) => JSON.stringify(fixtures.find((f) => f.name === name)!.json);
+    expect(texts('v9-stop-loss-batch-stop-resume').some((t) => t.includes('stop-loss'))).toBe(true);
+    expect(json('v9-stop-loss-batch-stop-resume')).toContain('"recordServiceProof"');
+    expect(json('v9-stop-loss-batch-price-seen-cap')).toContain('"checkServiceProof"');
+    expect(texts('v9-not-sent-keys-prompt-not-sent').some((t) => t.includes('not-sent-keys'))).toBe(true);
   });
 
   it('the histories hold no API key', () => {

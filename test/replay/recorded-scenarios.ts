@@ -1,0 +1,101 @@
+/**
+ * Scenarios and helpers of record-histories.ts that did not fit in it: see that file for how fixtures are recorded.
+ */
+import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import type { NativeConnection } from '@temporalio/worker';
+import { defaultServiceConfig } from '../../src/config/service-config';
+import { KeyOutcome, type PromptWorkflowInput } from '../../src/model';
+import { DEMO_API_KEY } from '../../src/simulator';
+import { createWorker } from '../../src/worker';
+import { promptWorkflow } from '../../src/workflows';
+import { NOT_SENT_KEYS } from '../../src/workflows/prompt-workflow';
+import { lazyTempLedger } from '../helpers/ledger';
+
+type Save = (name: string, handle: WorkflowHandle, runId?: string) => Promise<void>;
+
+/**
+ * A row whose service is not there (nothing listens at its base URL): every send fails before a byte leaves, and the
+ * key ends `not_sent`, charged nothing (patch `not-sent-keys`). On a worker of its own, with that base URL.
+ */
+export async function recordNotSent(ctx: {
+  client: Client;
+  native: NativeConnection;
+  save: Save;
+  outputRoot: string;
+}): Promise<void> {
+  const taskQueue = 'replay-recording-not-sent';
+  const worker = await createWorker({
+    connection: ctx.native,
+    taskQueue,
+    activityDeps: {
+      config: defaultServiceConfig({
+        baseUrl: `http://127.0.0.1:${await closedPort()}/api/public/v1`,
+        maxAmbiguousTries: 2,
+        backoffBaseMs: 100,
+        backoffMaxMs: 200,
+      }),
+      apiKey: () => DEMO_API_KEY,
+      outputRoot: ctx.outputRoot,
+      temporalClient: ctx.client,
+      ledger: lazyTempLedger(),
+    },
+  });
+  await worker.runUntil(async () => {
+    const input: PromptWorkflowInput = {
+      batchId: 'replay',
+      rowId: 'not-sent',
+      request: { prompt: 'a lighthouse nobody can reach', model: 'flux-dev' },
+      outDir: 'replay',
+    };
+    const handle = await ctx.client.workflow.start(promptWorkflow, {
+      taskQueue,
+      workflowId: 'replay/not-sent',
+      args: [input],
+    });
+    const record = await handle.result();
+    if (record.state !== 'failed' || record.keys[0]?.outcome !== KeyOutcome.NotSent || record.chargedUsd !== 0) {
+      throw new Error(`not-sent row: ${JSON.stringify(record)}`);
+    }
+    if (!hasPatch(await handle.fetchHistory(), NOT_SENT_KEYS)) throw new Error('not-sent row: no patch marker');
+    await ctx.save('prompt-not-sent', handle);
+  });
+}
+
+/** A loopback port nothing listens on (bound, then closed). */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return address.port;
+}
+
+/** Whether `history` holds the marker of patch `id` (its data, decoded, names it). */
+export function hasPatch(history: Awaited<ReturnType<WorkflowHandle['fetchHistory']>>, id: string): boolean {
+  return (history.events ?? []).some((e) =>
+    Object.values(e.markerRecordedEventAttributes?.details ?? {}).some((p) =>
+      (p.payloads ?? []).some((d) =>
+        Buffer.from(d.data ?? new Uint8Array())
+          .toString()
+          .includes(id),
+      ),
+    ),
+  );
+}
+
+export function expectState(result: { state: string; keys: unknown[] }, state: string, keys = 1): void {
+  if (result.state !== state || result.keys.length !== keys) {
+    throw new Error(`expected ${state} after ${keys} key(s), got ${JSON.stringify(result)}`);
+  }
+}
+
+export async function waitFor(probe: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms`);
+    await sleep(100);
+  }
+}

@@ -6,6 +6,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOrAttachBatch } from '../../src/cli/batches';
 import { results } from '../../src/cli/commands/results';
 import { QUEUE_SERVICE_PROFILE, startSimulator, type Simulator } from '../../src/simulator';
+import type { ServiceConfig } from '../../src/config/service-config';
+import { batchWorkflowId, parseIdempotencyKey, type BatchProgress } from '../../src/model';
+import { tempLedger } from '../helpers/ledger';
+import { progressQuery, resumeSignal } from '../../src/workflows';
 import { createLocalEnv, simulatorWorker, useTestEnv } from '../helpers/temporal';
 
 /**
@@ -13,7 +17,9 @@ import { createLocalEnv, simulatorWorker, useTestEnv } from '../helpers/temporal
  * queue-service profile: records wrapped in `data`, the image URL one level down under a name no list holds, beside a
  * link to a web page, the cost as `{ amount: "0.04", currency: "USD" }`, the URL redirecting to a file served as
  * `application/octet-stream` that expires 20 s after the creation ended), with the default settings. A tester saw 56
- * of 56 paid successes save no image, their charge unknown. Here every row saves its image, with its cost known.
+ * of 56 paid successes save no image, their charge unknown. Here every row saves its image, with its cost known; and
+ * with discovery off, the batch pays its first row alone, pauses, and after the setting and a resume pays nothing
+ * more for that row.
  */
 const env = useTestEnv(() => createLocalEnv());
 const ROWS = 50;
@@ -92,3 +98,77 @@ describe('a batch against the queue-service profile, default settings', { timeou
     expect(seen.every((q) => q.headers.authorization === undefined && q.headers['x-api-key'] === undefined)).toBe(true);
   });
 });
+
+describe('the same service with discovery off', { timeout: 180_000 }, () => {
+  it(`pays one row, pauses before a second request; the setting and resume save it, paying nothing more for it`, async () => {
+    const file = path.join(dir, 'prompts-off.csv');
+    const lines = Array.from({ length: ROWS }, (_, i) => `r${i},"a harbour at dawn, study ${i}"`);
+    await writeFile(file, `id,prompt\n${lines.join('\n')}\n`);
+    const out = path.join(dir, 'out-off');
+    const batchId = `o${randomUUID().slice(0, 8)}`;
+    const ledger = await tempLedger();
+    const worker = (config: Partial<ServiceConfig>, taskQueue?: string) =>
+      simulatorWorker(env, {
+        baseUrl: sim.baseUrl,
+        outputRoot: dir,
+        prefix: 'queue-off',
+        config,
+        ledger,
+        ...(taskQueue ? { taskQueue } : {}),
+      });
+    const first = await worker({ imageDiscovery: false });
+    const paused = await first.worker.runUntil(async () => {
+      const { handle } = await startOrAttachBatch({
+        ledger: first.ledger,
+        client: env().client,
+        taskQueue: first.taskQueue,
+        batchId,
+        file,
+        outDir: out,
+        defaultModel: 'flux-dev',
+        concurrency: 10,
+      });
+      for (let i = 0; i < 100; i++) {
+        const p: BatchProgress = await handle.query(progressQuery);
+        if (p.status === 'paused') return p;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      throw new Error('the batch never paused');
+    });
+    expect(paused.started).toBe(1);
+    expect(paused.waiting).toMatchObject({ kind: 'batch_stop', details: { reason: 'images_refused' } });
+    expect(creations(batchId)).toEqual({ r0: 1 });
+
+    // The setting, on a new worker of the same queue; then resume.
+    const second = await worker({ imageDiscovery: false, imageFields: ['result.artifact_location'] }, first.taskQueue);
+    const done = await second.worker.runUntil(async () => {
+      const handle = env().client.workflow.getHandle(batchWorkflowId(batchId));
+      await handle.signal(resumeSignal);
+      const ended = (await handle.result()) as BatchProgress;
+      await results({ client: env().client, batchId, ledger: second.ledger });
+      return ended;
+    });
+    expect(done.counts).toMatchObject({ succeeded: ROWS, images_unsaved: 0 });
+    // One creation per row: the first row's own was fetched again, never paid twice.
+    const made = creations(batchId);
+    expect(Object.keys(made)).toHaveLength(ROWS);
+    expect(Object.values(made).every((n) => n === 1)).toBe(true);
+    const r0 = (await readFile(path.join(out, 'results.jsonl'), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Jsonl)
+      .find((r) => r.row_id === 'r0');
+    expect(r0).toMatchObject({ state: 'succeeded', charged_usd: 0.04 });
+    expect(r0?.images[0]?.source).toBe('result.artifact_location');
+  });
+});
+
+/** Creations the simulator made for the batch, per row: each one a submission that was charged. */
+function creations(batchId: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const c of sim.ledger.byCreation()) {
+    const key = parseIdempotencyKey(c.idempotencyKey ?? '');
+    if (key?.batchId === batchId) out[key.rowId] = (out[key.rowId] ?? 0) + 1;
+  }
+  return out;
+}

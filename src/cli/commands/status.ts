@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { withClient } from '../client';
 import { defineCommand } from '../command';
 import { batchId, flag } from '../options';
-import { progressLine } from '../progress-line';
+import { pauseNotice, progressLine } from '../progress-line';
 import { batchStatus } from './batch-control';
 
 /** `imagebatch status BATCH`: counts per state, spend, rate, and why it waits. */
@@ -15,7 +15,10 @@ export const statusCommand = defineCommand({
   async run(opts, { stdout, env }) {
     await withClient(async (client) => {
       const p = await batchStatus(client, opts.batch);
-      stdout(opts.json ? `${JSON.stringify(p)}\n` : `${p.status}: ${progressLine(p, p.rowsRead)}\n`);
+      if (opts.json) return stdout(`${JSON.stringify(p)}\n`);
+      // A pause only a person can lift is said in full, with what to do, under the line.
+      const notice = pauseNotice(opts.batch, p.waiting);
+      stdout(`${p.status}: ${progressLine(p, p.rowsRead)}\n${notice ? `${notice}\n` : ''}`);
     }, env);
   },
 });

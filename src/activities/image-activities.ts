@@ -30,6 +30,7 @@ import type { Fingerprinter, LedgerKey, LedgerStore } from '../ledger';
 import { formatWait } from '../workflows/timeouts';
 import { clipSource, describeImageUrl, downloadImages, guardedDownloadDispatcher } from './download';
 import { imagesRefusedStop } from './images-refused';
+import { redactedFailure } from './redacted-failure';
 import { checkImageCount, creationByteBudget, noImageFailure } from './image-limits';
 import { toApplicationFailure } from './failures';
 import { currentDetails, heartbeat, whileHeartbeating } from './heartbeat';
@@ -318,7 +319,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
       return await ended(pollAndSave(input, ctx, { ...progress, creationId: progress.creationId }));
     } catch (err) {
       const known = keyProgressOf(currentDetails(ctx));
-      const failure = imagesRefusedStop(err, input.batchId) ?? err;
+      const failure = redactedFailure(imagesRefusedStop(err, input.batchId) ?? err, deps.apiKey);
       await keys.recordEnd(input, failure, known);
       throw withProgress(failure, known);
     }

@@ -2,7 +2,7 @@ import { ApplicationFailureCategory } from '@temporalio/common';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FailureType, type CreateImageInput, type CreateImageResult } from '../../src/model';
 import { UNRECOGNIZED_NOT_FOUND_LIMIT } from '../../src/activities/image-activities';
-import { startStub, type StubReply, type StubServer } from '../api/helpers/stub-server';
+import { SECRET_KEY, startStub, type StubReply, type StubServer } from '../api/helpers/stub-server';
 import { activitiesFor, runActivity } from './helpers';
 import { PollPlan } from '../../src/api/poll-plan';
 
@@ -238,6 +238,27 @@ describe('createImage', () => {
     expect(ended.failure?.type).toBe(FailureType.DownloadFailed);
     expect(ended.failure?.nonRetryable).toBe(true);
     expect(ended.failure?.details?.[1]).toMatchObject({ creationId: 'cr_1', costUsd: 0.04, generated: true });
+  });
+
+  it("an image host's own words that hold the key (a content type, a redirect's location) reach no failure", async () => {
+    const clock = { t: 1_000_000 };
+    const origin = () => stub!.origin;
+    const leaked = Buffer.from(`Bearer ${SECRET_KEY}`).toString('base64');
+    stub = await startStub((req) => {
+      if (req.method === 'POST') return { status: 202, body: { id: 'cr_1', status: 'queued', cost_usd: 0.04 } };
+      if (req.url.startsWith('/files/')) {
+        return { status: 200, headers: { 'content-type': `text/plain; echo=${SECRET_KEY}; b=${leaked}` }, body: 'x' };
+      }
+      return { status: 200, body: { id: 'cr_1', status: 'succeeded', images: [{ url: `${origin()}/files/cr_1-0` }] } };
+    });
+    const { activities } = activitiesFor(stub.url, {}, { now: () => clock.t });
+    const ended = await drive(() => activities.createImage(input()), clock);
+    expect(ended.failure?.message).toContain('not an image');
+    const kept = JSON.stringify({ message: ended.failure?.message, details: ended.failure?.details });
+    expect(kept).not.toContain(SECRET_KEY);
+    expect(kept).not.toContain(SECRET_KEY.slice(-40));
+    expect(kept).not.toContain(leaked.slice(8, 40));
+    expect(kept).toContain('[REDACTED]');
   });
 
   describe('with the poll plan', () => {

@@ -4,6 +4,7 @@ import { readBatchPage } from '../batch';
 import {
   type BatchCursor,
   type CreationRequest,
+  KeyOutcome,
   needsReconcile,
   NO_MONEY_HELD,
   type PaidRequests,
@@ -16,6 +17,7 @@ import {
   importJsonlLedger,
   recordAgainstLedger,
   recordFromLedger,
+  recordWithUnsentKeys,
   type Fingerprinter,
   type LedgerStore,
 } from '../ledger';
@@ -65,13 +67,26 @@ export function createLedgerActivities(deps: {
   fingerprintOf: Fingerprinter;
 }) {
   return {
-    async recordRow(input: RecordRowInput): Promise<void> {
-      await deps.ledger.append([{ type: 'row', by: input.by ?? 'row', record: input.record }], deps.now());
+    /**
+     * Writes the row's record to the store. A key the row could only call unknown (cancelled while it was out) that
+     * the store shows could not have been charged is put right: that record is written, and returned.
+     */
+    async recordRow(input: RecordRowInput): Promise<RowRecord | undefined> {
+      const open = input.record.keys.filter(
+        (k) => k.outcome === KeyOutcome.Unknown || k.outcome === KeyOutcome.Submitting,
+      );
+      const known = new Map(
+        await Promise.all(open.map(async (k) => [k.idempotencyKey, await deps.ledger.key(k.idempotencyKey)] as const)),
+      );
+      const corrected = open.length > 0 ? recordWithUnsentKeys(input.record, known) : undefined;
+      const record = corrected ?? input.record;
+      await deps.ledger.append([{ type: 'row', by: input.by ?? 'row', record }], deps.now());
       // A row of a schedule's run that ended holding no money gives its claim back: a later run may try it again.
-      if (input.record.keys.every((k) => NO_MONEY_HELD.has(k.outcome))) {
+      if (record.keys.every((k) => NO_MONEY_HELD.has(k.outcome))) {
         const scheduleDir = await scheduleDirOf(path.resolve(deps.outputRoot, input.outDir));
-        if (scheduleDir) await releaseRow(scheduleDir, input.record.rowId, input.record.batchId);
+        if (scheduleDir) await releaseRow(scheduleDir, record.rowId, record.batchId);
       }
+      return corrected;
     },
 
     /**

@@ -130,3 +130,37 @@ export function recordAgainstLedger(record: RowRecord, known: LedgerRow): RowRec
 export function keyMayBeStoredSince(key: LedgerKey): number | undefined {
   return key.mayBeStoredSinceMs ?? key.pendingSinceMs;
 }
+
+/**
+ * A row's record whose keys the row could only call unknown (it was cancelled, or broke, while a key was out) put
+ * right by what the store knows of them: a key the store never heard of (write-ahead: nothing left), one that ended
+ * `not_sent`, or one no send of which may be stored at the service (none reached it, or each was refused before it
+ * was), was not charged. Undefined when nothing changes.
+ */
+export function recordWithUnsentKeys(
+  record: RowRecord,
+  known: ReadonlyMap<string, LedgerKey | undefined>,
+): RowRecord | undefined {
+  let changed = false;
+  const keys = record.keys.map((key): KeyRecord => {
+    if ((key.outcome !== KeyOutcome.Unknown && key.outcome !== KeyOutcome.Submitting) || key.creationId) return key;
+    const stored = known.get(key.idempotencyKey);
+    const unsent =
+      stored === undefined ||
+      stored.ended?.outcome === KeyOutcome.NotSent ||
+      (!stored.ended && !stored.creationId && keyMayBeStoredSince(stored) === undefined);
+    if (!unsent) return key;
+    changed = true;
+    const { chargedUsd: _c, priceSource: _p, ...rest } = key;
+    return {
+      ...rest,
+      outcome: KeyOutcome.NotSent,
+      error: `${key.error ?? 'ended'}; no send of it can have been stored`,
+    };
+  });
+  if (!changed) return undefined;
+  const free = keys.every((k) => NO_MONEY_HELD.has(k.outcome));
+  const state = record.state === RowState.Unknown && free ? RowState.Failed : record.state;
+  const open = state === RowState.Failed || state === RowState.Cancelled || state === RowState.NotRun;
+  return { ...record, keys, state, ...rowMoney(keys), resubmittable: record.resubmittable || (open && free) };
+}

@@ -123,10 +123,14 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
   // Not cancellable: a cancel arriving while the row reports must not lose the report (the batch waits for it).
   await CancellationScope.nonCancellable(async () => {
     if (oneToOneAndLedger) {
-      await recordRow({ outDir: input.outDir, record: ledger.record }).catch((err: unknown) =>
+      const corrected = await recordRow({ outDir: input.outDir, record: ledger.record }).catch((err: unknown) => {
         // Its keys' events are on disk (createImage writes them); only `results` after Temporal's retention misses it.
-        log.warn('the row record could not be written to the ledger', { error: String(err) }),
-      );
+        log.warn('the row record could not be written to the ledger', { error: String(err) });
+        return undefined;
+      });
+      // A key the row could only call unknown that the store shows was never sent (cancelled while its sends failed
+      // before a byte left): the store's record, charged nothing, is the row's.
+      if (corrected && patched(NOT_SENT_KEYS)) Object.assign(ledger.record, corrected);
     }
     await tellBatch((h) => {
       const report: RowReport | undefined = limit && limit !== 'open' ? { limit } : undefined;

@@ -127,3 +127,49 @@ describe("a not_sent key in the row's record", () => {
     expect(needsReconcile(record)).toBe(false);
   });
 });
+
+describe('a row cancelled while its key had only sends that never left', () => {
+  it('recordRow puts the key right from the store (not_sent, charged 0) and writes that record', async () => {
+    const t = await setup(`http://127.0.0.1:${await closedPort()}/api/public/v1`);
+    // Two tries of the key, both refused before a byte left; then the row is cancelled.
+    let details: unknown;
+    for (let n = 0; n < 2; n++) {
+      const r = await runActivity(
+        () => t.activities.createImage(input()),
+        details === undefined ? {} : { heartbeatDetails: details },
+      );
+      expect(r.failure?.type).toBe(FailureType.Unreachable);
+      details = r.heartbeats.at(-1) ?? details;
+    }
+    const row = new RowLedger({
+      batchId: 'b',
+      rowId: 'r',
+      request: { prompt: 'a lighthouse at dusk', model: 'flux-dev' },
+    });
+    row.startKey(1, 'ib/b/r/a1');
+    row.startKey(2, 'ib/b/r/a2'); // never sent at all: cancelled before its first try
+    row.cancelled('cancelled');
+    expect(row.record.chargedUsd).toBeNull(); // what the row alone can say
+    const corrected = await t.activities.recordRow({ outDir: 'out', record: row.record });
+    expect(corrected?.keys.map((k) => k.outcome)).toEqual([KeyOutcome.NotSent, KeyOutcome.NotSent]);
+    expect(corrected).toMatchObject({ state: RowState.Cancelled, chargedUsd: 0, netUsd: 0, resubmittable: true });
+    expect(isUnresolved(corrected!.state, corrected!.keys)).toBe(false);
+    const stored = (await ledger!.rowsOf('b', ['r'])).get('r');
+    expect(stored?.record?.keys.map((k) => k.outcome)).toEqual([KeyOutcome.NotSent, KeyOutcome.NotSent]);
+  });
+
+  it('a key one send of which may have left stays unknown', async () => {
+    stub = await startStub(() => ({ reset: true }));
+    const t = await setup(stub.url);
+    const r = await runActivity(() => t.activities.createImage(input()));
+    expect(r.failure?.type).toBe(FailureType.Ambiguous);
+    const row = new RowLedger({
+      batchId: 'b',
+      rowId: 'r',
+      request: { prompt: 'a lighthouse at dusk', model: 'flux-dev' },
+    });
+    row.startKey(1, 'ib/b/r/a1');
+    row.cancelled('cancelled');
+    expect(await t.activities.recordRow({ outDir: 'out', record: row.record })).toBeUndefined();
+  });
+});

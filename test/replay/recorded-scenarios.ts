@@ -32,9 +32,9 @@ export async function recordNotSent(ctx: {
     activityDeps: {
       config: defaultServiceConfig({
         baseUrl: `http://127.0.0.1:${await closedPort()}/api/public/v1`,
-        maxAmbiguousTries: 2,
-        backoffBaseMs: 100,
-        backoffMaxMs: 200,
+        maxAmbiguousTries: 4,
+        backoffBaseMs: 400,
+        backoffMaxMs: 1_000,
       }),
       apiKey: () => DEMO_API_KEY,
       outputRoot: ctx.outputRoot,
@@ -60,6 +60,20 @@ export async function recordNotSent(ctx: {
     }
     if (!hasPatch(await handle.fetchHistory(), NOT_SENT_KEYS)) throw new Error('not-sent row: no patch marker');
     await ctx.save('prompt-not-sent', handle);
+
+    // Cancelled while its key's sends keep failing before a byte leaves: the store's record says not_sent.
+    const cancelled = await ctx.client.workflow.start(promptWorkflow, {
+      taskQueue,
+      workflowId: 'replay/not-sent-cancelled',
+      args: [{ ...input, rowId: 'not-sent-cancelled' }],
+    });
+    await sleep(1_000);
+    await cancelled.cancel();
+    const after = await cancelled.result();
+    if (after.state !== 'cancelled' || after.keys[0]?.outcome !== KeyOutcome.NotSent || after.chargedUsd !== 0) {
+      throw new Error(`not-sent cancelled row: ${JSON.stringify(after)}`);
+    }
+    await ctx.save('prompt-not-sent-cancelled', cancelled);
   });
 }
 

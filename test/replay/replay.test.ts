@@ -57,6 +57,7 @@ const EXPECTED = [
   'v9-stop-loss-batch-continue-as-new-run1',
   'v9-stop-loss-batch-continue-as-new-run2',
   'v9-not-sent-keys-prompt-not-sent',
+  'v9-not-sent-keys-prompt-not-sent-cancelled',
 ];
 
 type History = temporal.api.history.v1.History;
@@ -129,6 +130,7 @@ describe('replay of recorded histories', () => {
     expect(json('v9-stop-loss-batch-stop-resume')).toContain('"recordServiceProof"');
     expect(json('v9-stop-loss-batch-price-seen-cap')).toContain('"checkServiceProof"');
     expect(texts('v9-not-sent-keys-prompt-not-sent').some((t) => t.includes('not-sent-keys'))).toBe(true);
+    expect(texts('v9-not-sent-keys-prompt-not-sent-cancelled').some((t) => t.includes('not-sent-keys'))).toBe(true);
   });
 
   it('the histories hold no API key', () => {

@@ -8,6 +8,7 @@ import { results } from '../../src/cli/commands/results';
 import type { ServiceConfig } from '../../src/config/service-config';
 import { startSimulator, type Simulator, type SimulatorConfigInput } from '../../src/simulator';
 import type { BatchProgress } from '../../src/model';
+import { cancelSignal, progressQuery } from '../../src/workflows';
 import { createLocalEnv, simulatorWorker, useTestEnv } from '../helpers/temporal';
 
 /**
@@ -56,7 +57,8 @@ async function runBatch(
   sim: Simulator,
   config: Partial<ServiceConfig>,
   maxPollWaitMs?: number,
-): Promise<{ progress: BatchProgress; rows: Record<string, Jsonl>; out: string }> {
+  options: { cancelWhenPaused?: boolean } = {},
+): Promise<{ progress: BatchProgress; rows: Record<string, Jsonl>; out: string; paused?: BatchProgress }> {
   const folder = await mkdtemp(path.join(dir, 'run-'));
   const file = path.join(folder, 'prompts.csv');
   await writeFile(file, `${ROWS.join('\n')}\n`);
@@ -68,6 +70,7 @@ async function runBatch(
     prefix: 'shapes',
     config,
   });
+  let paused: BatchProgress | undefined;
   const progress = await worker.runUntil(async () => {
     const { handle } = await startOrAttachBatch({
       ledger,
@@ -80,13 +83,20 @@ async function runBatch(
       concurrency: 2,
       ...(maxPollWaitMs === undefined ? {} : { maxPollWaitMs }),
     });
+    if (options.cancelWhenPaused) {
+      for (let i = 0; i < 200 && paused?.status !== 'paused'; i++) {
+        await new Promise((r) => setTimeout(r, 200));
+        paused = await handle.query(progressQuery);
+      }
+      await handle.signal(cancelSignal);
+    }
     const ended = await handle.result();
     await results({ client: env().client, batchId, ledger });
     return ended;
   });
   const lines = (await readFile(path.join(out, 'results.jsonl'), 'utf8')).trim().split('\n');
   const rows = Object.fromEntries(lines.map((l) => JSON.parse(l) as Jsonl).map((r) => [r.row_id, r]));
-  return { progress, rows, out };
+  return { progress, rows, out, ...(paused ? { paused } : {}) };
 }
 
 /** The image URLs of a creation record in the `nested` shape. */
@@ -133,11 +143,14 @@ describe('records shaped otherwise', { timeout: 120_000 }, () => {
     expect(rows.two!.images).toHaveLength(2);
   });
 
-  it('the status under "state" with the default settings: no success, and the error says where to look', async () => {
+  it('the status under "state" with the default settings: the canary pauses the batch, its error says where to look', async () => {
     const sim = await startSim({ statusField: 'state' });
-    const { progress, rows } = await runBatch(sim, {}, 3_000);
-    expect(progress.counts.succeeded).toBe(0);
-    for (const row of Object.values(rows)) {
+    const { progress, rows, paused } = await runBatch(sim, {}, 3_000, { cancelWhenPaused: true });
+    // The first row went alone and ended unknown: the batch paused before a second request.
+    expect(paused).toMatchObject({ started: 1, waiting: { kind: 'stop_loss', trip: { breaker: 'canary' } } });
+    expect(progress.counts).toMatchObject({ succeeded: 0, unknown: 1, not_run: 1 });
+    expect(rows.two?.state).toBe('not_started');
+    for (const row of [rows.one!]) {
       expect(row.state).not.toBe('succeeded');
       expect(row.images).toEqual([]);
       expect(row.creation_ids).toHaveLength(1);

@@ -57,8 +57,8 @@ describe('one channel: a row reports its end to its batch itself (dev server)', 
       all.map((r) => promptWorkflowId(batchId, r.rowId)).sort(),
     );
     const scheduled = batchEvents.flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? []);
-    // Besides the pages, only the catalog's prices, once at the start.
-    expect(scheduled.filter((name) => name !== 'readBatchPage')).toEqual(['fetchModels']);
+    // Besides the pages, only the catalog's prices and the proof of the worker's settings, once at the start.
+    expect(scheduled.filter((name) => name !== 'readBatchPage')).toEqual(['fetchModels', 'checkServiceProof']);
     for (const record of records) {
       expect(record).toMatchObject({ state: 'succeeded', keys: [{ attempt: 1, outcome: 'succeeded' }] });
     }

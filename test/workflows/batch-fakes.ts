@@ -86,8 +86,9 @@ export function batchActivities(
         };
         return { rows: page, invalidRows: 0, nextCursor: next, done: start + page.length >= all.length };
       },
+      // Proven unless told otherwise: the batch tests are of its other mechanics; the canary's own say `proven: false`.
       async checkServiceProof() {
-        return { proven: options.proven === true };
+        return { proven: options.proven !== false };
       },
       async recordServiceProof(): Promise<void> {
         stats.proofs += 1;

@@ -15,7 +15,7 @@ async function withBatch<T>(
     handle: Awaited<ReturnType<Awaited<ReturnType<typeof startBatch>>['launch']>>,
     fake: Awaited<ReturnType<typeof startBatch>>['fake'],
   ) => Promise<T>,
-  options: Parameters<typeof startBatch>[4] = {},
+  options: Parameters<typeof startBatch>[4] = { proven: false },
 ): Promise<T> {
   const { worker, fake, launch } = await startBatch(env, rows(n), behaviour, { concurrency: 4, ...extra }, options);
   return worker.runUntil(async () => body(await launch(), fake));
@@ -152,4 +152,3 @@ describe('batchWorkflow: the breakers (scripted activities, time-skipping server
     expect(p.counts.failed).toBe(12);
   });
 });
-

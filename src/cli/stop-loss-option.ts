@@ -35,7 +35,9 @@ export function parseStopLoss(raw: string): { value: StopLossOptions } | { probl
   for (const part of text.split(',')) {
     const [name = '', value, extra] = part.split('=').map((s) => s.trim());
     if (value === undefined || extra !== undefined || value === '') {
-      return { problem: `each entry must be name=value (names: ${NAMES}), or the whole option "off"; "${part}" is not` };
+      return {
+        problem: `each entry must be name=value (names: ${NAMES}), or the whole option "off"; "${part}" is not`,
+      };
     }
     if (name === 'canary' || name === 'price') {
       if (value !== 'on' && value !== 'off') return { problem: `${name} must be on or off` };

@@ -219,7 +219,8 @@ export class SqlLedgerStore implements LedgerStore {
 
   async serviceProof(settings: string): Promise<ServiceProof | undefined> {
     const row = await this.tx(
-      (sql) => sql.get<{ proof: string; at: number }>('SELECT proof, at FROM ledger_proofs WHERE settings = ?', [settings]),
+      (sql) =>
+        sql.get<{ proof: string; at: number }>('SELECT proof, at FROM ledger_proofs WHERE settings = ?', [settings]),
       true,
     );
     return row ? { ...(JSON.parse(row.proof) as ServiceProof), atMs: Number(row.at) } : undefined;

@@ -107,14 +107,14 @@ describe('stop-loss: the breakers', () => {
   });
 
   it('a share of the recent rows declined at generation', () => {
-    const { loss } = afterCanary({ sameRejection: 0, declinedWindow: 4, declinedShare: 0.5 });
+    const { state, loss } = afterCanary({ sameRejection: 0, declinedWindow: 4, declinedShare: 0.5 });
     loss.ended(row('a', 'failed', { outcome: KeyOutcome.Failed, error: SAFETY }));
     loss.ended(row('b', 'succeeded'));
     loss.ended(row('c', 'succeeded'));
     expect(loss.holds()).toBeUndefined(); // 1 of 3: the window is not full
     loss.ended(row('d', 'failed', { outcome: KeyOutcome.Failed, error: SAFETY }));
     expect(loss.holds()).toMatchObject({ trip: { breaker: Breaker.Declined } });
-    expect(loss.holds()).toMatchObject({ trip: { message: expect.stringContaining('2 of the last 4') } });
+    expect(state.trip?.message).toContain('2 of the last 4');
   });
 
   it('unknown outcomes piling up, counted afresh after a resume', () => {

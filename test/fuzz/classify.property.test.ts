@@ -316,6 +316,11 @@ function checkOutcome(o: Outcome, i: ClassifyInput): void {
       if (o.reason !== undefined) expectText(o.reason);
       expectWait(o.retryAfterMs, i);
       return;
+    case 'notSent':
+      // Only a request that got no answer, and that the transport says never left, is not sent.
+      expect(i.status).toBeUndefined();
+      expectText(o.lastError, LINE);
+      return;
     case 'ambiguous':
       expect(o.httpStatus).toBe(i.status);
       expectText(o.lastError, LINE);

@@ -165,8 +165,9 @@ async function saveInline(
   budget: number | undefined,
 ): Promise<Sidecar> {
   const label = describeImageUrl(image.url, image.source);
+  let tooLarge = false;
   const fail = (reason: string) => {
-    const details: DownloadFailedDetails = { url: label, index, reason };
+    const details: DownloadFailedDetails = { url: label, index, reason, ...(tooLarge ? { tooLarge } : {}) };
     return ApplicationFailure.create({
       type: FailureType.DownloadFailed,
       message: `image ${index} (${label}): ${reason}`,
@@ -174,7 +175,11 @@ async function saveInline(
       details: [details],
     });
   };
-  const decoded = decodeDataUri(image.url, (size) => overLimit(size, `image of ${size} bytes`, options, budget));
+  const decoded = decodeDataUri(image.url, (size) => {
+    const over = overLimit(size, `image of ${size} bytes`, options, budget);
+    tooLarge = over !== undefined;
+    return over;
+  });
   if ('refused' in decoded) throw fail(decoded.refused);
   const { bytes, mediaType } = decoded;
   const ext = sniffImageType(bytes.subarray(0, SNIFF_BYTES), true);
@@ -276,12 +281,17 @@ async function fetchTo(
   deadline: Deadline,
   budget: number | undefined,
 ): Promise<Sidecar> {
-  const fail = (reason: string, retryable: boolean, extra: { httpStatus?: number; retryAfterMs?: number } = {}) => {
+  const fail = (
+    reason: string,
+    retryable: boolean,
+    extra: { httpStatus?: number; retryAfterMs?: number; tooLarge?: true } = {},
+  ) => {
     const details: DownloadFailedDetails = {
       url: image.url,
       index,
       reason,
       ...(extra.httpStatus === undefined ? {} : { httpStatus: extra.httpStatus }),
+      ...(extra.tooLarge ? { tooLarge: true } : {}),
     };
     return ApplicationFailure.create({
       type: FailureType.DownloadFailed,
@@ -347,7 +357,7 @@ async function fetchTo(
     declared === undefined ? undefined : overLimit(declared, `image of ${declared} bytes`, options, budget);
   if (tooBig) {
     abandon(res.body);
-    throw fail(tooBig, false, { httpStatus: status });
+    throw fail(tooBig, false, { httpStatus: status, tooLarge: true });
   }
 
   let ext: string | undefined;
@@ -374,7 +384,7 @@ async function fetchTo(
         const over = overLimit(bytes, 'image', options, budget);
         if (over) {
           abandon(res.body);
-          throw fail(over, false, { httpStatus: status });
+          throw fail(over, false, { httpStatus: status, tooLarge: true });
         }
         if (ext === undefined) {
           if (headBytes < SNIFF_BYTES) {

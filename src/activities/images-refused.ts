@@ -3,9 +3,10 @@ import { BatchStopReason, FailureType, type BatchStopDetails } from '../model';
 
 /**
  * A paid success whose images were refused here for a reason that would refuse the next row's too is a stop of the
- * batch, not the row's end: no image found in the record, too many listed, a type or a size refused, a URL the
- * download guard refuses. Each is our own refusal (no answer of an image host, or a 200 whose bytes we refused); a
- * host's own error status (an expired URL's 404 or 410) is not, and ends the row `images_unsaved` as before.
+ * batch, not the row's end: no image found in the record, too many listed, a type refused, a URL the download guard
+ * refuses. Each is our own refusal (no answer of an image host, or a 200 whose bytes we refused); a host's own error
+ * status (an expired URL's 404 or 410) is not, nor a size over the limit (another row's image may fit): those end the
+ * row `images_unsaved` as before.
  *
  * The row keeps its key and its creation. The batch pauses at once (so no other row pays for the same refusal), and
  * after the setting is changed on the worker, `resume` fetches the same creation again: nothing is submitted.
@@ -15,9 +16,9 @@ export function imagesRefusedStop(err: unknown, batchId: string): ApplicationFai
     return undefined;
   }
   const details = err.details?.[0];
-  const httpStatus =
-    typeof details === 'object' && details !== null ? (details as { httpStatus?: unknown }).httpStatus : undefined;
-  if (httpStatus !== undefined && httpStatus !== 200) return undefined;
+  const { httpStatus, tooLarge } =
+    typeof details === 'object' && details !== null ? (details as { httpStatus?: unknown; tooLarge?: unknown }) : {};
+  if ((httpStatus !== undefined && httpStatus !== 200) || tooLarge === true) return undefined;
   const stop: BatchStopDetails = {
     reason: BatchStopReason.ImagesRefused,
     httpStatus: 0,

@@ -79,8 +79,8 @@ export const BatchStopReason = {
   WorkerConfig: 'worker_config',
   /**
    * A creation succeeded and was paid, and its images were refused here for a reason that would refuse the next
-   * row's too (no image found in the record, a type refused, a URL the download guard refuses, a size over the
-   * limit): the row keeps its creation, and after the setting is changed `resume` fetches it again.
+   * row's too (no image found in the record, a type refused, a URL the download guard refuses): the row keeps its
+   * creation, and after the setting is changed `resume` fetches it again.
    */
   ImagesRefused: 'images_refused',
   /**
@@ -147,6 +147,8 @@ export interface DownloadFailedDetails {
   index: number;
   reason: string;
   httpStatus?: number;
+  /** Refused for its size (`IMAGEGEN_MAX_DOWNLOAD_BYTES`, the creation's budget): another row's image may fit. */
+  tooLarge?: true;
 }
 
 /**

@@ -340,7 +340,7 @@ describe('a creation brings at most what was asked for', () => {
     expect(JSON.stringify({ message: r.failure?.message, details: r.failure?.details }).length).toBeLessThan(6000);
   });
 
-  it('holds a creation to num_images × IMAGEGEN_MAX_DOWNLOAD_BYTES in all', async () => {
+  it('holds a creation to num_images × IMAGEGEN_MAX_DOWNLOAD_BYTES in all (a size is no stop: another may fit)', async () => {
     const big = Buffer.concat([PNG, Buffer.alloc(60_000)]);
     const imgs = await files(() => ({ status: 200, headers: { 'content-type': 'image/png' }, body: big }));
     const api = await serviceListing([{ url: `${imgs.origin}/0.png` }, { url: `${imgs.origin}/1.png` }]);
@@ -348,7 +348,7 @@ describe('a creation brings at most what was asked for', () => {
     const r = await runActivity(() => activities.createImage(createInput(1)), {
       heartbeatDetails: { creationId: 'cr_1', acceptedAtMs: clock.t - 5_000 },
     });
-    expect([r.failure?.type, r.failure?.nonRetryable]).toEqual([FailureType.BatchStop, true]);
+    expect([r.failure?.type, r.failure?.nonRetryable]).toEqual([FailureType.DownloadFailed, true]);
     expect(r.failure?.message).toMatch(
       /image 1 .*exceeds what is left \(\d+ bytes\) of the creation's budget of 100000/,
     );

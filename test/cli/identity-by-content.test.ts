@@ -224,14 +224,16 @@ describe('what was paid is remembered by what was asked', { timeout: 180_000 }, 
     );
     expect(paid() - paidBefore).toBe(6);
     expect(sim.ledger.chargedTwice()).toEqual([]);
-    // Once it has ended, its errors.csv runs (the rejected row is sent again: rejected again, nothing paid).
+    // Once it has ended, its errors.csv runs (the rejected row is sent again: rejected again, nothing paid). No row
+    // succeeded: exit 1.
     await cli(['results', 'capped'], { env: temporalEnv, cwd: folder });
     const after = await cli([...retry, '--follow', '--json', '--model', 'flux-dev'], {
       env: temporalEnv,
       cwd: folder,
       timeoutMs: 60_000,
     });
-    expect(after.code, describeRun(retry, after)).toBe(0);
+    expect(after.code, describeRun(retry, after)).toBe(1);
+    expect((JSON.parse(after.stdout) as BatchProgress).counts).toMatchObject({ failed: 1, succeeded: 0 });
     expect(paid() - paidBefore).toBe(6);
   });
 

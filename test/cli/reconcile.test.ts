@@ -77,7 +77,20 @@ async function states(): Promise<Record<string, string>> {
 
 describe('imagebatch reconcile', { timeout: 180_000 }, () => {
   it('resolves unknown and unsaved rows with their own keys, reports what it cannot, and never pays twice', async () => {
-    const args = ['run', file, '--batch-id', BATCH, '--model', 'flux-dev', '--out', out, '--follow', '--json'];
+    const args = [
+      'run',
+      file,
+      '--batch-id',
+      BATCH,
+      '--model',
+      'flux-dev',
+      '--out',
+      out,
+      '--follow',
+      '--json',
+      '--stop-loss',
+      'off',
+    ];
     const run = await cli(args, env());
     expect(run.code, describeRun(args, run)).toBe(0);
     expect(await cli(['results', BATCH], env()).then((r) => r.code)).toBe(0);
@@ -154,7 +167,20 @@ describe('imagebatch reconcile', { timeout: 180_000 }, () => {
     await writeFile(goneFile, 'id,prompt\ng1,a heron at dawn\ng2,[lost] a kite over the dunes\n');
     // As in the first test: an unknown outcome is given up after one try, and no image is saved.
     await stack.restartWorker({ IMAGEGEN_MAX_AMBIGUOUS_TRIES: '1', IMAGEGEN_MAX_DOWNLOAD_BYTES: '16' });
-    const args = ['run', goneFile, '--batch-id', GONE, '--model', 'flux-dev', '--out', goneOut, '--follow', '--json'];
+    const args = [
+      'run',
+      goneFile,
+      '--batch-id',
+      GONE,
+      '--model',
+      'flux-dev',
+      '--out',
+      goneOut,
+      '--follow',
+      '--json',
+      '--stop-loss',
+      'off',
+    ];
     const run = await cli(args, env());
     expect(run.code, describeRun(args, run)).toBe(0);
     const goneStates = async () => {

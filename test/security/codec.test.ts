@@ -321,10 +321,11 @@ describe('a batch with the codec on the worker and the CLI', { timeout: 300_000 
 
     // Every history of the namespace, as stored: no prompt, raw or base64 or hex, and not the marker alone.
     const histories = await fetchAllHistories(connection!);
-    // Besides the batch and its rows: what `run` asked a worker before the first request (the catalog, and which
-    // requests were paid before), whose histories are held to the same rule.
+    // Besides the batch and its rows: what `run` asked a worker before the first request (the service's free checks,
+    // the catalog, and which requests were paid before), whose histories are held to the same rule.
     const ids = histories.map((h) => h.workflowId).sort();
-    expect(ids.filter((id) => !/^(catalog|paid-before)\//.test(id))).toEqual([
+    expect(ids.filter((id) => id.startsWith('service-check/'))).toHaveLength(1);
+    expect(ids.filter((id) => !/^(catalog|paid-before|service-check)\//.test(id))).toEqual([
       'batch/codec',
       'codec/c1',
       'codec/c2',

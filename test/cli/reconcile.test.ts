@@ -92,7 +92,8 @@ describe('imagebatch reconcile', { timeout: 180_000 }, () => {
       'off',
     ];
     const run = await cli(args, env());
-    expect(run.code, describeRun(args, run)).toBe(0);
+    // No row succeeded (each is unknown or unsaved): exit 1.
+    expect(run.code, describeRun(args, run)).toBe(1);
     expect(await cli(['results', BATCH], env()).then((r) => r.code)).toBe(0);
     expect(await states()).toEqual({ ok1: 'images_unsaved', acc: 'unknown', never: 'unknown', ok2: 'images_unsaved' });
     const unresolved = await readCsv(path.join(out, 'unresolved.csv'));
@@ -182,7 +183,8 @@ describe('imagebatch reconcile', { timeout: 180_000 }, () => {
       'off',
     ];
     const run = await cli(args, env());
-    expect(run.code, describeRun(args, run)).toBe(0);
+    // No row succeeded (each is unknown or unsaved): exit 1.
+    expect(run.code, describeRun(args, run)).toBe(1);
     const goneStates = async () => {
       const rows = await readCsv(path.join(goneOut, 'results.csv'));
       return Object.fromEntries(rows.map((r) => [r.row_id!, r.state!]));

@@ -1,9 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { classifyResponse, RequestKind, type ClassifyInput, type Outcome } from '../../src/api/classify';
-import { DEFAULT_SUCCESS_STATUSES } from '../../src/api/contract';
-import { DEFAULT_COST_FIELDS, DEFAULT_PRICE_FIELDS } from '../../src/api/money';
 import { DISCOVERED_SOURCE_SUFFIX, imagesOf, parseCreation } from '../../src/api/schemas';
 import { renderImage } from '../../src/simulator/png';
+import { poll } from './helpers/poll';
 
 /**
  * Discovery by principle: when the configured image paths find nothing in a succeeded record, every http(s) URL in it
@@ -14,21 +12,6 @@ import { renderImage } from '../../src/simulator/png';
 const PNG_B64 = renderImage('p', 1, 0, 4, 4).toString('base64');
 const found = (body: unknown, reading: Parameters<typeof imagesOf>[1] = {}) => imagesOf(parseCreation(body)!, reading);
 const discovered = (source: string) => `${source}${DISCOVERED_SOURCE_SUFFIX}`;
-
-function poll(body: unknown, extra: Partial<ClassifyInput> = {}): Outcome {
-  return classifyResponse({
-    kind: RequestKind.Poll,
-    status: 200,
-    headers: {},
-    body: JSON.stringify(body),
-    nowMs: 0,
-    successStatuses: DEFAULT_SUCCESS_STATUSES,
-    costFields: DEFAULT_COST_FIELDS,
-    priceFields: DEFAULT_PRICE_FIELDS,
-    defaultRetryAfterMs: 1000,
-    ...extra,
-  });
-}
 
 describe('discovery: the shapes of real queue APIs', () => {
   it('a URL one level down under an unfamiliar name, the record wrapped in data: a candidate', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { classifyResponse, RequestKind, type ClassifyInput, type Outcome } from '../../src/api/classify';
+import { classifyResponse, RequestKind } from '../../src/api/classify';
 import { DEFAULT_SUCCESS_STATUSES } from '../../src/api/contract';
 import { DEFAULT_COST_FIELDS, DEFAULT_PRICE_FIELDS } from '../../src/api/money';
 import {
@@ -17,6 +17,7 @@ import {
 } from '../../src/api/schemas';
 import { defaultServiceConfig } from '../../src/config/service-config';
 import { renderImage } from '../../src/simulator/png';
+import { poll } from './helpers/poll';
 
 /**
  * Reading a creation record through the settings (IMAGEGEN_ID_FIELDS, _STATUS_FIELDS, _ERROR_FIELDS, _IMAGE_FIELDS,
@@ -29,21 +30,6 @@ const JPEG = Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0, 0x10, 0x4a, 0x46, 0x49, 0x4
 
 const record = (fields: Record<string, unknown>): CreationRecord => ({ status: 'succeeded', fields });
 const urls = (images: { url: string }[]) => images.map((i) => i.url);
-
-function poll(body: unknown, extra: Partial<ClassifyInput> = {}): Outcome {
-  return classifyResponse({
-    kind: RequestKind.Poll,
-    status: 200,
-    headers: {},
-    body: JSON.stringify(body),
-    nowMs: 0,
-    successStatuses: DEFAULT_SUCCESS_STATUSES,
-    costFields: DEFAULT_COST_FIELDS,
-    priceFields: DEFAULT_PRICE_FIELDS,
-    defaultRetryAfterMs: 1000,
-    ...extra,
-  });
-}
 
 describe('the creation record through the settings', () => {
   it('reads id, status and error at the configured paths, in order, at the root or in a wrapper', () => {

@@ -1,29 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { classifyResponse, RequestKind, type ClassifyInput, type Outcome } from '../../src/api/classify';
 import { toApplicationFailure } from '../../src/activities/failures';
 import { DEFAULT_PENDING_STATUSES, DEFAULT_SUCCESS_STATUSES, StatusNaming } from '../../src/api/contract';
-import { DEFAULT_COST_FIELDS, DEFAULT_PRICE_FIELDS } from '../../src/api/money';
 import { BatchStopReason, FailureType } from '../../src/model';
+import { poll } from './helpers/poll';
 
 /**
  * A poll whose status is in none of the sets (success, failed, in flight): waited out while its record shows no image;
  * reported at once, as a batch stop naming the word, where the image sat and the setting, when it shows one.
  */
-
-function poll(body: unknown, extra: Partial<ClassifyInput> = {}): Outcome {
-  return classifyResponse({
-    kind: RequestKind.Poll,
-    status: 200,
-    headers: {},
-    body: JSON.stringify(body),
-    nowMs: 0,
-    successStatuses: DEFAULT_SUCCESS_STATUSES,
-    costFields: DEFAULT_COST_FIELDS,
-    priceFields: DEFAULT_PRICE_FIELDS,
-    defaultRetryAfterMs: 1000,
-    ...extra,
-  });
-}
 
 describe('a status in none of the sets', () => {
   it('with an image at a configured path: a batch stop naming the word, where the image sat and the setting', () => {

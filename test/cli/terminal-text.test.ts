@@ -102,6 +102,10 @@ describe('service text on the terminal (issue #16 point 8)', () => {
     expect(code).toBe(0);
     const printed = out.join('');
     expect(printed).toContain('PAID IN FULL');
-    expectInert(printed.replace(/\n$/, ''));
+    // The progress line, and under it the pause said in full: each line inert.
+    const lines = printed.replace(/\n$/, '').split('\n');
+    expect(lines).toHaveLength(2);
+    expect(lines[1]).toContain('then: imagebatch resume b1');
+    for (const line of lines) expectInert(line);
   });
 });

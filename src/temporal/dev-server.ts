@@ -93,12 +93,17 @@ const PROBE_TIMEOUT_MS = 5_000;
  * file, be stopped and started again on that file, and show the Web UI: the demo and the crash tests need
  * all three.
  */
-/** Starts of a dev server whose port was taken meanwhile, at most (see {@link DevServer.start}). */
+/** Starts of a dev server that exited during start-up, at most (see {@link DevServer.start}). */
 export const BIND_ATTEMPTS = 3;
+
+/** The dev server exited before it answered: {@link DevServer.start} starts it again. */
+class ExitedDuringStartUp extends Error {}
 
 export class DevServer {
   private exited: Promise<number | null>;
   private stderrTail = '';
+  /** Whether its output ever said a port was taken (a panic's trace may push that line out of the tail). */
+  private portTaken = false;
 
   private constructor(
     private readonly child: ChildProcess,
@@ -111,22 +116,24 @@ export class DevServer {
     this.exited = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
     child.stderr?.on('data', (chunk: Buffer) => {
       this.stderrTail = (this.stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL);
+      if (/address already in use/i.test(chunk.toString('utf8'))) this.portTaken = true;
       options.onOutput?.(chunk.toString('utf8'));
     });
     child.stdout?.on('data', (chunk: Buffer) => options.onOutput?.(chunk.toString('utf8')));
   }
 
   /**
-   * Starts the server and resolves once it answers gRPC requests. A server that exits because a port it was to bind
-   * was taken meanwhile (a free port is free only until someone binds it; the CLI picks its HTTP API port at random)
-   * is started again, its free ports chosen again, {@link BIND_ATTEMPTS} times at most.
+   * Starts the server and resolves once it answers gRPC requests. A server that exits during start-up is started
+   * again, its free ports chosen again, {@link BIND_ATTEMPTS} times at most: most often a port it was to bind was
+   * taken meanwhile (a free port is free only until someone binds it; the CLI picks its HTTP API port at random), and
+   * the server's panic may bury that line under a long trace. A server that does not answer in time is not.
    */
   static async start(options: DevServerOptions = {}): Promise<DevServer> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await DevServer.startOnce(options);
       } catch (err) {
-        if (attempt >= BIND_ATTEMPTS || !/address already in use/i.test(String(err))) throw err;
+        if (attempt >= BIND_ATTEMPTS || !(err instanceof ExitedDuringStartUp)) throw err;
       }
     }
   }
@@ -191,8 +198,9 @@ export class DevServer {
     let lastError: unknown;
     while (Date.now() < deadline) {
       if (exitCode !== undefined) {
-        throw new Error(
-          `Temporal dev server exited with code ${exitCode} during start-up: ${this.outputTail().trim()}`,
+        const why = this.portTaken ? ' (a port it was to bind was taken)' : '';
+        throw new ExitedDuringStartUp(
+          `Temporal dev server exited with code ${exitCode} during start-up${why}: ${this.outputTail().trim()}`,
         );
       }
       try {

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -66,6 +67,26 @@ describe('DevServer.start readiness', () => {
     } finally {
       await server.stop();
     }
+  }, 120_000);
+
+  it('starts again a server that panicked during start-up, its port line buried under a long trace (seen in CI)', async () => {
+    const tried = path.join(dir, 'tried-panic');
+    const real = temporalCliPath();
+    expect(real, 'the pinned Temporal CLI (node scripts/setup.mjs)').toBeDefined();
+    const trace = 'go.uber.org/dig.paramGroupedSlice.Build(...)\\n'.repeat(200);
+    const executable = await script(
+      'panics',
+      `if [ ! -f ${tried} ]; then touch ${tried}; echo "panic: listen tcp 127.0.0.1:41986: bind: address already in use" >&2; printf '${trace}' >&2; exit 2; fi\nexec ${real!} "$@"`,
+    );
+    const server = await DevServer.start({ executable, uiPort: false });
+    try {
+      const connection = await Connection.connect({ address: server.address });
+      await connection.workflowService.getSystemInfo({});
+      await connection.close();
+    } finally {
+      await server.stop();
+    }
+    expect(existsSync(tried)).toBe(true);
   }, 120_000);
 
   it('reports a server that exits during start-up with its exit code', async () => {

@@ -152,9 +152,10 @@ describe('batchWorkflow (scripted activities, time-skipping server)', () => {
         workflowId: batchWorkflowId(batchId),
         args: [input],
       });
+      // Waits for `kind` with no row in flight: the cap's hold can show while the row before it still runs.
       const wait = async (kind: string) => {
         let progress = await handle.query(progressQuery);
-        for (let i = 0; i < 50 && progress.waiting?.kind !== kind; i++) {
+        for (let i = 0; i < 50 && (progress.waiting?.kind !== kind || progress.inFlight > 0); i++) {
           await env().sleep(1_000);
           progress = await handle.query(progressQuery);
         }

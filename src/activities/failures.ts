@@ -122,3 +122,21 @@ export function toApplicationFailure(outcome: FailureOutcome, retryDelayMs?: num
       return failure({ type: FailureType.Config, message: outcome.message });
   }
 }
+
+/**
+ * The same failure with another message or details: its type, whether it retries, its delay (every failure of these
+ * activities gives it in milliseconds) and its category kept. The one place a failure is rebuilt.
+ */
+export function failureWith(
+  err: ApplicationFailure,
+  change: { message?: string; details?: unknown[] },
+): ApplicationFailure {
+  return ApplicationFailure.create({
+    ...(err.type ? { type: err.type } : {}),
+    message: change.message ?? err.message,
+    nonRetryable: err.nonRetryable ?? false,
+    ...(change.details ? { details: change.details } : err.details ? { details: [...err.details] } : {}),
+    ...(typeof err.nextRetryDelay === 'number' ? { nextRetryDelay: err.nextRetryDelay } : {}),
+    ...(err.category ? { category: err.category } : {}),
+  });
+}

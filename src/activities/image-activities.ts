@@ -32,7 +32,7 @@ import { clipSource, describeImageUrl, downloadImages, guardedDownloadDispatcher
 import { imagesRefusedStop } from './images-refused';
 import { redactedFailure } from './redacted-failure';
 import { checkImageCount, creationByteBudget, noImageFailure } from './image-limits';
-import { toApplicationFailure } from './failures';
+import { failureWith, toApplicationFailure } from './failures';
 import { currentDetails, heartbeat, whileHeartbeating } from './heartbeat';
 import { asRecord, createKeyLedger, type Consult } from './key-ledger';
 import { copyImages } from './saved-images';
@@ -657,13 +657,5 @@ export function keyProgressOf(details: unknown): KeyProgress {
 /** The same failure with the key's progress as its second detail (a cancellation or another error as it is). */
 function withProgress(err: unknown, progress: KeyProgress): unknown {
   if (!(err instanceof ApplicationFailure)) return err;
-  return ApplicationFailure.create({
-    ...(err.type ? { type: err.type } : {}),
-    message: err.message,
-    nonRetryable: err.nonRetryable ?? false,
-    details: [err.details?.[0] ?? null, progress],
-    // Every failure of these activities gives its delay in milliseconds.
-    ...(typeof err.nextRetryDelay === 'number' ? { nextRetryDelay: err.nextRetryDelay } : {}),
-    ...(err.category ? { category: err.category } : {}),
-  });
+  return failureWith(err, { details: [err.details?.[0] ?? null, progress] });
 }

@@ -14,7 +14,7 @@ import { createImageActivities } from './image-activities';
 import { requestFingerprinter } from './key-ledger';
 import { createLedgerActivities } from './ledger-activities';
 import { createLedgerCheckActivities } from './ledger-check';
-import { createServiceProofActivities, settingsFingerprint } from './service-proof';
+import { createServiceProofActivities, serviceProver } from './service-proof';
 import { createRowActivities } from './rows';
 import { createServiceCheckActivities } from './service-check';
 
@@ -112,9 +112,22 @@ export function createActivitiesWithSteps(deps: ActivityDeps) {
   // Read (and validated) now, so that a wrong setting stops the worker at start-up, naming its variable.
   const config = deps.config ?? loadServiceConfig(process.env);
   const outputRoot = deps.outputRoot ?? process.cwd();
+  // One key provider (the key file read once) and one fingerprinter for every activity.
+  const apiKey = deps.apiKey ?? lazyApiKeyProvider(() => loadApiKey(process.env));
+  const fingerprintOf = requestFingerprinter(config);
+  const proveService = serviceProver({ config, ledger: deps.ledger, now });
+  /** What the activities that ask the service without saving images share. */
+  const serviceDeps = {
+    config,
+    apiKey,
+    ...(deps.dispatcher ? { dispatcher: deps.dispatcher } : {}),
+    ...(deps.holds ? { holds: deps.holds } : {}),
+    now,
+    logger: deps.logger ?? activityLogger,
+  };
   const image = createImageActivities({
     config,
-    apiKey: deps.apiKey ?? lazyApiKeyProvider(() => loadApiKey(process.env)),
+    apiKey,
     ...(deps.dispatcher ? { dispatcher: deps.dispatcher } : {}),
     ...(deps.downloadDispatcher ? { downloadDispatcher: deps.downloadDispatcher } : {}),
     ...(deps.holds ? { holds: deps.holds } : {}),
@@ -125,14 +138,14 @@ export function createActivitiesWithSteps(deps: ActivityDeps) {
     logger: deps.logger ?? activityLogger,
     random: deps.random ?? Math.random,
     ledger: deps.ledger,
-    fingerprintOf: requestFingerprinter(config),
+    fingerprintOf,
   });
   return {
     ...image,
     ...createBatchFileActivities({ outputRoot }),
     ...createScheduleActivities({
       outputRoot,
-      ledger: { store: deps.ledger, fingerprintOf: requestFingerprinter(config) },
+      ledger: { store: deps.ledger, fingerprintOf },
       ...(deps.temporalClient ? { temporalClient: deps.temporalClient } : {}),
     }),
     ...createRowActivities({
@@ -141,31 +154,14 @@ export function createActivitiesWithSteps(deps: ActivityDeps) {
       ledger: deps.ledger,
       ...(deps.temporalClient ? { temporalClient: deps.temporalClient } : {}),
     }),
-    ...createLedgerActivities({ outputRoot, now, ledger: deps.ledger, fingerprintOf: requestFingerprinter(config) }),
+    ...createLedgerActivities({ outputRoot, now, ledger: deps.ledger, fingerprintOf }),
     ...createServiceProofActivities({ config, ledger: deps.ledger, now }),
-    ...createLedgerCheckActivities({
-      config,
-      apiKey: deps.apiKey ?? lazyApiKeyProvider(() => loadApiKey(process.env)),
-      ...(deps.dispatcher ? { dispatcher: deps.dispatcher } : {}),
-      ...(deps.holds ? { holds: deps.holds } : {}),
-      now,
-      logger: deps.logger ?? activityLogger,
-      ledger: deps.ledger,
-    }),
-    ...createServiceCheckActivities({
-      config,
-      apiKey: deps.apiKey ?? lazyApiKeyProvider(() => loadApiKey(process.env)),
-      ...(deps.dispatcher ? { dispatcher: deps.dispatcher } : {}),
-      ...(deps.holds ? { holds: deps.holds } : {}),
-      now,
-      logger: deps.logger ?? activityLogger,
-    }),
+    ...createLedgerCheckActivities({ ...serviceDeps, ledger: deps.ledger }),
+    ...createServiceCheckActivities(serviceDeps),
     ...createDoctorActivities({
       config,
-      proveService: async (creationId) => {
-        await deps.ledger.proveService(settingsFingerprint(config), { by: 'doctor', creationId }, now());
-      },
-      apiKey: deps.apiKey ?? lazyApiKeyProvider(() => loadApiKey(process.env)),
+      proveService: (creationId) => proveService({ by: 'doctor', creationId }),
+      apiKey,
       ...(deps.dispatcher ? { dispatcher: deps.dispatcher } : {}),
       ...(deps.downloadDispatcher ? { downloadDispatcher: deps.downloadDispatcher } : {}),
       outputRoot,

@@ -1,6 +1,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { ApiKeyProvider } from '../api/api-key';
 import { redactJsonValue, redactRawText } from '../api/redact';
+import { failureWith } from './failures';
 
 /**
  * `err` with the API key removed from its message and details, in every form redact.ts knows: what an image host
@@ -18,12 +19,5 @@ export function redactedFailure(err: unknown, apiKey: ApiKeyProvider): unknown {
   const message = redactRawText(err.message, key);
   const details = err.details ? redactJsonValue([...err.details], key) : undefined;
   if (message === err.message && JSON.stringify(details) === JSON.stringify(err.details)) return err;
-  return ApplicationFailure.create({
-    ...(err.type ? { type: err.type } : {}),
-    message,
-    nonRetryable: err.nonRetryable ?? false,
-    ...(details ? { details } : {}),
-    ...(typeof err.nextRetryDelay === 'number' ? { nextRetryDelay: err.nextRetryDelay } : {}),
-    ...(err.category ? { category: err.category } : {}),
-  });
+  return failureWith(err, { message, ...(details ? { details } : {}) });
 }

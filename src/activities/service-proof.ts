@@ -51,8 +51,21 @@ export interface RecordServiceProofInput {
   creationId?: string;
 }
 
-export function createServiceProofActivities(deps: { config: ServiceConfig; ledger: LedgerStore; now: () => number }) {
+interface ProofDeps {
+  config: ServiceConfig;
+  ledger: LedgerStore;
+  now: () => number;
+}
+
+/** Records in the store that the service was understood under these settings (a canary's, or doctor's). */
+export function serviceProver(deps: ProofDeps): (proof: ServiceProof) => Promise<void> {
   const settings = settingsFingerprint(deps.config);
+  return (proof) => deps.ledger.proveService(settings, proof, deps.now());
+}
+
+export function createServiceProofActivities(deps: ProofDeps) {
+  const settings = settingsFingerprint(deps.config);
+  const prove = serviceProver(deps);
   return {
     /** Whether this worker's settings were proven on its store. */
     async checkServiceProof(): Promise<ServiceProofResult> {
@@ -62,7 +75,7 @@ export function createServiceProofActivities(deps: { config: ServiceConfig; ledg
 
     /** Records that a batch's canary row ended `succeeded` under this worker's settings. */
     async recordServiceProof(input: RecordServiceProofInput): Promise<void> {
-      await deps.ledger.proveService(settings, { by: 'canary', ...input }, deps.now());
+      await prove({ by: 'canary', ...input });
     },
   };
 }

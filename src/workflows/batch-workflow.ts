@@ -280,7 +280,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
       }
     }
     if (state.runs === 0 && patched(STOP_LOSS)) {
-      const canary = input.stopLoss?.canary !== false && !input.stopLoss?.off?.includes('canary');
+      const canary = StopLoss.canaryWanted(input.stopLoss);
       const proven = canary ? (await checkServiceProof().catch(() => undefined))?.proven === true : false;
       state.stopLoss = StopLoss.start(input.stopLoss, proven);
       loss = new StopLoss(state.stopLoss, input.stopLoss);

@@ -57,8 +57,13 @@ export class StopLoss {
   }
 
   /** The state of a new batch: its canary comes first unless it is off or the worker's settings were proven. */
+  /** Whether a batch with these options sends a canary (unless its settings were proven). */
+  static canaryWanted(options: StopLossOptions = {}): boolean {
+    return (options.canary ?? STOP_LOSS_DEFAULTS.canary) && !(options.off ?? []).includes(Breaker.Canary);
+  }
+
   static start(options: StopLossOptions = {}, proven = false): StopLossState {
-    const on = (options.canary ?? STOP_LOSS_DEFAULTS.canary) && !(options.off ?? []).includes(Breaker.Canary);
+    const on = StopLoss.canaryWanted(options);
     return {
       canary: !on ? CanaryPhase.Off : proven ? CanaryPhase.Proven : CanaryPhase.Next,
       canaryFailures: 0,

@@ -1,8 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_SUCCESS_STATUSES } from '../../src/api/contract';
-import { classifyResponse, RequestKind } from '../../src/api/classify';
-import { DEFAULT_COST_FIELDS, DEFAULT_PRICE_FIELDS } from '../../src/api/money';
 import { MAX_RECORD_KEY_LENGTH, MAX_RECORD_KEYS, recordKeysOf } from '../../src/api/record-keys';
+import { poll } from './helpers/poll';
 
 /** A success without an image names the record's top-level fields: names only, bounded, never a value. */
 describe('recordKeysOf', () => {
@@ -31,19 +29,6 @@ describe('recordKeysOf', () => {
 });
 
 describe('classifyResponse: a success', () => {
-  const poll = (body: unknown) =>
-    classifyResponse({
-      kind: RequestKind.Poll,
-      status: 200,
-      headers: {},
-      body: JSON.stringify(body),
-      nowMs: 0,
-      successStatuses: DEFAULT_SUCCESS_STATUSES,
-      costFields: DEFAULT_COST_FIELDS,
-      priceFields: DEFAULT_PRICE_FIELDS,
-      defaultRetryAfterMs: 1000,
-    });
-
   it('with no image carries the record field names (never values); with images, none', () => {
     const none = poll({ id: 'c', status: 'succeeded', note: 'private words', billing: { amount: 1 } });
     expect(none).toMatchObject({ kind: 'ended', result: { outcome: 'succeeded', images: [] } });

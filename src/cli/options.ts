@@ -1,7 +1,7 @@
-import ms from 'ms';
 import { z } from 'zod';
 import { durationMs } from '../config/duration';
 import { ID_PATTERN } from '../model';
+import { formatWait } from '../workflows/timeouts';
 import { OptionError } from './errors';
 
 /**
@@ -9,8 +9,8 @@ import { OptionError } from './errors';
  * value, or an issue whose message says what is wrong and quotes the value; main.ts prefixes the option's name
  * (`imagebatch: --spend-cap: must be ...`) and exits 2 before anything connects or starts.
  *
- * Durations have one grammar in the whole CLI: the SDK's `Duration` strings, read by the `ms` package as the SDK
- * reads them (`90s`, `45m`, `2h`, `1.5h`, `30 minutes`, `1500ms`), always with a unit.
+ * Durations have one grammar in the whole CLI: the SDK's `Duration` strings, read by the SDK's own reader
+ * (`90s`, `45m`, `2h`, `1.5h`, `30 minutes`, `1500ms`), always with a unit.
  */
 
 /** What a batch id (and a schedule id) may be. */
@@ -68,7 +68,7 @@ const MIN_DURATION_MS = 1000;
 export const duration = ({ maxMs, examples = '90s, 45m or 2h' }: DurationOptions = {}) =>
   checked<number>((raw) => {
     const value = durationMs(raw);
-    const bounds = maxMs === undefined ? 'at least 1 s' : `at least 1 s and at most ${ms(maxMs)}`;
+    const bounds = maxMs === undefined ? 'at least 1 s' : `at least 1 s and at most ${formatWait(maxMs)}`;
     return Number.isFinite(value) && value >= MIN_DURATION_MS && value <= (maxMs ?? Infinity)
       ? { value }
       : { problem: `must be a duration of ${bounds}, such as ${examples}` };

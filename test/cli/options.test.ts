@@ -69,7 +69,7 @@ describe('a bad option value exits 2 naming the option, before anything starts',
     [['status', 'a b'], '<batch>', /A-Z a-z 0-9/],
     [['reconcile', 'b1', '--max-poll-wait', 'forever'], '--max-poll-wait', /duration/],
     [['doctor', '--spend-one', '--model', 'm', '--max-wait', 'abc'], '--max-wait', /duration/],
-    [['doctor', '--spend-one', '--model', 'm', '--max-wait', '1h'], '--max-wait', /at most 15m/],
+    [['doctor', '--spend-one', '--model', 'm', '--max-wait', '1h'], '--max-wait', /at most 15 min,/],
     [[...SCHEDULE, '--concurrency', '0'], '--concurrency', /whole number/],
     [[...SCHEDULE, '--concurrency', 'abc'], '--concurrency', /whole number/],
     [[...SCHEDULE, '--max-attempts', '-2'], '--max-attempts', /whole number/],
@@ -141,9 +141,10 @@ describe('one duration grammar: the SDK’s Duration strings (ms), always with a
     }
   });
 
-  it('a bound is part of the message', () => {
+  it('a bound is part of the message, written as a duration the option takes', () => {
     expect(duration({ maxMs: 15 * 60_000 }).safeParse('16m').error?.issues[0]?.message).toBe(
-      'must be a duration of at least 1 s and at most 15m, such as 90s, 45m or 2h (got "16m")',
+      'must be a duration of at least 1 s and at most 15 min, such as 90s, 45m or 2h (got "16m")',
     );
+    expect(duration({ maxMs: 15 * 60_000 }).safeParse('15 min')).toEqual({ success: true, data: 15 * 60_000 });
   });
 });

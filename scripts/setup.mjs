@@ -31,7 +31,8 @@ function run(cmd, cmdArgs, opts = {}) {
   return res.error ? { ok: false, error: res.error } : { ok: res.status === 0, status: res.status };
 }
 
-function hashOf(files, extra = process.version.split('.')[0] ?? '') {
+/** The hash a stamp holds: the files' contents and `extra` (what else the step depends on). */
+function hashOf(files, extra = '') {
   const h = createHash('sha256');
   for (const f of files) h.update(existsSync(f) ? readFileSync(f) : '');
   h.update(extra);

@@ -8,15 +8,14 @@
 # scripts/check-artifact.mjs repeats these steps outside Docker (it reads the COPY and RUN lines below) and runs
 # the result, so keep to COPY lines with plain paths and to npm in RUN lines.
 #
-# `npm install` rather than `npm ci`, as in scripts/setup.mjs: the lock file may lack other platforms' optional
-# native packages, which `npm ci` refuses; Linux needs only the linux-x64/arm64 ones, which the lock file has.
+# `npm ci`, as in scripts/setup.mjs: exactly the lock file, which records every platform's optional packages.
 
 ARG NODE_IMAGE=node:24.21.0-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm install --no-audit --no-fund --loglevel=error
+RUN npm ci --no-audit --no-fund --loglevel=error
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 # `npm run build` is tsc, then the workflow bundles the worker loads at start (dist/workflow-bundle*.js).
@@ -27,7 +26,7 @@ FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm install --omit=dev --no-audit --no-fund --loglevel=error && npm cache clean --force
+RUN npm ci --omit=dev --no-audit --no-fund --loglevel=error && npm cache clean --force
 COPY bin ./bin
 COPY examples ./examples
 # dist/ holds the workflow bundles `npm run build` made above: root's, readable by all and writable by root only,

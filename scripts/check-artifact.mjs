@@ -2,10 +2,10 @@
 // Builds, outside Docker, the artefact that the Dockerfile builds, and runs it (no Docker engine runs on the CI
 // machines). It reads the Dockerfile's stages and repeats their COPY and RUN lines in a temporary folder:
 //
-//   build    the COPY lines from the build context; `npm install` (all dependencies) is the repository's own
+//   build    the COPY lines from the build context; `npm ci` (all dependencies) is the repository's own
 //            node_modules, linked rather than installed again; `npm run build` runs as written (tsc, then the
 //            workflow bundles), with NODE_PRESERVE_SYMLINKS so that webpack sees the link as a folder of the app.
-//   runtime  the COPY lines (the --from=build one from the build above); `npm install --omit=dev ...` runs as
+//   runtime  the COPY lines (the --from=build one from the build above); `npm ci --omit=dev ...` runs as
 //            written, from the local npm cache where it can (--prefer-offline), so only production dependencies.
 //
 // Then it checks that no development-only package was installed, that the artefact's dist/ is byte for byte the

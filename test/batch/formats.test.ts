@@ -47,6 +47,13 @@ describe('tab-separated files', () => {
     expect(rows[0]!.columns).toEqual({ Category: 'Animals', Challenge: 'Basic', Note: '' });
   });
 
+  it('give every carried column back under its own header name when results read them (readAll)', async () => {
+    const file = tmp.file('results.tsv', PROMPT_SET.join('\n') + '\n');
+    const { rows } = await readAllPages(file, { defaultModel: 'sdxl', userColumns: { readAll: true }, maxRows: 3 });
+    expect(rows).toHaveLength(7);
+    expect(rows[2]!.columns).toEqual({ Category: 'People', Challenge: 'Imagination', Note: 'the classic one' });
+  });
+
   it('are sniffed in a .csv file too', async () => {
     const file = tmp.file('tabs.csv', PROMPT_SET.slice(0, 3).join('\n') + '\n');
     const report = await validateBatchFile(file, { defaultModel: 'sdxl', carryOthers: true });

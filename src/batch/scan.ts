@@ -145,8 +145,8 @@ function lineBreaks(cells: readonly string[]): number {
  * record delimiters CRLF, LF and lone CR (the same breaks the line index counts), `relax_column_count`
  * (ragged rows are reported by the row validator with both counts), `skip_records_with_error` with `on_skip`
  * (so one file yields every problem), except that `CSV_MAX_RECORD_SIZE` is rethrown: after it csv-parse 7
- * loses its buffer, so going on would report garbage. Tab-separated files also get `relax_quotes`: a quote inside a
- * cell is text there (TSV has no quoting), though a cell that starts with a quote is still read as quoted.
+ * loses its buffer, so going on would report garbage. Tab-separated files also get `relax_quotes`: a quote in a cell
+ * is text there (TSV has no quoting: `"Hello" she said`), though a cell wholly in quotes is still read as quoted.
  */
 export async function scanRecords(input: ScanInput): Promise<ScanResult> {
   const maxRecordBytes = input.maxRecordBytes ?? DEFAULT_MAX_RECORD_BYTES;

@@ -54,6 +54,12 @@ describe('tab-separated files', () => {
     expect(rows[2]!.columns).toEqual({ Category: 'People', Challenge: 'Imagination', Note: 'the classic one' });
   });
 
+  it('read quotes as text, except around a whole cell', async () => {
+    const file = tmp.file('quotes.tsv', 'prompt\tnote\n"Hello" she said\tx\nsay "hi" now\ty\n"a\ttab"\tz\n');
+    const { rows } = await readAllPages(file, { defaultModel: 'm', userColumns: { carry: ['note'] } });
+    expect(rows.map((r) => r.request.prompt)).toEqual(['"Hello" she said', 'say "hi" now', 'a\ttab']);
+  });
+
   it('are sniffed in a .csv file too', async () => {
     const file = tmp.file('tabs.csv', PROMPT_SET.slice(0, 3).join('\n') + '\n');
     const report = await validateBatchFile(file, { defaultModel: 'sdxl', carryOthers: true });

@@ -50,6 +50,7 @@ const e2e = [
   'test/cli/batch.test.ts',
   'test/cli/batch-identity.test.ts',
   'test/cli/demo.test.ts',
+  'test/cli/files-as-people-have-them.test.ts',
   'test/cli/gallery-browser.test.ts',
   'test/cli/identity-by-content.test.ts',
   'test/cli/offline.test.ts',

@@ -59,9 +59,26 @@ export const MAX_USER_COLUMNS = 32;
 /** Longest value of a `--column` cell (code points): it is sent, so it travels in the row's workflow input. */
 export const MAX_EXTRA_VALUE_CHARS = 4000;
 
-/** Whether a header name is one of ours (request or record column). */
+/**
+ * A header name as it is matched against ours: without surrounding spaces, in lower case, inner runs of spaces and
+ * hyphens as `_` (`Prompt`, ` PROMPT `, `Negative Prompt` and `negative-prompt` are all ours).
+ */
+export function normalizeColumn(name: string): string {
+  return name
+    .trim()
+    .toLowerCase()
+    .replace(/[\s-]+/g, '_');
+}
+
+/** The column of ours a header name stands for, if it is one (see {@link normalizeColumn}). */
+export function knownColumnOf(name: string): KnownColumn | undefined {
+  const normalized = normalizeColumn(name);
+  return KNOWN.has(normalized) ? (normalized as KnownColumn) : undefined;
+}
+
+/** Whether a header name is one of ours (request or record column), in any case. */
 export function isKnownColumn(name: string): boolean {
-  return KNOWN.has(name);
+  return knownColumnOf(name) !== undefined;
 }
 
 /** The columns of `header` that the user owns under `user`, in header order (unknown, unowned ones left out). */
@@ -72,7 +89,7 @@ export function userColumnsOf(header: readonly string[], user: UserColumns | und
   const out: UserColumn[] = [];
   const seen = new Set<string>();
   header.forEach((name, index) => {
-    if (name === '' || KNOWN.has(name) || seen.has(name)) return;
+    if (name === '' || isKnownColumn(name) || seen.has(name)) return;
     seen.add(name);
     const field = send.get(name);
     if (field !== undefined) out.push({ name, index, field });
@@ -87,7 +104,17 @@ export interface ParsedHeader {
   index: ColumnIndex;
   /** The columns the user owns (`--carry`, `--column`), in header order. */
   own: UserColumn[];
+  /** The columns carried: those of `--carry`, then (with `carryOthers`) every other one of the user's. */
+  carried: string[];
   problems: BatchProblem[];
+}
+
+export interface HeaderOptions {
+  /**
+   * Carry every column that is neither ours nor sent (`--column`), rather than refusing it: what the CLI does.
+   * @default false
+   */
+  carryOthers?: boolean;
 }
 
 /**
@@ -95,8 +122,14 @@ export interface ParsedHeader {
  * and a misspelt optional column (`Width`, `neg_prompt`) silently dropped would spend money on images made
  * without the settings the user asked for. The fix is one edit of line 1, so refusing is cheap.
  */
-export function parseHeader(cells: readonly string[], line: number, user?: UserColumns): ParsedHeader {
+export function parseHeader(
+  cells: readonly string[],
+  line: number,
+  given?: UserColumns,
+  options: HeaderOptions = {},
+): ParsedHeader {
   const columns = cells.map((c) => c.trim());
+  const user = options.carryOthers ? carryingOthers(columns, given) : given;
   const index = new Map<KnownColumn, number>();
   const problems: BatchProblem[] = [];
   const seen = new Map<string, number>();
@@ -122,8 +155,21 @@ export function parseHeader(cells: readonly string[], line: number, user?: UserC
       return;
     }
     seen.set(name, i);
-    if (KNOWN.has(name)) {
-      index.set(name as KnownColumn, i);
+    const known = knownColumnOf(name);
+    if (known !== undefined) {
+      const first = index.get(known);
+      if (first !== undefined) {
+        problems.push({
+          code: ProblemCode.HeaderDuplicateColumn,
+          line,
+          field: known,
+          message:
+            `header columns ${preview(columns[first] ?? '')} (column ${first + 1}) and ${preview(name)} ` +
+            `(column ${i + 1}) are both the column ${known}`,
+        });
+        return;
+      }
+      index.set(known, i);
       return;
     }
     if (owned.has(name) || user?.readAll) return;
@@ -152,7 +198,29 @@ export function parseHeader(cells: readonly string[], line: number, user?: UserC
       message: `the header has no "prompt" column (found: ${columns.map((c) => preview(c)).join(', ') || 'nothing'})`,
     });
   }
-  return { columns, index, own: userColumnsOf(columns, user), problems };
+  const own = userColumnsOf(columns, user);
+  if (options.carryOthers && own.length > MAX_USER_COLUMNS) {
+    problems.push({
+      code: ProblemCode.HeaderTooManyColumns,
+      line,
+      message:
+        `the header has ${own.length} columns of your own (${own.map((c) => preview(c.name)).join(', ')}); at ` +
+        `most ${MAX_USER_COLUMNS} are carried into the results: remove some`,
+    });
+  }
+  return { columns, index, own, carried: [...(user?.carry ?? [])], problems };
+}
+
+/** `user` with every column of `columns` that is neither ours nor given to an option added to its carried ones. */
+function carryingOthers(columns: readonly string[], user: UserColumns | undefined): UserColumns {
+  const carry = [...(user?.carry ?? [])];
+  const taken = new Set([...carry, ...Object.keys(user?.send ?? {})]);
+  for (const name of columns) {
+    if (name === '' || isKnownColumn(name) || taken.has(name)) continue;
+    taken.add(name);
+    carry.push(name);
+  }
+  return { ...user, carry };
 }
 
 function unknownColumnMessage(name: string, position: number): string {
@@ -161,10 +229,8 @@ function unknownColumnMessage(name: string, position: number): string {
   if (name.includes('\u0000')) {
     return `header column ${preview(name)} contains NUL characters: the file looks like UTF-16; save it as UTF-8`;
   }
-  const normalized = name.toLowerCase().replace(/[\s-]+/g, '_');
-  const hint = KNOWN.has(normalized) ? ` (did you mean "${normalized}"?)` : '';
   return (
-    `unknown column ${preview(name)} (header column ${position})${hint}: the service rejects unknown fields; ` +
+    `unknown column ${preview(name)} (header column ${position}): the service rejects unknown fields; ` +
     `allowed columns are ${known} (and errors.csv's ${record}, which are never sent); to keep a column of your own ` +
     `give --carry ${preview(name)} (carried into the results, never sent) or ` +
     `--column ${preview(name)}=<field> (sent in the request under <field>)`
@@ -175,7 +241,8 @@ function unknownColumnMessage(name: string, position: number): string {
 export function indexColumns(columns: readonly string[]): ColumnIndex {
   const index = new Map<KnownColumn, number>();
   columns.forEach((name, i) => {
-    if (KNOWN.has(name) && !index.has(name as KnownColumn)) index.set(name as KnownColumn, i);
+    const known = knownColumnOf(name);
+    if (known !== undefined && !index.has(known)) index.set(known, i);
   });
   return index;
 }

@@ -2,7 +2,8 @@ import { type ColumnIndex, indexColumns, parseHeader, type UserColumn, userColum
 import type { BatchCursor, UserColumns } from '../model';
 import { IdTable } from './id-table';
 import { type BatchProblem, BatchFileError, BatchFileErrorReason, ProblemCode, ProblemCollector } from './problems';
-import { type ScanLimits, type ScannedRecord, scanRecords } from './scan';
+import { scanBatchFile } from './format';
+import { type ScanLimits, type ScannedRecord } from './scan';
 import type { BatchRow } from './schema';
 import { inspectSource } from './source';
 import { badUtf8Problem, checkRecord } from './validate';
@@ -96,6 +97,8 @@ export async function readBatchPage(
   let own: UserColumn[] = [];
   if (cursor === undefined) {
     state = { byteOffset: source.dataStart, line: 1, rowsBefore: 0, header: [], file: source.fingerprint };
+    // Comma CSV is what a cursor without a format means: it is left out, so such cursors stay as they were.
+    if (source.format !== 'comma') state.format = source.format;
     if (source.encodingProblem) {
       collector.add(source.encodingProblem);
       return finish(state, true);
@@ -139,8 +142,10 @@ export async function readBatchPage(
     return rowsInPage >= maxRows || record.endOffset - start >= maxBytes;
   };
 
-  const scan = await scanRecords({
+  const scan = await scanBatchFile({
     path,
+    format: state.format ?? 'comma',
+    ...(cursor === undefined ? {} : { columns: cursor.header }),
     start,
     line: state.line,
     chunkBytes: Math.min(64 * 1024, Math.max(4096, Math.min(maxBytes, maxRows * 256))),
@@ -148,7 +153,7 @@ export async function readBatchPage(
     maxFields: options.maxFields,
     onRecord,
     onProblem: (p) => {
-      // Malformed CSV before the header was read: the header itself is broken, no row can be trusted.
+      // Malformed CSV (or JSON) before the header was read: the header itself is broken, no row can be trusted.
       if (index === undefined) headerFailed = true;
       collector.add(p);
     },

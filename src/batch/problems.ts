@@ -13,6 +13,8 @@ export const ProblemCode = {
   FileNoRows: 'file.no_rows',
   /** A UTF-16 or UTF-32 byte-order mark: only UTF-8 is read. */
   UnsupportedEncoding: 'file.unsupported_encoding',
+  /** The file is not text: a zip archive (an Excel workbook), NUL bytes, or mostly bytes that are not text. */
+  NotText: 'file.not_text',
   /** Bytes that are not UTF-8 on this line; never silently replaced. */
   InvalidUtf8: 'encoding.invalid_utf8',
   HeaderMissingPrompt: 'header.missing_prompt',
@@ -21,6 +23,14 @@ export const ProblemCode = {
   HeaderEmptyColumn: 'header.empty_column',
   /** `--carry` or `--column` names a column the header does not have. */
   HeaderOptionColumnMissing: 'header.option_column_missing',
+  /** More columns of the user's (carried or sent) than `MAX_USER_COLUMNS`. */
+  HeaderTooManyColumns: 'header.too_many_columns',
+  /** JSON Lines: a line that is not one JSON object. */
+  JsonInvalid: 'json.invalid',
+  /** JSON Lines: a key that is not one of the columns (the keys of the first object). */
+  JsonUnknownKey: 'json.unknown_key',
+  /** JSON Lines: a value that is an object or an array (a cell holds a string, a number or a boolean). */
+  JsonNestedValue: 'json.nested_value',
   /** A quoted field that is never closed; the rest of the file was read as that field. */
   UnclosedQuote: 'csv.unclosed_quote',
   /** A quote where CSV does not allow one (inside an unquoted field, or text after a closing quote). */
@@ -66,6 +76,7 @@ const STOPPING_CODES: ReadonlySet<string> = new Set([
   ProblemCode.RecordTooLarge,
   ProblemCode.TooManyFields,
   ProblemCode.UnsupportedEncoding,
+  ProblemCode.NotText,
 ]);
 
 export class ProblemCollector {

@@ -14,6 +14,8 @@ export interface ScannedRecord {
   endOffset: number;
   /** The first line of this record holding bytes that are not UTF-8, if any (the cells hold U+FFFD there). */
   badUtf8Line?: number;
+  /** Problems the reader found in this record itself (JSON Lines: a bad line, key or value): the row is invalid. */
+  problems?: BatchProblem[];
 }
 
 export interface ScanLimits {
@@ -35,6 +37,11 @@ export interface ScanLimits {
 
 export interface ScanInput extends ScanLimits {
   path: string;
+  /**
+   * The cell delimiter.
+   * @default ','
+   */
+  delimiter?: string;
   /** Absolute byte offset to start at; must be the start of a record (0, after a BOM, or a cursor's offset). */
   start: number;
   /** Physical line of the byte at `start`. */
@@ -138,7 +145,8 @@ function lineBreaks(cells: readonly string[]): number {
  * record delimiters CRLF, LF and lone CR (the same breaks the line index counts), `relax_column_count`
  * (ragged rows are reported by the row validator with both counts), `skip_records_with_error` with `on_skip`
  * (so one file yields every problem), except that `CSV_MAX_RECORD_SIZE` is rethrown: after it csv-parse 7
- * loses its buffer, so going on would report garbage.
+ * loses its buffer, so going on would report garbage. Tab-separated files also get `relax_quotes`: a quote in a cell
+ * is text there (TSV has no quoting: `"Hello" she said`), though a cell wholly in quotes is still read as quoted.
  */
 export async function scanRecords(input: ScanInput): Promise<ScanResult> {
   const maxRecordBytes = input.maxRecordBytes ?? DEFAULT_MAX_RECORD_BYTES;
@@ -161,6 +169,8 @@ export async function scanRecords(input: ScanInput): Promise<ScanResult> {
 
   const parser = parse({
     bom: false,
+    delimiter: input.delimiter ?? ',',
+    relax_quotes: input.delimiter === '\t',
     record_delimiter: ['\r\n', '\n', '\r'],
     relax_column_count: true,
     skip_empty_lines: true,

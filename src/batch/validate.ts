@@ -1,8 +1,9 @@
-import type { UserColumns } from '../model';
+import type { BatchFormat, UserColumns } from '../model';
+import { scanBatchFile } from './format';
 import { type ColumnIndex, parseHeader, RecordColumn, type UserColumn } from './header';
 import { IdTable } from './id-table';
 import { type BatchProblem, ProblemCode, ProblemCollector } from './problems';
-import { type ScanLimits, type ScannedRecord, scanRecords } from './scan';
+import { type ScanLimits, type ScannedRecord } from './scan';
 import { type BatchRow, validateRow } from './schema';
 import { inspectSource } from './source';
 
@@ -17,6 +18,12 @@ export interface ValidateOptions extends ScanLimits {
    * @default none
    */
   userColumns?: UserColumns;
+  /**
+   * Carry every column that is neither ours nor sent (`--column`) into the results, rather than refusing it; the
+   * report lists them in `carried`.
+   * @default false
+   */
+  carryOthers?: boolean;
   /**
    * Problems kept in the report; later ones are only counted (`problemsDropped`), so a hostile file cannot
    * blow memory.
@@ -42,8 +49,14 @@ export interface BatchReport {
   ok: boolean;
   /** False when a fatal problem (unsupported encoding, record too large, too many fields) stopped the read. */
   complete: boolean;
+  /** How the file is written: CSV with a comma, a tab or a semicolon between cells, or JSON Lines. */
+  format: BatchFormat;
   /** Header columns as written, or null when the file has no header. */
   columns: string[] | null;
+  /** Line of the header (of the first object in JSON Lines), when there is one. */
+  headerLine?: number;
+  /** Columns carried into the results, never sent: those of `--carry`, and with `carryOthers` every other one. */
+  carried: string[];
   /** Data rows read (the header and blank lines not counted; malformed CSV records that were skipped neither). */
   rows: number;
   validRows: number;
@@ -78,7 +91,9 @@ export async function validateBatchFile(path: string, options: ValidateOptions =
   const report: BatchReport = {
     ok: false,
     complete: true,
+    format: 'comma',
     columns: null,
+    carried: [],
     rows: 0,
     validRows: 0,
     invalidRows: 0,
@@ -97,6 +112,7 @@ export async function validateBatchFile(path: string, options: ValidateOptions =
   let headerBroken = false;
 
   const source = await inspectSource(path);
+  report.format = source.format;
   if (source.encodingProblem) {
     collector.add(source.encodingProblem);
     report.complete = false;
@@ -108,8 +124,12 @@ export async function validateBatchFile(path: string, options: ValidateOptions =
         return false;
       }
       if (header === undefined) {
-        const parsed = parseHeader(record.cells, record.line, options.userColumns);
+        const parsed = parseHeader(record.cells, record.line, options.userColumns, {
+          carryOthers: options.carryOthers ?? false,
+        });
         report.columns = parsed.columns;
+        report.headerLine = record.line;
+        report.carried = parsed.carried;
         header = { index: parsed.index, width: parsed.columns.length, own: parsed.own };
         if (record.badUtf8Line !== undefined) {
           collector.add({
@@ -151,8 +171,9 @@ export async function validateBatchFile(path: string, options: ValidateOptions =
       }
       return false;
     };
-    const scan = await scanRecords({
+    const scan = await scanBatchFile({
       path,
+      format: source.format,
       start: source.dataStart,
       line: 1,
       maxRecordBytes: options.maxRecordBytes,
@@ -164,7 +185,10 @@ export async function validateBatchFile(path: string, options: ValidateOptions =
           collector.add({
             code: p.code,
             line: p.line,
-            message: `the header row is not valid CSV, so no row can be checked: ${p.message}`,
+            message:
+              source.format === 'jsonl'
+                ? p.message
+                : `the header row is not valid CSV, so no row can be checked: ${p.message}`,
           });
         } else {
           collector.add(p);
@@ -240,6 +264,12 @@ export function checkRecord(
   });
   const rowId = result.ok ? result.row.rowId : result.rowId;
   let valid = result.ok;
+  if (record.problems) {
+    // The reader's own problems (a JSON line that is not an object, a bad key or value) say what is wrong first;
+    // the row's cells are not checked further.
+    record.problems.forEach((p) => collector.add(rowId === undefined ? p : { ...p, rowId }));
+    return undefined;
+  }
   if (record.badUtf8Line !== undefined) {
     valid = false;
     collector.add(badUtf8Problem(record, rowId, [...context.columns]));

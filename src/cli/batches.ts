@@ -19,12 +19,20 @@ import { batchWorkflow, progressQuery, type BatchWorkflowInput } from '../workfl
 import { batchWorkflowId, ID_PATTERN, type BatchProgress } from '../model';
 import { ID_RULE } from './options';
 import { checkPricesForCap } from './prices';
+import { SKIP_INVALID_MAX_PROBLEMS, skipRefusal, withCarried } from './file-rows';
 
 /** The batch file has problems: nothing was started (the report lists every one, with its line). */
 export class BatchValidationError extends ImagebatchError {
   readonly code = ErrorCode.BatchInvalid;
-  constructor(readonly report: BatchReport) {
-    super(`${report.problemCount} problem(s) in the batch file; nothing was started`);
+  /** @param why with `--skip-invalid`: why the file cannot be run without its invalid rows */
+  constructor(
+    readonly report: BatchReport,
+    why?: string,
+  ) {
+    super(
+      `${report.problemCount} problem(s) in the batch file; nothing was started` +
+        (why === undefined ? '' : ` (--skip-invalid leaves out invalid rows only, and here ${why})`),
+    );
   }
 }
 
@@ -34,6 +42,13 @@ export interface BatchOptions extends Omit<BatchWorkflowInput, 'state' | 'file' 
   file: string;
   /** Output folder, as the workers see it (made absolute). */
   outDir: string;
+  /**
+   * Run the valid rows of a file whose problems are all rows' own (`--skip-invalid`): the batch's page reader leaves
+   * the invalid ones out. A problem of the whole file, or a row id used twice, still refuses. Not part of the
+   * workflow's input.
+   * @default false
+   */
+  skipInvalid?: boolean;
 }
 
 /** A batch whose id and whole file were checked, before anything connects: what {@link startOrAttachBatch} starts. */
@@ -48,24 +63,38 @@ export interface PreparedBatch {
 
 /**
  * Checks a batch before anything connects: its id, then the whole file (nothing starts if any row is wrong: a
- * {@link BatchValidationError}; a file that cannot be read is a BatchFileError naming it), and takes the file's
- * fingerprint. A command calls it before it connects to Temporal, so a wrong file is said at once.
+ * {@link BatchValidationError}, unless `skipInvalid` and every problem is a row's own; a file that cannot be read is a
+ * BatchFileError naming it), and takes the file's fingerprint. A command calls it before it connects to Temporal, so
+ * a wrong file is said at once. Columns that are neither ours nor sent (`--column`) are carried: the input's
+ * `userColumns.carry` names them all, so the workers and the batch's identity see them as if given to `--carry`.
  */
 export async function prepareBatch(options: BatchOptions): Promise<PreparedBatch> {
+  const { skipInvalid, ...batch } = options;
   if (!ID_PATTERN.test(options.batchId)) {
     throw new Error(`batch id ${JSON.stringify(options.batchId)} ${ID_RULE}`);
   }
   const input: BatchWorkflowInput = {
-    ...options,
-    file: path.resolve(options.file),
-    outDir: path.resolve(options.outDir),
+    ...batch,
+    file: path.resolve(batch.file),
+    outDir: path.resolve(batch.outDir),
   };
   const report = await validateBatchFile(input.file, {
     ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
     ...(input.userColumns ? { userColumns: input.userColumns } : {}),
+    carryOthers: true,
+    ...(skipInvalid ? { maxProblems: SKIP_INVALID_MAX_PROBLEMS } : {}),
   });
-  if (!report.ok) throw new BatchValidationError(report);
-  return { input, report, fingerprint: await fileFingerprint(input.file) };
+  if (!report.ok) {
+    const refusal = skipInvalid ? skipRefusal(report) : '';
+    if (refusal !== undefined) throw new BatchValidationError(report, refusal || undefined);
+  }
+  const { userColumns: _given, ...rest } = input;
+  const userColumns = withCarried(input.userColumns, report);
+  return {
+    input: { ...rest, ...(userColumns ? { userColumns } : {}) },
+    report,
+    fingerprint: await fileFingerprint(input.file),
+  };
 }
 
 /**

@@ -25,7 +25,18 @@ export interface BatchCursor {
   header: string[];
   /** The file as it was on the first page; a later page refuses to read a file that changed since. */
   file?: FileStamp;
+  /**
+   * How the file is written, as found on the first page; later pages read it the same way.
+   * @default 'comma' (a cursor written before formats were detected)
+   */
+  format?: BatchFormat;
 }
+
+/**
+ * How a batch file is written: CSV with a comma, a tab or a semicolon between cells, or JSON Lines (one object a
+ * line).
+ */
+export type BatchFormat = 'comma' | 'tab' | 'semicolon' | 'jsonl';
 
 /**
  * Columns the user owns (`--carry`, `--column`): a batch file may have them besides the request and record columns.

@@ -178,17 +178,15 @@ describe('validateBatchFile: encodings and line endings', () => {
 
 describe('validateBatchFile: header', () => {
   it('reports a missing prompt column, unknown, empty and duplicate columns, once each', async () => {
-    const report = await validateBatchFile(
-      tmp.file('header.csv', 'Prompt,model,colour,,model\na,b,c,d,e\nf,g,h,i,j\n'),
-    );
+    const report = await validateBatchFile(tmp.file('header.csv', 'Promt,model,colour,,model\na,b,c,d,e\nf,g,h,i,j\n'));
     expect(report.problems.map(brief)).toEqual([
-      ['header.unknown_column', 1, 'Prompt'],
+      ['header.unknown_column', 1, 'Promt'],
       ['header.unknown_column', 1, 'colour'],
       ['header.empty_column', 1, null],
       ['header.duplicate_column', 1, 'model'],
       ['header.missing_prompt', 1, 'prompt'],
     ]);
-    expect(report.problems[0]?.message).toContain('did you mean "prompt"');
+    // A name of ours in another case (`Prompt`) is ours: see formats.test.ts.
     expect(report.rows).toBe(2);
     expect(report.validRows).toBe(0);
   });

@@ -130,15 +130,7 @@ describe('byte-order marks, NUL bytes, line ends and quotes', () => {
     ],
     ['UTF-32 LE with BOM', Buffer.from([0xff, 0xfe, 0, 0, 0x70, 0, 0, 0]), [[ProblemCode.UnsupportedEncoding, 1]], []],
     ['UTF-32 BE with BOM', Buffer.from([0, 0, 0xfe, 0xff, 0, 0, 0, 0x70]), [[ProblemCode.UnsupportedEncoding, 1]], []],
-    [
-      'UTF-16 LE without BOM',
-      Buffer.from('prompt\nhi\n', 'utf16le'),
-      [
-        [ProblemCode.HeaderUnknownColumn, 1],
-        [ProblemCode.HeaderMissingPrompt, 1],
-      ],
-      [],
-    ],
+    ['UTF-16 LE without BOM', Buffer.from('prompt\nhi\n', 'utf16le'), [[ProblemCode.NotText, 1]], []],
     ['NUL inside a prompt', 'prompt\na\u0000b\n', [], ['a\u0000b']],
     ['NUL bytes alone on a line', 'prompt\n\u0000\u0000\nok\n', [], ['\u0000\u0000', 'ok']],
     ['lone CR line ends', 'prompt\rone\r\rtwo\r', [], ['one', 'two']],

@@ -26,6 +26,7 @@ import { describeBatch, results } from './results';
 import { sayPaidBefore } from '../paid-before';
 import { STOP_LOSS_HELP, stopLossSchema } from '../stop-loss-option';
 import { checkService, stopIfUnusable } from '../service-check';
+import { fileNotes, writeRejected } from '../file-rows';
 
 /** The name of a file run without `--batch-id`: without the extension, other characters as `-`. */
 const nameOf = (file: string) =>
@@ -76,6 +77,10 @@ export const runCommand = defineCommand({
       description: 'longest wait for one creation to end (90s, 45m, 2h; default 30m); the row then fails and says so',
     },
     { flags: '--stop-loss <settings>', description: STOP_LOSS_HELP },
+    {
+      flags: '--skip-invalid',
+      description: 'run the valid rows of a file with invalid rows; those are listed in <out>/rejected.csv',
+    },
     { flags: '--follow', description: 'show progress until the batch ends (local mode does unless --detach)' },
     { flags: '--detach', description: 'local mode: start the batch and return (it runs in the local worker)' },
     { flags: '--json', description: 'print the final progress as JSON' },
@@ -94,6 +99,7 @@ export const runCommand = defineCommand({
     deadline: deadline.optional(),
     maxPollWait: duration().optional(),
     stopLoss: stopLossSchema.optional(),
+    skipInvalid: flag,
     follow: flag,
     detach: flag,
     json: flag,
@@ -117,7 +123,9 @@ export const runCommand = defineCommand({
       ...(opts.maxPollWait === undefined ? {} : { maxPollWaitMs: opts.maxPollWait }),
       ...(opts.newImages ? { ledger: { newImages: true } } : {}),
       ...(opts.stopLoss ? { stopLoss: opts.stopLoss } : {}),
+      ...(opts.skipInvalid ? { skipInvalid: true } : {}),
     });
+    for (const note of fileNotes(checked.report)) stderr(`${opts.file}: ${terminalText(note)}\n`);
     // The store of what was paid: without it nothing starts.
     return withLedgerStore(env, async (ledger) => {
       // A file's own name serves as its id while the store knows no other content under it.
@@ -128,6 +136,9 @@ export const runCommand = defineCommand({
       }
       const outDir = opts.out ? checked.input.outDir : path.resolve('out', batchId);
       const prepared: PreparedBatch = { ...checked, input: { ...checked.input, batchId, outDir } };
+      // --skip-invalid: the rows left out are listed beside the results before the batch starts.
+      const rejected = opts.skipInvalid ? await writeRejected(outDir, checked.report) : undefined;
+      if (rejected) stderr(`${terminalText(rejected)}\n`);
       return runBatch(prepared, ledger);
     });
 

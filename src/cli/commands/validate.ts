@@ -20,6 +20,7 @@ import {
 import { terminalText } from '../terminal-text';
 import { withLedgerStore } from '../ledger-store';
 import { sayPaidBefore } from '../paid-before';
+import { fileNotes, SKIP_INVALID_MAX_PROBLEMS, skipRefusal, withCarried } from '../file-rows';
 
 export interface ValidateOptions {
   file: string;
@@ -58,11 +59,18 @@ export async function validate(options: ValidateOptions): Promise<ValidateResult
   return checkReport(await fileReport(options), options);
 }
 
-/** The file's report, read before anything connects. */
-function fileReport(options: Pick<ValidateOptions, 'file' | 'defaultModel' | 'userColumns'>): Promise<BatchReport> {
+/**
+ * The file's report, read before anything connects. As `run` reads it: every column neither ours nor sent is carried,
+ * and with `skipInvalid` every problem is kept (each would be a line of rejected.csv).
+ */
+function fileReport(
+  options: Pick<ValidateOptions, 'file' | 'defaultModel' | 'userColumns'> & { skipInvalid?: boolean },
+): Promise<BatchReport> {
   return validateBatchFile(options.file, {
     ...(options.defaultModel ? { defaultModel: options.defaultModel } : {}),
     ...(options.userColumns ? { userColumns: options.userColumns } : {}),
+    carryOthers: true,
+    ...(options.skipInvalid ? { maxProblems: SKIP_INVALID_MAX_PROBLEMS } : {}),
   });
 }
 
@@ -120,6 +128,10 @@ export const validateCommand = defineCommand({
     },
     ...priceOptions(),
     ...COLUMN_OPTIONS,
+    {
+      flags: '--skip-invalid',
+      description: 'say what run --skip-invalid would do: run the valid rows, list the others',
+    },
     { flags: '--json', description: 'print the report as JSON' },
   ],
   schema: z.object({
@@ -128,6 +140,7 @@ export const validateCommand = defineCommand({
     catalog: flag,
     ...priceSchema,
     ...columnSchema,
+    skipInvalid: flag,
     json: flag,
   }),
   async run(opts, { stdout, stderr, env }) {
@@ -135,7 +148,13 @@ export const validateCommand = defineCommand({
     const prices = await userPrices(opts);
     const columns = userColumnsInput(opts);
     // The file first: with --catalog, a missing file is said before anything connects.
-    const fileChecked = await fileReport({ file, ...columns, ...(opts.model ? { defaultModel: opts.model } : {}) });
+    const fileChecked = await fileReport({
+      file,
+      ...columns,
+      ...(opts.model ? { defaultModel: opts.model } : {}),
+      skipInvalid: opts.skipInvalid,
+    });
+    const carried = withCarried(columns.userColumns, fileChecked);
     let paidBefore: string | undefined;
     const res = opts.catalog
       ? await (async () => {
@@ -154,7 +173,7 @@ export const validateCommand = defineCommand({
               const input = {
                 file: path.resolve(file),
                 storeId,
-                ...columns,
+                ...(carried ? { userColumns: carried } : {}),
                 ...(opts.model ? { defaultModel: opts.model } : {}),
               };
               paidBefore = await sayPaidBefore(client, config.taskQueue, input, prices);
@@ -166,10 +185,21 @@ export const validateCommand = defineCommand({
         })()
       : await checkReport(fileChecked, { prices });
     const { report } = res;
+    // --skip-invalid: a file whose problems are all rows' own runs its valid rows.
+    const refusal = opts.skipInvalid && !report.ok ? skipRefusal(report) : '';
+    if (refusal === undefined) {
+      res.ok = res.catalogProblem === undefined && (res.models ?? []).every((m) => m.available !== false);
+    }
     if (opts.json) stdout(`${JSON.stringify(res, null, 2)}\n`);
     else {
+      for (const note of fileNotes(report)) stderr(`${file}: ${terminalText(note)}\n`);
       for (const p of report.problems) stderr(`${file}:${p.line}${p.field ? ` (${p.field})` : ''}: ${p.message}\n`);
       if (report.problemsDropped > 0) stderr(`${file}: ... and ${report.problemsDropped} more problems\n`);
+      if (refusal === undefined) {
+        stderr(`${file}: run --skip-invalid would run the ${report.validRows} valid rows and list the others\n`);
+      } else if (refusal) {
+        stderr(`${file}: run --skip-invalid would start nothing either: ${terminalText(refusal)}\n`);
+      }
       if (res.catalogProblem) stderr(`imagebatch: the catalog could not be read: ${res.catalogProblem}\n`);
       const models = res.models
         ? modelLines(res).map(terminalText)

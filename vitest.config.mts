@@ -37,6 +37,7 @@ const integration = [
  */
 const unitIsolated = [
   'test/cli/doctor.test.ts',
+  'test/cli/help.test.ts',
   'test/cli/options.test.ts',
   'test/cli/terminal-text.test.ts',
   'test/batch/large-file.test.ts',

@@ -228,6 +228,7 @@ export async function demo(options: DemoOptions): Promise<DemoResult> {
 export const demoCommand = defineCommand({
   name: 'demo',
   description: 'Run the bundled batch on the embedded Temporal dev server and the simulator (nothing to configure)',
+  summary: 'Run the bundled batch here: nothing to set up',
   options: [
     { flags: '--home <dir>', description: 'folder for the demo state and results', default: '.imagebatch' },
     { flags: '--json', description: 'print the result as JSON' },

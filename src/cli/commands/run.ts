@@ -37,47 +37,27 @@ const nameOf = (file: string) =>
 /** `imagebatch run FILE`: start a batch, or attach to the running one with the same id; `--follow` to its end. */
 export const runCommand = defineCommand({
   name: 'run',
-  description:
-    'Start a batch (or attach to the running one with the same id): on TEMPORAL_ADDRESS, or locally when none is set',
+  description: 'Start a batch (or attach to the running one): on TEMPORAL_ADDRESS, else locally',
+  summary: 'Start a batch, or attach to the running one',
   args: [{ name: 'file', description: 'the batch file (CSV)' }],
   options: [
     {
       flags: '--batch-id <id>',
-      description:
-        'batch id (default: the file name, with a digest when that name ran other content); the same id again ' +
-        'resumes, never repays',
+      description: 'default: the file name; the same id again resumes',
     },
     { flags: '--model <id>', description: 'model of rows that name none' },
-    { flags: '--out <dir>', description: 'output folder for images and results (default: out/<batch id>)' },
-    {
-      flags: '--new-images',
-      description:
-        'new images even for requests paid before (default: a request paid before is reused, not paid again)',
-    },
+    { flags: '--out <dir>', description: 'output folder (default: out/<batch id>)' },
+    { flags: '--new-images', description: 'pay again for requests paid before (no reuse)' },
     { flags: '--concurrency <n>', description: 'rows in flight at most', default: '8' },
-    {
-      flags: '--max-attempts <n>',
-      description: 'attempts per row (only refunded failures are retried)',
-      default: '3',
-    },
-    {
-      flags: '--spend-cap <usd>',
-      description:
-        'the most the batch may spend: each row reserves its price before it starts (every model needs a known price)',
-    },
+    { flags: '--max-attempts <n>', description: 'attempts per row (after refunds)', default: '3' },
+    { flags: '--spend-cap <usd>', description: 'the most the batch may spend (needs every price)' },
     ...priceOptions(),
     ...COLUMN_OPTIONS,
-    {
-      flags: '--deadline <iso>',
-      description: 'rows not started by then end as not_run (ISO 8601, e.g. 2030-01-31T18:00:00Z)',
-    },
-    {
-      flags: '--max-poll-wait <duration>',
-      description: 'longest wait for one creation to end (90s, 45m, 2h; default 30m); the row then fails and says so',
-    },
+    { flags: '--deadline <iso>', description: 'rows not started by then end as not_run (ISO 8601)' },
+    { flags: '--max-poll-wait <duration>', description: 'longest wait for one creation (default 30m)' },
     { flags: '--stop-loss <settings>', description: STOP_LOSS_HELP },
-    { flags: '--follow', description: 'show progress until the batch ends (local mode does unless --detach)' },
-    { flags: '--detach', description: 'local mode: start the batch and return (it runs in the local worker)' },
+    { flags: '--follow', description: 'show progress to the end (local mode: default)' },
+    { flags: '--detach', description: 'local mode: start the batch and return' },
     { flags: '--json', description: 'print the final progress as JSON' },
   ],
   schema: z.object({

@@ -116,6 +116,7 @@ export const aborted = (signal: AbortSignal) =>
 export const simulatorCommand = defineCommand({
   name: 'simulator',
   description: 'Run the image-service simulator (a dry-run target; keys from its config, never from arguments)',
+  summary: 'Run the image-service simulator (dry runs)',
   options: [
     { flags: '--port <n>', description: 'API port on 127.0.0.1 (0: any free port)' },
     { flags: '--files-port <n>', description: 'image file port on 127.0.0.1 (0: any free port)' },

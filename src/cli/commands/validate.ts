@@ -111,6 +111,7 @@ export function estimateLine(res: ValidateResult): string | undefined {
 export const validateCommand = defineCommand({
   name: 'validate',
   description: 'Check a batch file: every problem with its line number; nothing is started or charged',
+  summary: 'Check a batch file; nothing is started or charged',
   args: [{ name: 'file', description: 'the batch file (CSV)' }],
   options: [
     { flags: '--model <id>', description: 'model of rows that name none' },

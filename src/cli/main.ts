@@ -60,6 +60,7 @@ const EXIT_CODES: Partial<Record<ErrorCode, ExitCode>> = {
   [ErrorCode.BatchFileChanged]: ExitCode.InvalidInput,
   [ErrorCode.BatchSourceOpen]: ExitCode.InvalidInput,
   [ErrorCode.PriceUnknown]: ExitCode.InvalidInput,
+  [ErrorCode.ModelUnavailable]: ExitCode.InvalidInput,
 };
 
 /** The version of package.json (src/cli and dist/cli are both two folders below it). */

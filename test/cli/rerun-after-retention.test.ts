@@ -170,7 +170,7 @@ describe('a batch run again after its row workflows are gone', { timeout: 120_00
     const out = path.join(dir, 'out');
     await writeFile(file, `${ROWS.join('\n')}\n`);
     const run = ['run', file, '--batch-id', BATCH, '--model', 'flux-dev', '--out', out];
-    run.push('--max-attempts', '2', '--concurrency', '8', '--follow', '--json');
+    run.push('--max-attempts', '2', '--concurrency', '8', '--follow', '--json', '--allow-partial'); // rows fail
 
     // The first run, to its end.
     let env = await startTemporalAndWorker();

@@ -37,6 +37,7 @@ const integration = [
  */
 const unitIsolated = [
   'test/cli/doctor.test.ts',
+  'test/cli/help.test.ts',
   'test/cli/options.test.ts',
   'test/cli/terminal-text.test.ts',
   'test/batch/large-file.test.ts',
@@ -59,6 +60,7 @@ const e2e = [
   'test/cli/results-ledger.test.ts',
   'test/cli/spend-cap-price-unknown.test.ts',
   'test/cli/run-service-check.test.ts',
+  'test/cli/run-outcomes.test.ts',
   'test/security/codec.test.ts',
   'test/security/codec-server.test.ts',
   'test/security/codec-server-access.test.ts',

@@ -71,12 +71,12 @@ export function parseColumnOption(
 export const COLUMN_OPTIONS: readonly OptionSpec[] = [
   {
     flags: '--carry <column>',
-    description: 'a column of yours carried into results.csv, results.jsonl and the gallery, never sent (repeatable)',
+    description: 'a column of yours kept, never sent (repeatable)',
     repeatable: true,
   },
   {
     flags: '--column <column=field>',
-    description: 'a column of yours sent in the request under <field>, a name or dotted path (repeatable)',
+    description: 'a column of yours sent as <field> (repeatable)',
     repeatable: true,
   },
 ];

@@ -23,6 +23,7 @@ export interface CommandContext {
 export interface ArgumentSpec {
   /** Its name in the usage line (`run <file>`) and its key in the schema's input. */
   name: string;
+  /** What it is, for the reader of the table (the help shows its name only, in the usage line). */
   description: string;
 }
 
@@ -52,7 +53,10 @@ export interface OptionSpec {
 export interface CommandDefinition<S extends z.ZodType = z.ZodType> {
   /** The word after `imagebatch` (or after its group's name: `schedule create`). */
   name: string;
+  /** Shown at the top of the command's own `--help`. */
   description: string;
+  /** Its line in the list of its parent's `--help` (one line of 80 columns). @default the description */
+  summary?: string;
   /** @default none */
   args?: readonly ArgumentSpec[];
   /** @default none */
@@ -77,6 +81,8 @@ export interface CommandDefinition<S extends z.ZodType = z.ZodType> {
 export interface CommandGroup {
   name: string;
   description: string;
+  /** @default the description */
+  summary?: string;
   commands: readonly CommandDefinition[];
 }
 

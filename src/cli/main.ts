@@ -1,6 +1,8 @@
 import { setMaxListeners } from 'node:events';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
-import { Command, CommanderError, Option } from 'commander';
+import { Command, CommanderError, Help, Option } from 'commander';
 import type { z } from 'zod';
 import { ErrorCode, ImagebatchError } from '../model/errors';
 import { BatchValidationError } from './batches';
@@ -58,7 +60,16 @@ const EXIT_CODES: Partial<Record<ErrorCode, ExitCode>> = {
   [ErrorCode.BatchFileChanged]: ExitCode.InvalidInput,
   [ErrorCode.BatchSourceOpen]: ExitCode.InvalidInput,
   [ErrorCode.PriceUnknown]: ExitCode.InvalidInput,
+  [ErrorCode.ModelUnavailable]: ExitCode.InvalidInput,
 };
+
+/** The version of package.json (src/cli and dist/cli are both two folders below it). */
+const VERSION = (
+  JSON.parse(readFileSync(path.join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string }
+).version;
+
+/** The one line after a usage error (an unknown option or command): where the whole usage is. */
+const usageHint = (command: string) => `imagebatch ${command ? `${command} ` : ''}--help for usage`;
 
 /** The schema's first issue as the option or argument it names (`--spend-cap`, `<batch>`) and what is wrong. */
 function optionError(error: z.ZodError, definition: CommandDefinition): OptionError {
@@ -78,9 +89,13 @@ function addCommand(
 ): void {
   const command = parent
     .command(definition.name, definition.hidden ? { hidden: true } : {})
-    .description(definition.description);
+    .description(definition.description)
+    .showHelpAfterError(usageHint(commandPath(parent, definition.name)));
+  if (definition.summary) command.summary(definition.summary);
   const args = definition.args ?? [];
-  for (const arg of args) command.argument(`<${arg.name}>`, arg.description);
+  // The usage line names the arguments (`run [options] <file>`): their descriptions stay out of the help, which
+  // fits one screen.
+  for (const arg of args) command.argument(`<${arg.name}>`);
   for (const spec of definition.options ?? []) {
     const option = new Option(spec.flags, spec.description);
     if (spec.default !== undefined) option.default(spec.default);
@@ -101,11 +116,33 @@ function addCommand(
   });
 }
 
+/** The words after `imagebatch` of a command under `parent` (`schedule create`). */
+function commandPath(parent: Command, name: string): string {
+  const words = [name];
+  for (let c: Command | null = parent; c?.parent; c = c.parent) words.unshift(c.name());
+  return words.join(' ');
+}
+
 function buildProgram(context: CommandContext, result: { code: number }): Command {
+  // The help of every command fits one screen (24 lines): no description above the root's command list, no
+  // `help [command]` line in a list (`imagebatch help <command>` still works).
   const program = new Command('imagebatch')
-    .description('Bulk image generation from CSV prompts as durable Temporal workflows')
+    .usage('<command> [options]')
+    .version(VERSION, '-V, --version', 'print the version')
     .exitOverride()
-    .showHelpAfterError()
+    // A usage error prints the error, commander's suggestion (`(Did you mean --follow?)`) and one line saying
+    // where the usage is, not the whole help (which scrolled the suggestion away).
+    .showHelpAfterError(usageHint(''))
+    .configureHelp({
+      visibleCommands(this: Help, command: Command) {
+        return Help.prototype.visibleCommands.call(this, command).filter((c) => c.name() !== 'help');
+      },
+      // A command's own help leaves out `-h, --help`: its reader has found it.
+      visibleOptions(this: Help, command: Command) {
+        const options = Help.prototype.visibleOptions.call(this, command);
+        return command.parent ? options.filter((o) => o.long !== '--help') : options;
+      },
+    })
     .configureOutput({
       writeOut: context.stdout,
       writeErr: context.stderr,
@@ -114,7 +151,11 @@ function buildProgram(context: CommandContext, result: { code: number }): Comman
     });
   for (const entry of COMMANDS) {
     if ('commands' in entry) {
-      const group = program.command(entry.name).description(entry.description);
+      const group = program
+        .command(entry.name)
+        .description(entry.description)
+        .showHelpAfterError(usageHint(entry.name));
+      if (entry.summary) group.summary(entry.summary);
       for (const definition of entry.commands) addCommand(group, definition, context, result);
     } else addCommand(program, entry, context, result);
   }

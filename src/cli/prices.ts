@@ -197,10 +197,10 @@ export async function checkPricesForCap(
 export const priceOptions = (about = ''): OptionSpec[] => [
   {
     flags: '--price <model=usd>',
-    description: `${about}price per image of a model whose catalog shows none (repeatable)`,
+    description: `${about}price per image of a model (repeatable)`,
     repeatable: true,
   },
-  { flags: '--prices <file>', description: `${about}prices per image from a file (JSON object, or lines model,usd)` },
+  { flags: '--prices <file>', description: `${about}prices per image: JSON object or model,usd lines` },
 ];
 
 /** The schema of {@link priceOptions}: each `--price` checked as it is read; the file is read by {@link userPrices}. */

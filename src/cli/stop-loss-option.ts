@@ -1,17 +1,13 @@
-import { Breaker, STOP_LOSS_DEFAULTS, type StopLossOptions } from '../model';
+import { Breaker, type StopLossOptions } from '../model';
 import { checked } from './options';
 
 /**
  * `--stop-loss`: the canary and the breakers of a batch, as comma-separated `name=value` (or `off`, every one off):
  * `canary=off`, `canary-failures=3`, `same-rejection=5`, `declined-share=0.5`, `declined-window=20`, `unknown=3`,
  * `price-tolerance=0`. A count of 0 (or a share of 0) switches that breaker off.
+ * The help names the doc that lists them with their defaults (docs/using.md): the help fits one screen.
  */
-export const STOP_LOSS_HELP =
-  `the canary and the breakers, as name=value,...: canary=on|off (${STOP_LOSS_DEFAULTS.canary ? 'on' : 'off'}), ` +
-  `same-rejection=N (${STOP_LOSS_DEFAULTS.sameRejection}), declined-share=S (${STOP_LOSS_DEFAULTS.declinedShare}) ` +
-  `of declined-window=N (${STOP_LOSS_DEFAULTS.declinedWindow}), unknown=N (${STOP_LOSS_DEFAULTS.unknownRows}), ` +
-  `price=on|off (on), price-tolerance=S (${STOP_LOSS_DEFAULTS.priceTolerance}), canary-failures=N (${STOP_LOSS_DEFAULTS.canaryFailures}); ` +
-  `0 or off: that one off; "off": all off`;
+export const STOP_LOSS_HELP = 'canary, breakers: name=value,... (docs/using.md)';
 
 type Numeric = Exclude<keyof StopLossOptions, 'canary' | 'off'>;
 

@@ -217,6 +217,14 @@ export class SqlLedgerStore implements LedgerStore {
     };
   }
 
+  async lastKeyPosition(): Promise<number> {
+    const row = await this.tx(
+      (sql) => sql.get<{ seq: number | null }>('SELECT MAX(seq) AS seq FROM ledger_keys'),
+      true,
+    );
+    return Number(row?.seq ?? 0);
+  }
+
   async serviceProof(settings: string): Promise<ServiceProof | undefined> {
     const row = await this.tx(
       (sql) =>

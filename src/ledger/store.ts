@@ -127,6 +127,8 @@ export interface LedgerStore {
   paidCounts(fingerprints: readonly string[]): Promise<Map<string, number>>;
   /** Keys after position `after` (0 at first), `limit` at most; of one batch when given. */
   keys(after: number, limit: number, batchId?: string): Promise<KeyPage>;
+  /** The position of the last key recorded (any batch; 0 when none): keys recorded later come after it. */
+  lastKeyPosition(): Promise<number>;
   /** The latest proof that a worker with these settings (their fingerprint) understood the service, if any. */
   serviceProof(settings: string): Promise<ServiceProof | undefined>;
   /** Records such a proof (the latest one is kept). */

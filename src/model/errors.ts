@@ -26,6 +26,8 @@ export const ErrorCode = {
   BatchFileUnreadable: 'BATCH_FILE_UNREADABLE',
   /** A batch did not answer in time. */
   BatchNoAnswer: 'BATCH_NO_ANSWER',
+  /** The batch names a model the account's catalog does not list; nothing was started. */
+  ModelUnavailable: 'MODEL_UNAVAILABLE',
   /** A price needed for a spend cap is not known. */
   PriceUnknown: 'PRICE_UNKNOWN',
   /** The request body cannot be built from the settings and the row. */

@@ -202,14 +202,17 @@ describe('what was paid is remembered by what was asked', { timeout: 180_000 }, 
     const refused = await cli(retry, { env: temporalEnv, cwd: folder });
     expect(refused.code, describeRun(retry, refused)).toBe(3);
     expect(refused.stderr).toContain('holds rows of batch capped, which is still open');
-    // Even the whole file again, under another id while it is paused: its rows are served by what was paid.
-    const twin = await cli(['run', 'capped.csv', '--model', 'flux-dev', '--batch-id', 'twin', '--follow', '--json'], {
-      env: temporalEnv,
-      cwd: folder,
-      timeoutMs: 60_000,
-    });
-    expect(twin.code, describeRun(['run', 'twin'], twin)).toBe(0);
-    expect((JSON.parse(twin.stdout) as BatchProgress).counts).toMatchObject({ reused: 2, succeeded: 4, failed: 1 });
+    // The whole file again, followed: its model the account lacks stops it before anything starts (exit 3).
+    const whole = ['run', 'capped.csv', '--model', 'flux-dev', '--batch-id', 'twin', '--follow', '--json'];
+    const refusedModel = await cli(whole, { env: temporalEnv, cwd: folder, timeoutMs: 60_000 });
+    expect(refusedModel.code, describeRun(whole, refusedModel)).toBe(3);
+    expect(refusedModel.stderr).toContain('model sdxl (1 row) is not available to this account');
+    // Its other rows, under another id while it is paused: served by what was paid.
+    await writeFile(path.join(folder, 'twin.csv'), `${[lines[0], ...lines.slice(2)].join('\n')}\n`);
+    const twinArgs = ['run', 'twin.csv', '--model', 'flux-dev', '--batch-id', 'twin', '--follow', '--json'];
+    const twin = await cli(twinArgs, { env: temporalEnv, cwd: folder, timeoutMs: 60_000 });
+    expect(twin.code, describeRun(twinArgs, twin)).toBe(0);
+    expect((JSON.parse(twin.stdout) as BatchProgress).counts).toMatchObject({ reused: 2, succeeded: 4 });
     // The capped batch resumes: its rows not started are served by the twin's; nothing is paid twice.
     const resume = ['resume', 'capped', '--spend-cap', '1'];
     const resumed = await cli(resume, { env: temporalEnv });
@@ -224,16 +227,16 @@ describe('what was paid is remembered by what was asked', { timeout: 180_000 }, 
     );
     expect(paid() - paidBefore).toBe(6);
     expect(sim.ledger.chargedTwice()).toEqual([]);
-    // Once it has ended, its errors.csv runs (the rejected row is sent again: rejected again, nothing paid). No row
-    // succeeded: exit 1.
+    // Once it has ended, its errors.csv may run; followed, its row's model, which the account lacks, stops it before
+    // anything is sent: exit 3.
     await cli(['results', 'capped'], { env: temporalEnv, cwd: folder });
     const after = await cli([...retry, '--follow', '--json', '--model', 'flux-dev'], {
       env: temporalEnv,
       cwd: folder,
       timeoutMs: 60_000,
     });
-    expect(after.code, describeRun(retry, after)).toBe(1);
-    expect((JSON.parse(after.stdout) as BatchProgress).counts).toMatchObject({ failed: 1, succeeded: 0 });
+    expect(after.code, describeRun(retry, after)).toBe(3);
+    expect(after.stderr).toContain('model sdxl (1 row) is not available to this account');
     expect(paid() - paidBefore).toBe(6);
   });
 

@@ -124,7 +124,7 @@ const ROWS = [
   'r5,a paper boat on a puddle after rain,,',
   'r6,[flaky] a harbour crane at night,,',
   'r7,[unsafe] a dragon over a burning village,,',
-  'r8,a quiet library in winter,sdxl,',
+  // No row of a model the account lacks: `run --follow` refuses such a file before it starts (run-outcomes.test.ts).
 ];
 const STATES = [
   ['r1', 'succeeded'],
@@ -134,9 +134,8 @@ const STATES = [
   ['r5', 'succeeded'],
   ['r6', 'failed'],
   ['r7', 'failed'],
-  ['r8', 'failed'],
 ];
-const COUNTS = { succeeded: 5, failed: 3, unknown: 0, cancelled: 0, not_run: 0 };
+const COUNTS = { succeeded: 5, failed: 2, unknown: 0, cancelled: 0, not_run: 0 };
 
 /** POSTs of a creation per idempotency key. */
 function postsByKey(): Map<string, number> {
@@ -152,7 +151,7 @@ const sha256 = (buf: Buffer) => createHash('sha256').update(buf).digest('hex');
 /** Writes the results and checks that results.csv holds every row in its state. */
 async function expectResults(args: string[], env: Record<string, string>, out: string): Promise<void> {
   const written = await cliJson<{ resultsCsv: string; rows: number }>([...args, '--json'], { env });
-  expect(written).toMatchObject({ resultsCsv: path.join(out, 'results.csv'), rows: 8 });
+  expect(written).toMatchObject({ resultsCsv: path.join(out, 'results.csv'), rows: 7 });
   const csv = await readCsv(path.join(out, 'results.csv'));
   expect(csv.map((r) => [r.row_id, r.state])).toEqual(STATES);
   expect((csv.find((r) => r.row_id === 'r1')?.images ?? '').split(' ')).toHaveLength(2);
@@ -160,7 +159,6 @@ async function expectResults(args: string[], env: Record<string, string>, out: s
   expect(errors.map((r) => [r.id, r.advice])).toEqual([
     ['r6', 'submit_again'],
     ['r7', 'revise_prompt'],
-    ['r8', 'fix_row'],
   ]);
 }
 
@@ -170,7 +168,7 @@ describe('a batch run again after its row workflows are gone', { timeout: 120_00
     const out = path.join(dir, 'out');
     await writeFile(file, `${ROWS.join('\n')}\n`);
     const run = ['run', file, '--batch-id', BATCH, '--model', 'flux-dev', '--out', out];
-    run.push('--max-attempts', '2', '--concurrency', '8', '--follow', '--json');
+    run.push('--max-attempts', '2', '--concurrency', '8', '--follow', '--json', '--allow-partial'); // rows fail
 
     // The first run, to its end.
     let env = await startTemporalAndWorker();
@@ -181,10 +179,10 @@ describe('a batch run again after its row workflows are gone', { timeout: 120_00
     const postsBefore = postsByKey();
     // Every row was sent; the flaky row twice (two refunded failures), the others once.
     expect([...postsBefore.keys()].map((k) => k.split('/')[2]).sort()).toEqual(
-      ['r1', 'r2', 'r3', 'r4', 'r5', 'r6', 'r6', 'r7', 'r8'].sort(),
+      ['r1', 'r2', 'r3', 'r4', 'r5', 'r6', 'r6', 'r7'].sort(),
     );
     expect([...postsBefore.values()].every((n) => n === 1)).toBe(true);
-    // Paid (and kept): r1-r5; charged and refunded: r6 twice, r7; r8 was refused unpaid.
+    // Paid (and kept): r1-r5; charged and refunded: r6 twice, r7.
     expect(chargedBefore).toHaveLength(8);
 
     // r1's images are deleted from the output folder.

@@ -88,7 +88,10 @@ describe('imagebatch simulator prints its key and the lines to use it', () => {
     expect(Object.keys(env)).toEqual(['IMAGEGEN_BASE_URL', 'IMAGEGEN_API_KEY']);
     expect(env.IMAGEGEN_BASE_URL).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/api\/public\/v1$/);
     expect(env.IMAGEGEN_API_KEY).toBe(DEMO_API_KEY);
-    expect(text).toMatch(/^ {2}imagebatch run examples\/demo-prompts\.csv --model flux-dev --follow$/m);
+    // As the README runs it from a clone (imagebatch is not on PATH there); local mode follows by default.
+    expect(text).toMatch(/^ {2}npx imagebatch run examples\/demo-prompts\.csv --model flux-dev$/m);
+    expect(text).not.toContain('--follow');
+    expect(text).toContain('(a worker you start yourself, npx imagebatch worker, needs the same variables)');
     // The lines work: the worker's loaders take them (plain http to loopback), and the simulator took the key.
     expect(await modelsStatus(env)).toBe(200);
   });
@@ -98,7 +101,7 @@ describe('imagebatch simulator prints its key and the lines to use it', () => {
     expect(json).toMatchObject({
       apiKey: DEMO_API_KEY,
       env: { IMAGEGEN_BASE_URL: json.baseUrl, IMAGEGEN_API_KEY: DEMO_API_KEY },
-      command: 'imagebatch run examples/demo-prompts.csv --model flux-dev --follow',
+      command: 'npx imagebatch run examples/demo-prompts.csv --model flux-dev',
     });
     expect(json.lines).toEqual([
       `export IMAGEGEN_BASE_URL=${String(json.baseUrl)}`,
@@ -125,7 +128,7 @@ describe('imagebatch simulator prints its key and the lines to use it', () => {
     expect(text).not.toContain(DEMO_API_KEY);
     expect(text).toContain('keys:          those of your config (not printed)');
     expect(text).toMatch(/^ {2}export IMAGEGEN_API_KEY=<a key of your config>$/m);
-    expect(text).toMatch(/--model sdxl --follow$/m);
+    expect(text).toMatch(/^ {2}npx imagebatch run \S+ --model sdxl$/m);
     const started = await startSimulatorCommand({ config, json: true });
     onTestFinished(started.stop);
     const json = JSON.parse(started.text) as Record<string, unknown>;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { resultFilesSummary } from '../../src/cli/commands/demo';
+import { demoSummary, resultFilesSummary, type DemoResult } from '../../src/cli/commands/demo';
+import type { BatchProgress } from '../../src/model';
 import { spendText } from '../../src/cli/progress-line';
 import type { WrittenResults } from '../../src/results';
 
@@ -65,8 +66,9 @@ describe('resultFilesSummary', () => {
         written({ errorRows: 1, errorAdvice: { submit_again: 0, revise_prompt: 1, fix_row: 0 }, unresolvedRows: 1 }),
       ),
     ).toEqual([
-      'errors.csv: 0 rows to submit again as they are (imagebatch run /out/errors.csv --batch-id b-retry), ' +
-        '1 to revise (safety filter), 0 to fix (rejected): edit or delete that one first',
+      // Nothing to submit as it is: no command that would only fail again.
+      'errors.csv: no rows to submit again as they are; 1 to revise (safety filter), 0 to fix (rejected): ' +
+        'edit or delete that one first (/out/errors.csv)',
       'unresolved.csv: 1 row may have been paid: imagebatch reconcile b resolves it; never submit it again ' +
         '(/out/unresolved.csv)',
     ]);
@@ -95,5 +97,38 @@ describe('spendText: a figure only where it is known', () => {
     expect(spendText({ spentUsd: 0.4, unknownSpendRows: 0, reservedUsd: 0.12, spendCapUsd: 1, leftUsd: 0.48 })).toBe(
       'spent $0.40, reserved $0.12, $0.48 left of the $1.00 cap',
     );
+  });
+});
+
+describe("the demo's summary: only what works once it has ended", () => {
+  const progress = {
+    batchId: 'demo',
+    status: 'completed',
+    counts: { succeeded: 3, reused: 0, images_unsaved: 0, failed: 0, unknown: 0, cancelled: 0, not_run: 0 },
+    spentUsd: 0.12,
+    refundedUsd: 0,
+    unknownSpendRows: 0,
+  } as unknown as BatchProgress;
+  const res: DemoResult = {
+    batchId: 'demo',
+    temporalAddress: '127.0.0.1:7233',
+    webUi: 'http://127.0.0.1:8233/namespaces/default/workflows',
+    progress,
+    results: written({ rows: 3 }),
+    galleryUrl: 'file:///out/index.html',
+    resumed: false,
+  };
+
+  it('no Web UI link: the server stopped with the demo', () => {
+    const lines = demoSummary(res, '/home/logs');
+    expect(lines.join('\n')).not.toMatch(/Web UI|8233/);
+    expect(lines).toEqual([
+      expect.stringMatching(/^Batch "demo" completed: 3 succeeded, /),
+      'Gallery:  file:///out/index.html',
+      'Results:  /out/results.csv',
+      '          /out/results.jsonl',
+      'errors.csv: no rows to submit again (/out/errors.csv)',
+      "Logs:     /home/logs (worker.log: the worker's retries and warnings; dev-server.log)",
+    ]);
   });
 });

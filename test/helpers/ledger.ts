@@ -50,6 +50,7 @@ export function lazyTempLedger(file: string = tempLedgerFile()): LedgerStore {
     batches: call('batches') as LedgerStore['batches'],
     summarize: call('summarize') as LedgerStore['summarize'],
     keys: call('keys') as LedgerStore['keys'],
+    lastKeyPosition: call('lastKeyPosition') as LedgerStore['lastKeyPosition'],
     paidCounts: call('paidCounts') as LedgerStore['paidCounts'],
     serviceProof: call('serviceProof') as LedgerStore['serviceProof'],
     proveService: call('proveService') as LedgerStore['proveService'],

@@ -178,6 +178,20 @@ export function storeContract(name: string, open: () => Promise<LedgerStore>): v
       expect((await store.keys(0, 10, 'b')).keys.map((k) => k.rowId)).toEqual(['open', 'refused']);
     });
 
+    it('says where its last key is: keys recorded later come after it, updates of earlier keys do not move it', async () => {
+      const store = await fresh();
+      expect(await store.lastKeyPosition()).toBe(0);
+      await store.decide(decideInput('a', 'r1', 'fp-1'), 1000);
+      const mark = await store.lastKeyPosition();
+      expect(mark).toBeGreaterThan(0);
+      await store.append([{ type: 'accepted', ...ids('a', 'r1'), creationId: 'c1', costUsd: 0.04 }], 2000);
+      expect(await store.lastKeyPosition()).toBe(mark);
+      expect((await store.keys(mark, 10)).keys).toEqual([]);
+      await store.decide(decideInput('b', 'r2', 'fp-2'), 3000);
+      expect((await store.keys(mark, 10, 'b')).keys.map((k) => k.rowId)).toEqual(['r2']);
+      expect(await store.lastKeyPosition()).toBeGreaterThan(mark);
+    });
+
     it('keeps the latest proof of a worker settings fingerprint, and none for other settings', async () => {
       const store = await fresh();
       expect(await store.serviceProof('settings-a')).toBeUndefined();

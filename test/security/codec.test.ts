@@ -298,6 +298,7 @@ describe('a batch with the codec on the worker and the CLI', { timeout: 300_000 
     await writeFile(file, ['id,prompt', ...PROMPTS.map((p, i) => `c${i + 1},${p}`)].join('\n') + '\n');
     const env = { env: baseEnv(temporalEnv), timeoutMs: 120_000 };
     const args = ['run', file, '--batch-id', 'codec', '--model', 'flux-dev', '--out', out, '--follow', '--json'];
+    args.push('--allow-partial'); // the [unsafe] row fails
     const r = await cli(args, env);
     expect(r.code, `${describeRun(args, r)}\n${worker!.output().slice(-3000)}`).toBe(0);
     const final = JSON.parse(r.stdout) as BatchProgress;

@@ -26,6 +26,7 @@ function addOrigin(value: string, previous: string[] = []): string[] {
 export const codecServerCommand = defineCommand({
   name: 'codec-server',
   description: `Serve /encode and /decode for the Temporal Web UI with the payload keys of ${PAYLOAD_KEY_ENV} (on 127.0.0.1)`,
+  summary: 'Decode payloads for the Temporal Web UI',
   options: [
     { flags: '--port <n>', description: 'port on 127.0.0.1 (0: any free port)', default: '8888' },
     {

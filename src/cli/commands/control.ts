@@ -5,6 +5,13 @@ import { batchId, dollars, flag } from '../options';
 import { priceOptions, priceSchema, userPrices } from '../prices';
 import { BatchAction, controlBatch } from './batch-control';
 
+/** Their lines in `imagebatch --help`. */
+const SUMMARIES: Record<BatchAction, string> = {
+  pause: 'Pause a batch (rows in flight finish)',
+  resume: 'Resume a paused or stopped batch',
+  cancel: 'Cancel a batch (rows in flight are cancelled)',
+};
+
 const DESCRIPTIONS: Record<BatchAction, string> = {
   pause: 'Pause a batch: no new row starts, rows in flight finish',
   resume: 'Resume a paused or stopped batch (after a top-up, a new key, or with a higher --spend-cap)',
@@ -16,6 +23,7 @@ export const controlCommands = Object.values(BatchAction).map((action) =>
   defineCommand({
     name: action,
     description: DESCRIPTIONS[action],
+    summary: SUMMARIES[action],
     args: [{ name: 'batch', description: 'the batch id' }],
     options: [
       { flags: '--spend-cap <usd>', description: 'resume only: a new spend cap' },

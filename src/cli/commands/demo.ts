@@ -79,6 +79,11 @@ export function resultFilesSummary(batchId: string, written: WrittenResults): st
     errors =
       `errors.csv: ${rows(written.errorRows)} ended with nothing paid (${written.errorsCsv}); batch ${batchId} ` +
       `is still open: run the file once it has ended (imagebatch status ${batchId})`;
+  } else if (written.errorRows > 0 && again === 0) {
+    // Nothing to submit as it is: no command, which would only fail again.
+    errors =
+      `errors.csv: no rows to submit again as they are; ${revise} to revise (safety filter), ${fix} to fix ` +
+      `(rejected): edit or delete ${revise + fix === 1 ? 'that one' : `those ${revise + fix}`} first (${written.errorsCsv})`;
   } else if (written.errorRows > 0) {
     errors =
       `errors.csv: ${rows(again)} to submit again as ${again === 1 ? 'it is' : 'they are'} ` +
@@ -228,6 +233,7 @@ export async function demo(options: DemoOptions): Promise<DemoResult> {
 export const demoCommand = defineCommand({
   name: 'demo',
   description: 'Run the bundled batch on the embedded Temporal dev server and the simulator (nothing to configure)',
+  summary: 'Run the bundled batch here: nothing to set up',
   options: [
     { flags: '--home <dir>', description: 'folder for the demo state and results', default: '.imagebatch' },
     { flags: '--json', description: 'print the result as JSON' },
@@ -267,22 +273,26 @@ export const demoCommand = defineCommand({
       warnings();
       return;
     }
-    const c = res.progress.counts;
-    stdout(
-      [
-        `Batch "${res.batchId}" ${res.progress.status}: ${c.succeeded} succeeded, ` +
-          `${c.reused ? `${c.reused} reused (paid before), ` : ''}${c.images_unsaved} images unsaved, ` +
-          `${c.failed} failed, ${c.unknown} unknown, ${c.cancelled} cancelled, ${c.not_run} not run; ` +
-          `${spendText(res.progress)} (refunded $${res.progress.refundedUsd.toFixed(2)}).`,
-        `Gallery:  ${res.galleryUrl}`,
-        `Results:  ${res.results.resultsCsv}`,
-        `          ${res.results.resultsJsonl}`,
-        ...resultFilesSummary(res.batchId, res.results),
-        ...(res.webUi ? [`Temporal Web UI (while a demo runs): ${res.webUi}`] : []),
-        ...(opts.verbose ? [] : [`Logs:     ${logs} (worker.log: the worker's retries and warnings; dev-server.log)`]),
-        '',
-      ].join('\n'),
-    );
+    stdout(`${demoSummary(res, opts.verbose ? undefined : logs).join('\n')}\n`);
     warnings();
   },
 });
+
+/**
+ * The demo's summary once it has ended: only what still works then. No Web UI link (the dev server stopped with the
+ * demo; `--json` keeps the address it had); `logs`, the folder of the logs when they went to files.
+ */
+export function demoSummary(res: DemoResult, logs: string | undefined): string[] {
+  const c = res.progress.counts;
+  return [
+    `Batch "${res.batchId}" ${res.progress.status}: ${c.succeeded} succeeded, ` +
+      `${c.reused ? `${c.reused} reused (paid before), ` : ''}${c.images_unsaved} images unsaved, ` +
+      `${c.failed} failed, ${c.unknown} unknown, ${c.cancelled} cancelled, ${c.not_run} not run; ` +
+      `${spendText(res.progress)} (refunded $${res.progress.refundedUsd.toFixed(2)}).`,
+    `Gallery:  ${res.galleryUrl}`,
+    `Results:  ${res.results.resultsCsv}`,
+    `          ${res.results.resultsJsonl}`,
+    ...resultFilesSummary(res.batchId, res.results),
+    ...(logs ? [`Logs:     ${logs} (worker.log: the worker's retries and warnings; dev-server.log)`] : []),
+  ];
+}

@@ -263,6 +263,7 @@ export const doctorCommand = defineCommand({
   name: 'doctor',
   description:
     "Check the image service with a worker's settings and key, without spending (--spend-one: one paid test)",
+  summary: 'Check the image service without spending',
   options: [
     {
       flags: '--local',

@@ -77,6 +77,8 @@ function timestampMs(ts: Timestamp | null | undefined): number {
 export const healthcheckCommand = defineCommand({
   name: 'healthcheck',
   description: "Exit 0 when this host's worker polls its task queue (the container health check)",
+  // The container runs it, not a person: out of `imagebatch --help`, which fits one screen.
+  hidden: true,
   schema: z.object({}),
   async run(_opts, { stderr, env }) {
     const { client, config, close } = await connectClient(env);

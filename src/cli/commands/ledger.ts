@@ -145,5 +145,6 @@ const exportCommand = defineCommand({
 export const ledgerCommands: CommandGroup = {
   name: 'ledger',
   description: 'The ledger store (IMAGEBATCH_LEDGER): what was asked and paid, by batch, day or request',
+  summary: 'What was asked and paid (IMAGEBATCH_LEDGER)',
   commands: [showCommand, exportCommand, ledgerCheckCommand],
 };

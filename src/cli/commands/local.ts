@@ -176,5 +176,6 @@ const workerCommand = defineCommand({
 export const localCommands: CommandGroup = {
   name: 'local',
   description: 'The local Temporal server and worker that imagebatch run starts when no TEMPORAL_ADDRESS is set',
+  summary: 'The local Temporal server and worker',
   commands: [statusCommand, stopCommand, uiCommand, workerCommand],
 };

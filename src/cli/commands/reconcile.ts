@@ -107,6 +107,7 @@ export const reconcileCommand = defineCommand({
   description:
     'Resolve the rows whose money is unresolved (unknown, max wait reached, images unsaved) with their own keys, ' +
     'never a new one; rows that cannot be resolved are reported. A worker must be running',
+  summary: 'Resolve the rows whose money is unresolved',
   args: [{ name: 'batch', description: 'the batch id' }],
   options: [
     { flags: '--out <dir>', description: "the batch's output folder (only for a batch of an earlier version)" },

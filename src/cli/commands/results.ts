@@ -87,6 +87,7 @@ export async function describeBatch(
 export const resultsCommand = defineCommand({
   name: 'results',
   description: 'Write results.csv, results.jsonl, errors.csv and the index.html gallery (also while it runs)',
+  summary: 'Write the result files and gallery of a batch',
   args: [{ name: 'batch', description: 'the batch id' }],
   options: [
     {

@@ -9,7 +9,6 @@ import {
   type PreparedBatch,
 } from '../batches';
 import type { LedgerStore } from '../../ledger';
-import type { BatchProgress } from '../../model';
 import { withLedgerStore } from '../ledger-store';
 import { connectClient, superviseLocal } from '../client';
 import { COLUMN_OPTIONS, columnSchema, userColumnsInput } from '../columns';
@@ -27,6 +26,8 @@ import { sayPaidBefore } from '../paid-before';
 import { STOP_LOSS_HELP, stopLossSchema } from '../stop-loss-option';
 import { checkService, stopIfUnusable } from '../service-check';
 import { fileNotes, writeRejected } from '../file-rows';
+import { checkModelsOf } from '../model-check';
+import { rerunLine, runExit, sentSince, spendMark } from '../run-outcome';
 
 /** The name of a file run without `--batch-id`: without the extension, other characters as `-`. */
 const nameOf = (file: string) =>
@@ -38,51 +39,29 @@ const nameOf = (file: string) =>
 /** `imagebatch run FILE`: start a batch, or attach to the running one with the same id; `--follow` to its end. */
 export const runCommand = defineCommand({
   name: 'run',
-  description:
-    'Start a batch (or attach to the running one with the same id): on TEMPORAL_ADDRESS, or locally when none is set',
+  description: 'Start a batch (or attach to the running one): on TEMPORAL_ADDRESS, else locally',
+  summary: 'Start a batch, or attach to the running one',
   args: [{ name: 'file', description: 'the batch file (CSV)' }],
   options: [
     {
       flags: '--batch-id <id>',
-      description:
-        'batch id (default: the file name, with a digest when that name ran other content); the same id again ' +
-        'resumes, never repays',
+      description: 'default: the file name; the same id again resumes',
     },
     { flags: '--model <id>', description: 'model of rows that name none' },
-    { flags: '--out <dir>', description: 'output folder for images and results (default: out/<batch id>)' },
-    {
-      flags: '--new-images',
-      description:
-        'new images even for requests paid before (default: a request paid before is reused, not paid again)',
-    },
+    { flags: '--out <dir>', description: 'output folder (default: out/<batch id>)' },
+    { flags: '--new-images', description: 'pay again for requests paid before (no reuse)' },
     { flags: '--concurrency <n>', description: 'rows in flight at most', default: '8' },
-    {
-      flags: '--max-attempts <n>',
-      description: 'attempts per row (only refunded failures are retried)',
-      default: '3',
-    },
-    {
-      flags: '--spend-cap <usd>',
-      description:
-        'the most the batch may spend: each row reserves its price before it starts (every model needs a known price)',
-    },
+    { flags: '--max-attempts <n>', description: 'attempts per row (after refunds)', default: '3' },
+    { flags: '--spend-cap <usd>', description: 'the most the batch may spend (needs every price)' },
     ...priceOptions(),
     ...COLUMN_OPTIONS,
-    {
-      flags: '--deadline <iso>',
-      description: 'rows not started by then end as not_run (ISO 8601, e.g. 2030-01-31T18:00:00Z)',
-    },
-    {
-      flags: '--max-poll-wait <duration>',
-      description: 'longest wait for one creation to end (90s, 45m, 2h; default 30m); the row then fails and says so',
-    },
+    { flags: '--deadline <iso>', description: 'rows not started by then end as not_run (ISO 8601)' },
+    { flags: '--max-poll-wait <duration>', description: 'longest wait for one creation (default 30m)' },
     { flags: '--stop-loss <settings>', description: STOP_LOSS_HELP },
-    {
-      flags: '--skip-invalid',
-      description: 'run the valid rows of a file with invalid rows; those are listed in <out>/rejected.csv',
-    },
-    { flags: '--follow', description: 'show progress until the batch ends (local mode does unless --detach)' },
-    { flags: '--detach', description: 'local mode: start the batch and return (it runs in the local worker)' },
+    { flags: '--skip-invalid', description: 'run the valid rows; the others go to <out>/rejected.csv' },
+    { flags: '--follow', description: 'show progress to the end (local mode: default)' },
+    { flags: '--detach', description: 'local mode: start the batch and return' },
+    { flags: '--allow-partial', description: 'exit 0 unless no row succeeded' },
     { flags: '--json', description: 'print the final progress as JSON' },
   ],
   schema: z.object({
@@ -102,6 +81,7 @@ export const runCommand = defineCommand({
     skipInvalid: flag,
     follow: flag,
     detach: flag,
+    allowPartial: flag,
     json: flag,
   }),
   async run(opts, { stdout, stderr, stderrIsTTY, env, signal }) {
@@ -162,12 +142,18 @@ export const runCommand = defineCommand({
               `Web UI ${webUiOf(local.server)} (imagebatch local status)\n`,
           );
         }
+        const follows = opts.follow || (local !== undefined && !opts.detach);
+        const earlierRun = local || opts.follow ? await describeBatch(client, batchId) : undefined;
         // What the batch will pay, said before its first request (when a worker is there to tell: local mode, or
         // a batch followed to its end); not for a batch that runs already.
-        if ((local || opts.follow) && (await describeBatch(client, batchId))?.status !== 'RUNNING') {
+        if ((local || opts.follow) && earlierRun?.status !== 'RUNNING') {
           // The free checks first, on the worker (it holds the key): a base URL nobody answers at, or a refused key,
-          // stops here with what to fix, before any row is started.
-          stopIfUnusable(await checkService(client, config.taskQueue));
+          // stops here with what to fix, before any row is started. The same GET reads the catalog: a model the
+          // account lacks stops here too (exit 3); a catalog that could not be read blocks nothing.
+          const check = await checkService(client, config.taskQueue);
+          stopIfUnusable(check);
+          const unchecked = checkModelsOf(prepared.report.models, check);
+          if (unchecked) stderr(`${terminalText(unchecked)}\n`);
           const { input } = prepared;
           const ask = {
             file: input.file,
@@ -178,6 +164,8 @@ export const runCommand = defineCommand({
           };
           stderr(`${terminalText(await sayPaidBefore(client, config.taskQueue, ask, input.prices ?? {}))}\n`);
         }
+        // What the store held of the batch before this run: what it sends now is the difference.
+        const mark = follows && earlierRun?.status !== 'RUNNING' ? await spendMark(ledger, batchId) : undefined;
         const { handle, attached, report } = await startOrAttachBatch({
           client,
           taskQueue: config.taskQueue,
@@ -185,9 +173,13 @@ export const runCommand = defineCommand({
           env,
           prepared,
         });
-        stderr(`${attached ? 'attached to' : 'started'} batch ${batchId} (${report.validRows} rows)\n`);
+        // A batch id that ran before starts again: its rows that ended are counted from their records, not sent.
+        const again = !attached && (earlierRun !== undefined || (mark?.keys ?? 0) > 0);
+        stderr(
+          `${attached ? 'attached to' : 'started'} batch ${batchId}${again ? ' again' : ''} (${report.validRows} rows)\n`,
+        );
         // Local mode follows unless told not to: the batch is this command's work on this machine.
-        if (!(opts.follow || (local && !opts.detach))) {
+        if (!follows) {
           if (opts.json) stdout(`${JSON.stringify({ batchId, attached })}\n`);
           return;
         }
@@ -231,8 +223,12 @@ export const runCommand = defineCommand({
         }
         stdout(opts.json ? `${JSON.stringify(final)}\n` : `${progressLine(final, report.validRows)}\n`);
         if (!final.done) return;
-        // Rows ended and none of them has its images: the batch did not do its work (the results say why).
-        const exit = noneSucceeded(final) ? ExitCode.Failure : undefined;
+        if (mark && (again || final.counts.reused > 0)) {
+          stderr(`${rerunLine(final, report.validRows, await sentSince(ledger, batchId, mark))}\n`);
+        }
+        // A row without its images exits 1 (README "Exit codes"); --allow-partial only when none has them.
+        const { code: exit, line } = runExit(final, opts.allowPartial === true);
+        if (line) stderr(`${line}\n`);
         if (!local) {
           // The workers' output folder may not be visible from here: `results` writes the files where they are.
           stderr(`results: imagebatch results ${batchId}\n`);
@@ -253,9 +249,3 @@ export const runCommand = defineCommand({
     }
   },
 });
-
-/** A batch whose rows ended (some) with none succeeded or reused. */
-function noneSucceeded(final: BatchProgress): boolean {
-  const ended = Object.values(final.counts).reduce((n, c) => n + c, 0);
-  return ended > 0 && final.counts.succeeded + final.counts.reused === 0;
-}

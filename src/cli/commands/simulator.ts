@@ -99,7 +99,8 @@ export function simulatorUse(started: Pick<SimulatorStarted, 'baseUrl' | 'demoKe
   if (plainHttp) env.IMAGEGEN_ALLOW_INSECURE_HTTP = new URL(started.baseUrl).hostname;
   if (started.demoKey) env.IMAGEGEN_API_KEY = started.demoKey;
   const file = existsSync(EXAMPLE_FILE) ? EXAMPLE_FILE : 'prompts.csv';
-  const command = `imagebatch run ${file} --model ${started.model} --follow`;
+  // `npx imagebatch`, as the README runs it from a clone (not on PATH there); local mode follows without --follow.
+  const command = `npx imagebatch run ${file} --model ${started.model}`;
   const exports = Object.entries(env).map(([name, value]) => `export ${name}=${value}`);
   if (!started.demoKey) exports.push('export IMAGEGEN_API_KEY=<a key of your config>');
   return { env, command, lines: [...exports, command] };
@@ -116,6 +117,7 @@ export const aborted = (signal: AbortSignal) =>
 export const simulatorCommand = defineCommand({
   name: 'simulator',
   description: 'Run the image-service simulator (a dry-run target; keys from its config, never from arguments)',
+  summary: 'Run the image-service simulator (dry runs)',
   options: [
     { flags: '--port <n>', description: 'API port on 127.0.0.1 (0: any free port)' },
     { flags: '--files-port <n>', description: 'image file port on 127.0.0.1 (0: any free port)' },
@@ -143,7 +145,7 @@ export const simulatorCommand = defineCommand({
               : 'keys:          those of your config (not printed)',
             'To run a batch against it from this machine (in another terminal):',
             ...use.lines.map((line) => `  ${line}`),
-            '(a worker you start yourself, imagebatch worker, needs the same variables)',
+            '(a worker you start yourself, npx imagebatch worker, needs the same variables)',
             '(Ctrl-C stops it)',
             '',
           ].join('\n'),

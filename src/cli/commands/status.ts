@@ -9,6 +9,7 @@ import { batchStatus } from './batch-control';
 export const statusCommand = defineCommand({
   name: 'status',
   description: 'Progress of a batch: counts per state, spend, rate, and why it waits',
+  summary: 'Progress of a batch: counts, spend, why it waits',
   args: [{ name: 'batch', description: 'the batch id' }],
   options: [{ flags: '--json', description: 'print as JSON' }],
   schema: z.object({ batch: batchId, json: flag }),

@@ -21,6 +21,9 @@ import { terminalText } from '../terminal-text';
 import { withLedgerStore } from '../ledger-store';
 import { sayPaidBefore } from '../paid-before';
 import { fileNotes, SKIP_INVALID_MAX_PROBLEMS, skipRefusal, withCarried } from '../file-rows';
+import { keyAtHand, readCatalogHere } from '../direct-catalog';
+import { ModelUnavailableError } from '../model-check';
+import type { ModelInfo } from '../../model';
 
 export interface ValidateOptions {
   file: string;
@@ -32,12 +35,21 @@ export interface ValidateOptions {
    * Check the models against the account's catalog and estimate the cost, through a running worker (it holds
    * the API key). Without it, only the file is checked.
    */
-  catalog?: { client: Client; taskQueue: string };
+  catalog?: { client: Client; taskQueue: string } | CatalogReader;
   /**
    * Prices per image the user gives (`--price`, `--prices`), for models the catalog shows no price for.
    * @default none
    */
   prices?: Record<string, number>;
+}
+
+/**
+ * The catalog read another way than through a worker (`validate` with the key in its own environment): `implicit`
+ * when nobody asked for it, so that a catalog that could not be read does not fail the file.
+ */
+export interface CatalogReader {
+  read: () => Promise<{ models: ModelInfo[] } | { problem: string }>;
+  implicit?: boolean;
 }
 
 export interface ValidateResult {
@@ -50,6 +62,8 @@ export interface ValidateResult {
   unpricedModels?: string[];
   /** Why the catalog could not be read, when it could not. */
   catalogProblem?: string;
+  /** The account's models, when a model of the file is not among them. */
+  accountModels?: string[];
   /** False when the file has problems, uses a model the account lacks, or the catalog could not be read. */
   ok: boolean;
 }
@@ -79,17 +93,22 @@ async function checkReport(
   report: BatchReport,
   options: Pick<ValidateOptions, 'catalog' | 'prices'>,
 ): Promise<ValidateResult> {
-  if (!options.catalog) return { report, ok: report.ok };
-  const catalog = await readCatalog(options.catalog.client, options.catalog.taskQueue);
-  if ('problem' in catalog) return { report, catalogProblem: catalog.problem, ok: false };
+  const reader = options.catalog;
+  if (!reader) return { report, ok: report.ok };
+  const catalog = 'read' in reader ? await reader.read() : await readCatalog(reader.client, reader.taskQueue);
+  if ('problem' in catalog) {
+    return { report, catalogProblem: catalog.problem, ok: 'read' in reader && reader.implicit === true && report.ok };
+  }
   const models = priceModels(report.models, catalog.models, options.prices ?? {});
   const { knownUsd, unknownModels } = estimateOf(models);
+  const available = models.every((m) => m.available !== false);
   return {
     report,
     models,
     estimatedCostUsd: knownUsd,
     ...(unknownModels.length > 0 ? { unpricedModels: unknownModels } : {}),
-    ok: report.ok && models.every((m) => m.available !== false),
+    ...(available ? {} : { accountModels: catalog.models.map((m) => m.id) }),
+    ok: report.ok && available,
   };
 }
 
@@ -115,10 +134,14 @@ export function estimateLine(res: ValidateResult): string | undefined {
     : `estimated cost: at least $${res.estimatedCostUsd.toFixed(2)}, plus the rows of ${unknown.join(', ')} (price unknown)`;
 }
 
-/** `imagebatch validate FILE`: exit 3 when the file has problems (or, with `--catalog`, a model is not available). */
+/**
+ * `imagebatch validate FILE`: exit 3 when the file has problems, or a model is not available (checked with
+ * `--catalog` through a worker, or here when the key is in this environment and no Temporal address is set).
+ */
 export const validateCommand = defineCommand({
   name: 'validate',
   description: 'Check a batch file: every problem with its line number; nothing is started or charged',
+  summary: 'Check a batch file; nothing is started or charged',
   args: [{ name: 'file', description: 'the batch file (CSV)' }],
   options: [
     { flags: '--model <id>', description: 'model of rows that name none' },
@@ -183,12 +206,16 @@ export const validateCommand = defineCommand({
             await close();
           }
         })()
-      : await checkReport(fileChecked, { prices });
+      : keyAtHand(env)
+        ? await checkReport(fileChecked, { prices, catalog: { read: () => readCatalogHere(env), implicit: true } })
+        : await checkReport(fileChecked, { prices });
     const { report } = res;
     // --skip-invalid: a file whose problems are all rows' own runs its valid rows.
     const refusal = opts.skipInvalid && !report.ok ? skipRefusal(report) : '';
     if (refusal === undefined) {
-      res.ok = res.catalogProblem === undefined && (res.models ?? []).every((m) => m.available !== false);
+      // The catalog fails the file as it would without --skip-invalid: unread, only when --catalog asked for it.
+      const catalogOk = res.catalogProblem === undefined || !opts.catalog;
+      res.ok = catalogOk && (res.models ?? []).every((m) => m.available !== false);
     }
     if (opts.json) stdout(`${JSON.stringify(res, null, 2)}\n`);
     else {
@@ -200,7 +227,9 @@ export const validateCommand = defineCommand({
       } else if (refusal) {
         stderr(`${file}: run --skip-invalid would start nothing either: ${terminalText(refusal)}\n`);
       }
-      if (res.catalogProblem) stderr(`imagebatch: the catalog could not be read: ${res.catalogProblem}\n`);
+      if (res.catalogProblem && !opts.catalog) {
+        stderr(`models not checked against the account's catalog: ${terminalText(res.catalogProblem)}\n`);
+      } else if (res.catalogProblem) stderr(`imagebatch: the catalog could not be read: ${res.catalogProblem}\n`);
       const models = res.models
         ? modelLines(res).map(terminalText)
         : Object.entries(report.models).map(([m, u]) => `${m}: ${u.rows} rows, ${u.images} images`);
@@ -210,6 +239,12 @@ export const validateCommand = defineCommand({
         `${report.rows} rows, ${report.validRows} valid, ${report.problemCount} problem(s)` +
           `${models.length ? `\n${models.join('\n')}` : ''}${estimate}\n`,
       );
+      if (res.accountModels) {
+        // One line, as `run` says it: the models the account lacks, their rows, and the account's models.
+        const missing = (res.models ?? []).filter((m) => m.available === false);
+        const catalog = res.accountModels.map((id) => ({ id }));
+        stderr(`imagebatch: ${terminalText(new ModelUnavailableError(missing, catalog).message)}\n`);
+      }
     }
     return res.ok ? ExitCode.Ok : ExitCode.InvalidInput;
   },

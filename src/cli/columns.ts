@@ -67,21 +67,28 @@ export function parseColumnOption(
   return { ...previous, [name]: field };
 }
 
-/** `--carry <column>` and `--column <column>=<field>`, both repeatable. */
-export const COLUMN_OPTIONS: readonly OptionSpec[] = [
-  {
-    flags: '--carry <column>',
-    description: 'a column of yours kept, never sent (repeatable)',
-    repeatable: true,
-  },
-  {
-    flags: '--column <column=field>',
-    description: 'a column of yours sent as <field> (repeatable)',
-    repeatable: true,
-  },
-];
+/**
+ * `--carry <column>` and `--column <column>=<field>`, both repeatable. Where every column outside the request is
+ * carried by default (`run`, `validate`), `--carry` is accepted but left out of the help; `schedule create` still
+ * needs it.
+ */
+export function columnOptions(carryByDefault: boolean): readonly OptionSpec[] {
+  return [
+    {
+      flags: '--carry <column>',
+      description: 'a column of yours kept, never sent (repeatable)',
+      repeatable: true,
+      hidden: carryByDefault,
+    },
+    {
+      flags: '--column <column=field>',
+      description: 'a column of yours sent as <field> (repeatable)',
+      repeatable: true,
+    },
+  ];
+}
 
-/** The schema of {@link COLUMN_OPTIONS}: each value checked as it is read ({@link userColumnsInput}: together). */
+/** The schema of {@link columnOptions}: each value checked as it is read ({@link userColumnsInput}: together). */
 export const columnSchema = { carry: repeated(parseCarryOption), column: repeated(parseColumnOption) };
 
 export interface ColumnCliOptions {

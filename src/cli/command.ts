@@ -47,6 +47,11 @@ export interface OptionSpec {
    * @default false
    */
   required?: boolean;
+  /**
+   * Accepted, but left out of `--help` (an option kept for scripts that give it, whose behaviour is now the default).
+   * @default false
+   */
+  hidden?: boolean;
 }
 
 /** One command of the table. */

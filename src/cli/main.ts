@@ -101,6 +101,7 @@ function addCommand(
     if (spec.default !== undefined) option.default(spec.default);
     if (spec.repeatable) option.argParser((value: string, previous?: string[]) => [...(previous ?? []), value]);
     if (spec.required) option.makeOptionMandatory();
+    if (spec.hidden) option.hideHelp();
     command.addOption(option);
   }
   if (definition.helpAfter) command.addHelpText('after', definition.helpAfter);

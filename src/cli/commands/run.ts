@@ -11,7 +11,7 @@ import {
 import type { LedgerStore } from '../../ledger';
 import { withLedgerStore } from '../ledger-store';
 import { connectClient, superviseLocal } from '../client';
-import { COLUMN_OPTIONS, columnSchema, userColumnsInput } from '../columns';
+import { columnOptions, columnSchema, userColumnsInput } from '../columns';
 import { defineCommand } from '../command';
 import { batchId, deadline, duration, flag, positiveInt, dollars } from '../options';
 import { priceOptions, priceSchema, pricesInput } from '../prices';
@@ -54,11 +54,11 @@ export const runCommand = defineCommand({
     { flags: '--max-attempts <n>', description: 'attempts per row (after refunds)', default: '3' },
     { flags: '--spend-cap <usd>', description: 'the most the batch may spend (needs every price)' },
     ...priceOptions(),
-    ...COLUMN_OPTIONS,
+    ...columnOptions(true),
     { flags: '--deadline <iso>', description: 'rows not started by then end as not_run (ISO 8601)' },
     { flags: '--max-poll-wait <duration>', description: 'longest wait for one creation (default 30m)' },
     { flags: '--stop-loss <settings>', description: STOP_LOSS_HELP },
-    { flags: '--skip-invalid', description: 'run the valid rows; the others go to <out>/rejected.csv' },
+    { flags: '--skip-invalid', description: 'run the valid rows; list the others in rejected.csv' },
     { flags: '--follow', description: 'show progress to the end (local mode: default)' },
     { flags: '--detach', description: 'local mode: start the batch and return' },
     { flags: '--allow-partial', description: 'exit 0 unless no row succeeded' },

@@ -6,7 +6,7 @@ import { scheduledBatchWorkflow, type ScheduledBatchWorkflowInput } from '../../
 import { ID_PATTERN, type UserColumns } from '../../model';
 import { validateBatchFile, type BatchReport } from '../../batch';
 import { connectClient, withClient } from '../client';
-import { COLUMN_OPTIONS, columnSchema, userColumnsInput } from '../columns';
+import { columnOptions, columnSchema, userColumnsInput } from '../columns';
 import { defineCommand, type CommandDefinition, type CommandGroup } from '../command';
 import { ID_RULE, batchId, dollars, duration, flag, positiveInt } from '../options';
 import { checkPricesForCap, priceOptions, priceSchema, pricesInput } from '../prices';
@@ -214,7 +214,7 @@ const createCommand = defineCommand({
     { flags: '--max-attempts <n>', description: 'attempts per row' },
     { flags: '--spend-cap <usd>', description: 'spend cap of each run' },
     ...priceOptions(),
-    ...COLUMN_OPTIONS,
+    ...columnOptions(false),
     { flags: '--paused', description: 'create it paused' },
     { flags: '--json', description: 'print as JSON' },
   ],

@@ -4,7 +4,7 @@ import type { UserColumns } from '../../model';
 import { validateBatchFile, type BatchReport } from '../../batch';
 import { z } from 'zod';
 import { connectClient } from '../client';
-import { COLUMN_OPTIONS, columnSchema, userColumnsInput } from '../columns';
+import { columnOptions, columnSchema, userColumnsInput } from '../columns';
 import { defineCommand } from '../command';
 import { ExitCode } from '../errors';
 import { flag } from '../options';
@@ -150,7 +150,7 @@ export const validateCommand = defineCommand({
       description: "also check models against the account's catalog and estimate the cost (asks a running worker)",
     },
     ...priceOptions(),
-    ...COLUMN_OPTIONS,
+    ...columnOptions(true),
     {
       flags: '--skip-invalid',
       description: 'say what run --skip-invalid would do: run the valid rows, list the others',

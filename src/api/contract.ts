@@ -1,6 +1,6 @@
 /**
- * The published facts of the image service (../shared/contract/service-interface.md) and the defaults that
- * gaps.md fixes for what it leaves out. Both the client and the simulator take their constants from here,
+ * The published facts of the image service (its interface document, outside this repository) and the defaults we
+ * fixed for what it leaves out. Both the client and the simulator take their constants from here,
  * so that a typo cannot make them agree with each other and disagree with the document.
  */
 

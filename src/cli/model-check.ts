@@ -10,6 +10,13 @@ import { ErrorCode, ImagebatchError } from '../model/errors';
 /** How many of the account's models a message names; the others are counted. */
 export const LISTED_MODELS = 12;
 
+/**
+ * A catalog whose list gave no id: the service names its models under another field (more likely than an account
+ * without models), so nothing is refused for it.
+ */
+export const NO_MODEL_IDS =
+  'it lists no model id where the settings read them (IMAGEGEN_MODEL_ID_FIELDS; imagebatch doctor finds them)';
+
 /** A model of the batch file that the account's catalog does not list, and how many rows use it. */
 export interface MissingModel {
   model: string;
@@ -55,8 +62,8 @@ export class ModelUnavailableError extends ImagebatchError {
 
 /**
  * Before a batch starts: throws {@link ModelUnavailableError} when the catalog was read and lacks a model of the
- * file; returns the line to say when it could not be read (`why`), which blocks nothing (a service may have no
- * catalog); nothing when every model is listed.
+ * file; returns the line to say when it could not be read (`why`) or listed no id the settings read, which blocks
+ * nothing (a service may have no catalog, or name its ids elsewhere); nothing when every model is listed.
  */
 export function checkBatchModels(
   models: BatchReport['models'],
@@ -64,6 +71,7 @@ export function checkBatchModels(
   why: string,
 ): string | undefined {
   if (!catalog) return `models not checked against the account's catalog: ${why}`;
+  if (catalog.length === 0) return `models not checked against the account's catalog: ${NO_MODEL_IDS}`;
   const missing = missingModels(models, catalog);
   if (missing.length > 0) throw new ModelUnavailableError(missing, catalog);
   return undefined;

@@ -44,6 +44,13 @@ describe('the models of a batch against the catalog', () => {
     );
     expect(checkModelsOf(models, { ok: true, models: [{ id: 'flux-dev' }, { id: 'flux-pro' }] })).toBeUndefined();
   });
+
+  it('a catalog with no model id the settings read (another field than IMAGEGEN_MODEL_ID_FIELDS) refuses nothing', () => {
+    expect(checkModelsOf(models, { ok: true, models: [] })).toBe(
+      "models not checked against the account's catalog: it lists no model id where the settings read them " +
+        '(IMAGEGEN_MODEL_ID_FIELDS; imagebatch doctor finds them)',
+    );
+  });
 });
 
 describe('the exit code of a followed batch', () => {

@@ -22,7 +22,7 @@ import { withLedgerStore } from '../ledger-store';
 import { sayPaidBefore } from '../paid-before';
 import { fileNotes, SKIP_INVALID_MAX_PROBLEMS, skipRefusal, withCarried } from '../file-rows';
 import { keyAtHand, readCatalogHere } from '../direct-catalog';
-import { ModelUnavailableError } from '../model-check';
+import { ModelUnavailableError, NO_MODEL_IDS } from '../model-check';
 import type { ModelInfo } from '../../model';
 
 export interface ValidateOptions {
@@ -95,7 +95,8 @@ async function checkReport(
 ): Promise<ValidateResult> {
   const reader = options.catalog;
   if (!reader) return { report, ok: report.ok };
-  const catalog = 'read' in reader ? await reader.read() : await readCatalog(reader.client, reader.taskQueue);
+  const read = 'read' in reader ? await reader.read() : await readCatalog(reader.client, reader.taskQueue);
+  const catalog = 'models' in read && read.models.length === 0 ? { problem: NO_MODEL_IDS } : read;
   if ('problem' in catalog) {
     return { report, catalogProblem: catalog.problem, ok: 'read' in reader && reader.implicit === true && report.ok };
   }

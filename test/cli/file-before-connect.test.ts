@@ -1,9 +1,7 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { Runtime } from '@temporalio/worker';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { main } from '../../src/cli/main';
+import { describe, expect, it } from 'vitest';
+import { inProcessCli } from './in-process';
 
 /**
  * Every command that takes a batch file reads it before it connects to Temporal: a missing or wrong file is said at
@@ -14,36 +12,8 @@ import { main } from '../../src/cli/main';
 
 const CLOSED = { TEMPORAL_ADDRESS: '127.0.0.1:1' };
 
-let dir: string;
-let stdout: string[];
-let stderr: string[];
-
-beforeAll(async () => {
-  dir = await mkdtemp(path.join(tmpdir(), 'imagebatch-file-first-'));
-});
-
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
-
-beforeEach(() => {
-  stdout = [];
-  stderr = [];
-  // The test process has its Temporal runtime already (test/setup.ts): the command must not install another.
-  vi.spyOn(Runtime, 'install').mockImplementation(() => Runtime.instance());
-});
-
-afterEach(() => {
-  vi.restoreAllMocks();
-});
-
-const run = (...args: string[]) =>
-  main(['node', 'imagebatch', ...args], {
-    env: CLOSED,
-    stdout: (text) => void stdout.push(text),
-    stderr: (text) => void stderr.push(text),
-    stderrIsTTY: false,
-  });
+const cli = inProcessCli('imagebatch-file-first-');
+const run = (...args: string[]) => cli.run(CLOSED, ...args);
 
 describe('a command reads its file before it connects', () => {
   it.each([
@@ -54,21 +24,21 @@ describe('a command reads its file before it connects', () => {
       (file: string) => ['schedule', 'create', 'nightly', '--file', file, '--every', '1h', '--spend-cap', '5'],
     ],
   ])('%s on a missing file: the file is named, nothing connected', async (_, args) => {
-    const missing = path.join(dir, 'missing.csv');
+    const missing = path.join(cli.dir, 'missing.csv');
     const code = await run(...args(missing));
-    const printed = stderr.join('');
+    const printed = cli.stderr.join('');
     expect(printed).toMatch(/^imagebatch: cannot read batch file .*missing\.csv: /);
     expect(printed).toContain(missing);
     expect(printed).not.toMatch(/connect|deadline/i);
     expect(code).toBe(3);
-    expect(stdout.join('')).toBe('');
+    expect(cli.stdout.join('')).toBe('');
   });
 
   it('run on a file with problems: exit 3 with every problem, nothing connected', async () => {
-    const file = path.join(dir, 'bad.csv');
+    const file = path.join(cli.dir, 'bad.csv');
     await writeFile(file, 'prompt,model\n,m\nok,\n');
     const code = await run('run', file);
-    const printed = stderr.join('');
+    const printed = cli.stderr.join('');
     expect(printed).toMatch(/^imagebatch: 2 problem\(s\) in the batch file; nothing was started\n/);
     expect(printed).toContain('  line 2');
     expect(printed).toContain('  line 3');

@@ -1,10 +1,8 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Runtime } from '@temporalio/worker';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { main } from '../../src/cli/main';
+import { describe, expect, it } from 'vitest';
+import { inProcessCli } from './in-process';
 import { BatchValidationError, prepareBatch } from '../../src/cli/batches';
 
 /**
@@ -12,34 +10,11 @@ import { BatchValidationError, prepareBatch } from '../../src/cli/batches';
  * --skip-invalid writes rejected.csv, before it connects: Temporal's address is a closed port) and `prepareBatch`.
  */
 
-let dir: string;
-let stdout: string[];
-let stderr: string[];
-
-beforeAll(async () => {
-  dir = await mkdtemp(path.join(tmpdir(), 'imagebatch-file-rows-'));
-});
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
-beforeEach(() => {
-  stdout = [];
-  stderr = [];
-  vi.spyOn(Runtime, 'install').mockImplementation(() => Runtime.instance());
-});
-afterEach(() => {
-  vi.restoreAllMocks();
-});
+const cli = inProcessCli('imagebatch-file-rows-');
 
 // A Temporal address that is not one: a command that got as far as connecting stops at once.
-const env = () => ({ TEMPORAL_ADDRESS: '127.0.0.1:port', IMAGEBATCH_LEDGER: path.join(dir, 'ledger.sqlite') });
-const run = (...args: string[]) =>
-  main(['node', 'imagebatch', ...args], {
-    env: env(),
-    stdout: (text) => void stdout.push(text),
-    stderr: (text) => void stderr.push(text),
-    stderrIsTTY: false,
-  });
+const env = () => ({ TEMPORAL_ADDRESS: '127.0.0.1:port', IMAGEBATCH_LEDGER: path.join(cli.dir, 'ledger.sqlite') });
+const run = (...args: string[]) => cli.run(env(), ...args);
 
 const PROMPT_SET = [
   'Prompt\tCategory\tChallenge\tNote',
@@ -51,31 +26,31 @@ const PROMPT_SET = [
 const options = (file: string) => ({
   batchId: 'b',
   file,
-  outDir: path.join(dir, 'out'),
+  outDir: path.join(cli.dir, 'out'),
   concurrency: 1,
   maxAttempts: 1,
 });
 
 describe('a tab-separated prompt set with its own columns', () => {
   it('validates with --model alone, saying how it was read and what is carried', async () => {
-    const file = path.join(dir, 'parti.tsv');
+    const file = path.join(cli.dir, 'parti.tsv');
     await writeFile(file, PROMPT_SET);
     const code = await run('validate', file, '--model', 'sdxl');
-    expect(stderr.join('')).toBe(
+    expect(cli.stderr.join('')).toBe(
       `${file}: read as tab-separated (TSV)\n` +
         `${file}: carried into the results, never sent: Category, Challenge, Note ` +
         '(send one with --column <name>=<field>)\n',
     );
-    expect(stdout.join('')).toBe('3 rows, 3 valid, 0 problem(s)\nsdxl: 3 rows, 3 images\n');
+    expect(cli.stdout.join('')).toBe('3 rows, 3 valid, 0 problem(s)\nsdxl: 3 rows, 3 images\n');
     expect(code).toBe(0);
-    stdout = [];
+    cli.stdout.length = 0;
     await run('validate', file, '--model', 'sdxl', '--json');
-    const json = JSON.parse(stdout.join('')) as { ok: boolean; report: { format: string; carried: string[] } };
+    const json = JSON.parse(cli.stdout.join('')) as { ok: boolean; report: { format: string; carried: string[] } };
     expect(json).toMatchObject({ ok: true, report: { format: 'tab', carried: ['Category', 'Challenge', 'Note'] } });
   });
 
   it('is prepared with every other column carried, explicit --carry first, --column sent', async () => {
-    const file = path.join(dir, 'parti2.tsv');
+    const file = path.join(cli.dir, 'parti2.tsv');
     await writeFile(file, PROMPT_SET);
     const plain = await prepareBatch({ ...options(file), defaultModel: 'sdxl' });
     expect(plain.input.userColumns).toEqual({ carry: ['Category', 'Challenge', 'Note'] });
@@ -93,26 +68,28 @@ const BAD_ROWS = ['id,prompt,model,width', 'a,a fox,m,512', 'b,,m,512', 'c,a cat
 
 describe('--skip-invalid', () => {
   it('run refuses a file with invalid rows without it', async () => {
-    const file = path.join(dir, 'bad.csv');
+    const file = path.join(cli.dir, 'bad.csv');
     await writeFile(file, BAD_ROWS);
     await expect(prepareBatch(options(file))).rejects.toThrow(BatchValidationError);
   });
 
   it('validate previews it: exit 0, saying the valid rows run', async () => {
-    const file = path.join(dir, 'bad-preview.csv');
+    const file = path.join(cli.dir, 'bad-preview.csv');
     await writeFile(file, BAD_ROWS);
     expect(await run('validate', file)).toBe(3);
-    stderr = [];
+    cli.stderr.length = 0;
     expect(await run('validate', file, '--skip-invalid')).toBe(0);
-    expect(stderr.join('')).toContain(`${file}: run --skip-invalid would run the 2 valid rows and list the others\n`);
+    expect(cli.stderr.join('')).toContain(
+      `${file}: run --skip-invalid would run the 2 valid rows and list the others\n`,
+    );
   });
 
   it('run writes rejected.csv with each row left out, its line and problem, before it connects', async () => {
-    const file = path.join(dir, 'bad-run.csv');
+    const file = path.join(cli.dir, 'bad-run.csv');
     await writeFile(file, BAD_ROWS);
-    const out = path.join(dir, 'out-run');
+    const out = path.join(cli.dir, 'out-run');
     const code = await run('run', file, '--skip-invalid', '--out', out);
-    const printed = stderr.join('');
+    const printed = cli.stderr.join('');
     expect(printed).toContain(
       `skipped 2 invalid row(s) (--skip-invalid): each with its line and problem in ${out}/rejected.csv\n`,
     );
@@ -135,23 +112,23 @@ describe('--skip-invalid', () => {
       ['empty.csv', '', /empty/],
     ];
     for (const [name, content, why] of cases) {
-      const file = path.join(dir, name);
+      const file = path.join(cli.dir, name);
       await writeFile(file, content);
       const err = await prepareBatch({ ...options(file), skipInvalid: true }).catch((e: unknown) => e);
       expect(err, name).toBeInstanceOf(BatchValidationError);
       expect((err as Error).message, name).toMatch(/--skip-invalid leaves out invalid rows only, and here/);
       expect((err as Error).message, name).toMatch(why);
     }
-    expect(existsSync(path.join(dir, 'out', 'rejected.csv'))).toBe(false);
+    expect(existsSync(path.join(cli.dir, 'out', 'rejected.csv'))).toBe(false);
   });
 });
 
 describe('a file that is not text', () => {
   it('is one problem', async () => {
-    const file = path.join(dir, 'book.csv');
+    const file = path.join(cli.dir, 'book.csv');
     await writeFile(file, Buffer.concat([Buffer.from('PK\x03\x04', 'latin1'), Buffer.alloc(200, 1)]));
     const code = await run('validate', file);
-    expect(stderr.join('')).toBe(
+    expect(cli.stderr.join('')).toBe(
       `${file}:1: the file is an Excel workbook or another zip archive, not text: save it as CSV UTF-8\n`,
     );
     expect(code).toBe(3);

@@ -83,18 +83,24 @@ function progressFields(p: BatchProgress, totalRows: number): Record<FieldName, 
   const one = (text: string, tone?: Tone): Segment[] => [tone ? { text, tone } : { text }];
   const reused = p.counts.reused ?? 0;
   const ok = p.counts.succeeded + reused;
+  // The limit a row reported last, or the one that cut the window.
+  const cutBy = p.window?.boundBy === 'ceiling' ? undefined : p.window?.boundBy;
+  const limit = p.limit && p.limit !== 'open' ? p.limit : cutBy;
   return {
     count: [...BAR_WIDTHS.map(bar), one(count)],
     ok: reused > 0 ? [one(`ok ${ok} (${reused} reused)`), one(`ok ${ok}`)] : [one(`ok ${ok}`)],
     failed: [one(`failed ${failed}`, failed > 0 ? 'bad' : undefined)],
     unsaved: unsaved > 0 ? [one(`images unsaved ${unsaved}`), one(`unsaved ${unsaved}`)] : [[]],
-    inFlight: [one(`in flight ${p.inFlight}`), []],
+    // With the adaptive window: the rows in flight out of the window's size now.
+    inFlight: p.window
+      ? [one(`in flight ${p.inFlight}/${p.window.size}`), one(`in flight ${p.inFlight}`), []]
+      : [one(`in flight ${p.inFlight}`), []],
     spend: [one(spendText(p)), one(shortSpendText(p))],
     prices: p.pricesSeen?.length
       ? [one(pricesSeenText(p.pricesSeen), 'warn'), one('charged above the price given', 'warn')]
       : [[]],
     rate: [one(eta ? `${rate} ${eta}` : rate), one(eta || rate), []],
-    limit: p.limit && p.limit !== 'open' ? [...LIMIT_TEXT[p.limit].map((t) => one(t)), []] : [[]],
+    limit: limit ? [...LIMIT_TEXT[limit].map((t) => one(t)), []] : [[]],
     waiting: [why ? one(`waiting: ${why}`, 'warn') : []],
   };
 }

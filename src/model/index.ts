@@ -19,3 +19,4 @@ export * from './record';
 export * from './row';
 export * from './stop-loss';
 export * from './service-check';
+export * from './window';

@@ -41,6 +41,15 @@ export interface RowReport {
   limit?: BindingLimit;
 }
 
+/** What bounds the window now, for the progress line. */
+export interface WindowView {
+  /** Rows in flight allowed now. */
+  size: number;
+  ceiling: number;
+  /** `rate` or `concurrency` after the service's limit cut it, `ceiling` when it stands at its ceiling. */
+  boundBy?: Exclude<BindingLimit, 'open'> | 'ceiling';
+}
+
 export interface BatchProgress {
   batchId: string;
   status: 'running' | 'paused' | 'cancelling' | 'completed' | 'cancelled';
@@ -80,6 +89,8 @@ export interface BatchProgress {
   pricesSeen?: PriceSeen[];
   /** Where the batch's canary stands; absent for a batch started before canaries. */
   canary?: CanaryPhase;
+  /** The adaptive window: rows in flight allowed now, its ceiling, and what bounds it (absent once done). */
+  window?: WindowView;
   done: boolean;
 }
 

@@ -11,7 +11,9 @@ import {
   type RowRecord,
   type RowState,
   type WaitReason,
+  type WindowState,
 } from '../model';
+import { AdaptiveWindow } from './window';
 
 /**
  * Everything a batch remembers, carried across continue-as-new. Bounded: rows in flight (at most the window)
@@ -62,6 +64,8 @@ export interface BatchState {
   pricesSeen?: Record<string, number>;
   /** The canary and the breakers, in a batch started with them. */
   stopLoss?: StopLossState;
+  /** The adaptive window of rows in flight, in a batch started with it (`adaptive-window`). */
+  window?: WindowState;
 }
 
 export function emptyCounts(): Record<RowState, number> {
@@ -203,6 +207,7 @@ export function progressOf(
     newKeys: state.newKeys ?? 0,
     ...(pricesSeen?.length ? { pricesSeen } : {}),
     ...(state.stopLoss ? { canary: state.stopLoss.canary } : {}),
+    ...(state.window && !done ? { window: new AdaptiveWindow(state.window).view(nowMs) } : {}),
     done,
   };
 }

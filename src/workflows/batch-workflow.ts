@@ -53,6 +53,7 @@ import {
 } from './definitions';
 import { promptWorkflow } from './prompt-workflow';
 import { StopLoss, type PriceNote } from './stop-loss';
+import { AdaptiveWindow } from './window';
 import { workflowNow } from './time';
 import { BATCH_ACTIVITY_START_TO_CLOSE, HEARTBEAT_TIMEOUT, ROW_CHECK_EVERY_MS } from './timeouts';
 
@@ -70,8 +71,8 @@ export interface BatchWorkflowInput {
    */
   userColumns?: UserColumns;
   /**
-   * Rows in flight at most (the sliding window).
-   * @default 8
+   * Rows in flight at most: the adaptive window's ceiling and start (see {@link ADAPTIVE_WINDOW}).
+   * @default none: the window starts at 8 and grows up to 256 (WINDOW_DEFAULTS); 8 fixed in a batch started before it
    */
   concurrency?: number;
   /**
@@ -174,6 +175,13 @@ export const PRICES_SEEN_COUNT = 'prices-seen-count';
 export const STOP_LOSS = 'stop-loss';
 
 /**
+ * The window of rows in flight adapts (src/workflows/window.ts): it grows while rows end with no limit binding and
+ * shrinks when one reports the service's limit; `concurrency` is its ceiling (and start) when given. Asked once, at
+ * the batch's start; the state carries the window across continue-as-new. Batches started before keep a fixed window.
+ */
+export const ADAPTIVE_WINDOW = 'adaptive-window';
+
+/**
  * Patch: a row's workflow id fits 255 characters whatever the batch and row ids (promptWorkflowId shortens the
  * longer ones; a SQL store refuses them). Before it, `<batch>/<row>` whole. Ids of 255 or fewer are the same on
  * both paths.
@@ -240,7 +248,8 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
   setHandler(rowDoneSignal, (record: RowRecord, report?: RowReport) => {
     const price = loss ? priceNoteOf(record) : undefined;
     notePriceSeen(record);
-    rowEnded(record, price);
+    if (rowEnded(record, price) && state.window)
+      new AdaptiveWindow(state.window).rowEnded(report?.limit, workflowNow());
     if (report?.limit) limitSeen = { limit: report.limit, atMs: workflowNow() };
   });
   setHandler(rowWaitingSignal, () => undefined);
@@ -285,6 +294,10 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
       state.stopLoss = StopLoss.start(input.stopLoss, proven);
       loss = new StopLoss(state.stopLoss, input.stopLoss);
     }
+    if (state.runs === 0 && patched(ADAPTIVE_WINDOW)) {
+      const given = input.concurrency === undefined ? {} : { initial: concurrency, ceiling: concurrency };
+      state.window = AdaptiveWindow.start(given);
+    }
     state.runs += 1;
 
     // The main loop: starts rows, waiting whenever the window is full or the batch is held.
@@ -313,7 +326,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
       }
 
       if (windowFull()) {
-        waiting = canaryHold() ?? { kind: 'window_full', concurrency };
+        waiting = canaryHold() ?? { kind: 'window_full', concurrency: windowSize() };
         armRowCheck();
         await waitUntil(
           () => !windowFull() || resumeRequested || state.cancelling || blockedReason() !== undefined || rowCheckDue,
@@ -363,9 +376,14 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
     return deadlineMs !== undefined && workflowNow() >= deadlineMs;
   }
 
-  /** Full: `concurrency` rows in flight, or the canary alone. */
+  /** Full: the window's rows in flight, or the canary alone. */
   function windowFull(): boolean {
-    return Object.keys(state.inFlight).length >= concurrency || canaryHold() !== undefined;
+    return Object.keys(state.inFlight).length >= windowSize() || canaryHold() !== undefined;
+  }
+
+  /** Rows in flight allowed now: the adaptive window's, or `concurrency` in a batch started before it. */
+  function windowSize(): number {
+    return state.window ? new AdaptiveWindow(state.window).size : concurrency;
   }
 
   function canaryHold(): WaitReason | undefined {
@@ -381,8 +399,11 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
   }
 
   /** A row's end, counted once, and seen by the stop-loss. */
-  function rowEnded(record: RowRecord, price?: PriceNote): void {
-    if (applyRowDone(state, record)) loss?.ended(record, price);
+  /** Whether the row was one of the batch's in flight (a report seen before changes nothing). */
+  function rowEnded(record: RowRecord, price?: PriceNote): boolean {
+    const ended = applyRowDone(state, record);
+    if (ended) loss?.ended(record, price);
+    return ended;
   }
 
   /** With a spend cap, a row's charge per image against the price the cap counted for it, when above the given. */

@@ -93,6 +93,22 @@ describe('progressLine within a width', () => {
     expect(progressLine({ ...quiet, limit: 'concurrency' }, 50, { columns: 100 })).toMatch(/quota-bound|creations in/);
   });
 
+  it('shows the adaptive window: rows in flight out of its size, and the limit that cut it', () => {
+    const quiet = progress({ waiting: undefined, spendCapUsd: undefined, unknownSpendRows: 0, leftUsd: undefined });
+    const growing = progressLine({ ...quiet, window: { size: 24, ceiling: 256 } }, 50);
+    expect(growing).toContain('| in flight 5/24 |');
+    expect(growing).not.toMatch(/bound/);
+    const cut = progressLine({ ...quiet, window: { size: 17, ceiling: 256, boundBy: 'concurrency' } }, 50);
+    expect(cut).toContain("| in flight 5/17 | spent $1.58 | 2.0 rows/s ETA 3s | bound by the account's creations");
+    const top = progressLine({ ...quiet, window: { size: 8, ceiling: 8, boundBy: 'ceiling' } }, 50);
+    expect(top).toContain('in flight 5/8');
+    expect(top).not.toMatch(/bound/);
+    for (const columns of [80, 60])
+      expect(
+        terminalWidth(progressLine({ ...quiet, window: { size: 17, ceiling: 256, boundBy: 'rate' } }, 50, { columns })),
+      ).toBeLessThanOrEqual(columns);
+  });
+
   it('colors only when asked', () => {
     expect(progressLine(progress(), 50)).not.toMatch(SGR);
     const colored = progressLine(progress(), 50, { columns: 79, color: true });

@@ -34,7 +34,7 @@ import {
 } from '../../src/workflows';
 import { ROW_REPORTS_LIMIT } from '../../src/workflows/prompt-workflow';
 import { lazyTempLedger } from '../helpers/ledger';
-import { expectState, hasPatch, recordNotSent, waitFor } from './recorded-scenarios';
+import { expectState, hasPatch, recordAdaptiveWindow, recordNotSent, waitFor } from './recorded-scenarios';
 
 // IMAGEBATCH_HISTORIES_DIR records elsewhere (e.g. to add a new version's histories beside the old ones).
 const HISTORIES_DIR = process.env.IMAGEBATCH_HISTORIES_DIR ?? path.join(__dirname, 'histories');
@@ -50,6 +50,8 @@ async function main(): Promise<void> {
     generation: { queuedMs: { minMs: 10, maxMs: 30 }, runningMs: { minMs: 50, maxMs: 100 } },
     limits: { minPollIntervalMs: 100, requestsPerSecond: 1000, burst: 1000 },
     faults: { providerRetryAfterSeconds: 1 },
+    // No prompt declined at random: each scenario's rows end as it says.
+    safety: { genericDeclineProbability: 0 },
     models: [
       { id: 'flux-dev', name: 'Flux Dev', price_usd: 0.04 },
       { id: 'flux-schnell', name: 'Flux Schnell', price_usd: 0.01 },
@@ -350,6 +352,7 @@ async function main(): Promise<void> {
       await save('batch-price-seen-cap', stale);
 
       await recordNotSent({ client, native, save, outputRoot });
+      await recordAdaptiveWindow({ client, native, baseUrl: sim.baseUrl, save, outputRoot });
     });
 
     await mkdir(HISTORIES_DIR, { recursive: true });

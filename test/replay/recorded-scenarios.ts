@@ -1,15 +1,17 @@
 /**
  * Scenarios and helpers of record-histories.ts that did not fit in it: see that file for how fixtures are recorded.
  */
+import { writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
+import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import { defaultServiceConfig } from '../../src/config/service-config';
-import { KeyOutcome, type PromptWorkflowInput } from '../../src/model';
+import { batchWorkflowId, KeyOutcome, type PromptWorkflowInput } from '../../src/model';
 import { DEMO_API_KEY } from '../../src/simulator';
 import { createWorker } from '../../src/worker';
-import { promptWorkflow } from '../../src/workflows';
+import { batchWorkflow, progressQuery, promptWorkflow, type BatchWorkflowInput } from '../../src/workflows';
 import { NOT_SENT_KEYS } from '../../src/workflows/prompt-workflow';
 import { lazyTempLedger } from '../helpers/ledger';
 
@@ -85,6 +87,61 @@ async function closedPort(): Promise<number> {
   await new Promise<void>((resolve) => server.close(() => resolve()));
   if (address === null || typeof address === 'string') throw new Error('no port');
   return address.port;
+}
+
+/**
+ * A batch with no `concurrency` (patch `adaptive-window`): its window starts at 8 and grows by one a row (slow start)
+ * past the account's 8 creations in flight; rows meet 429 ERR_QUOTA_EXCEEDED and report the quota, which cuts the
+ * window. Its progress, queried while it runs, shows the window grown past 8 and then cut by the quota.
+ */
+export async function recordAdaptiveWindow(ctx: {
+  client: Client;
+  native: NativeConnection;
+  baseUrl: string;
+  save: Save;
+  outputRoot: string;
+}): Promise<void> {
+  // A worker of its own: a worker reports a limit for 30 s after it met one, and the quota scenario's just did.
+  const taskQueue = 'replay-recording-window';
+  const worker = await createWorker({
+    connection: ctx.native,
+    taskQueue,
+    activityDeps: {
+      config: defaultServiceConfig({ baseUrl: ctx.baseUrl, minPollIntervalMs: 100 }),
+      apiKey: () => DEMO_API_KEY,
+      outputRoot: ctx.outputRoot,
+      temporalClient: ctx.client,
+      ledger: lazyTempLedger(),
+    },
+  });
+  await worker.runUntil(() => windowScenario(ctx, taskQueue));
+}
+
+async function windowScenario(
+  ctx: { client: Client; save: Save; outputRoot: string },
+  taskQueue: string,
+): Promise<void> {
+  const file = path.join(ctx.outputRoot, 'window.csv');
+  const rows = Array.from({ length: 40 }, (_, i) => `w${i + 1},a paper lantern number ${i + 1}`);
+  await writeFile(file, `id,prompt\n${rows.join('\n')}\n`);
+  const handle = await ctx.client.workflow.start(batchWorkflow, {
+    taskQueue,
+    workflowId: batchWorkflowId('replay-window'),
+    args: [{ batchId: 'replay-window', file, outDir: 'window', defaultModel: 'flux-dev' }] as [BatchWorkflowInput],
+  });
+  let grown = 0;
+  let cutBy: string | undefined;
+  await waitFor(async () => {
+    const p = await handle.query(progressQuery);
+    grown = Math.max(grown, p.window?.size ?? 0);
+    cutBy ??= p.window?.boundBy;
+    return p.done || (cutBy !== undefined && cutBy !== 'ceiling');
+  });
+  const result = await handle.result();
+  if (result.counts.succeeded !== 40 || grown <= 8 || cutBy !== 'concurrency') {
+    throw new Error(`window batch: grown to ${grown}, cut by ${cutBy}: ${JSON.stringify(result)}`);
+  }
+  await ctx.save('batch-window-grows-then-quota-cuts', handle);
 }
 
 /** Whether `history` holds the marker of patch `id` (its data, decoded, names it). */

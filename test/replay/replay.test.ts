@@ -58,6 +58,11 @@ const EXPECTED = [
   'v9-stop-loss-batch-continue-as-new-run2',
   'v9-not-sent-keys-prompt-not-sent',
   'v9-not-sent-keys-prompt-not-sent-cancelled',
+  // Recorded after the `adaptive-window` patch (the window of rows in flight grows, and a reported limit cuts it).
+  'v10-adaptive-window-batch-window-grows-then-quota-cuts',
+  'v10-adaptive-window-batch-quota-rows-report-limit',
+  'v10-adaptive-window-batch-continue-as-new-run1',
+  'v10-adaptive-window-batch-continue-as-new-run2',
 ];
 
 type History = temporal.api.history.v1.History;
@@ -103,6 +108,7 @@ describe('replay of recorded histories', () => {
       'batch-continue-as-new-run1',
       'v6-row-workflow-ids-fit-255-batch-continue-as-new-run1',
       'v9-stop-loss-batch-continue-as-new-run1',
+      'v10-adaptive-window-batch-continue-as-new-run1',
     ];
     for (const name of hops) {
       expect(last(name).eventType).toBe(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW);
@@ -131,6 +137,17 @@ describe('replay of recorded histories', () => {
     expect(json('v9-stop-loss-batch-price-seen-cap')).toContain('"checkServiceProof"');
     expect(texts('v9-not-sent-keys-prompt-not-sent').some((t) => t.includes('not-sent-keys'))).toBe(true);
     expect(texts('v9-not-sent-keys-prompt-not-sent-cancelled').some((t) => t.includes('not-sent-keys'))).toBe(true);
+  });
+
+  it("the adaptive-window histories hold the patch's marker, a row's report of the quota, and the window carried", () => {
+    const texts = (name: string) => payloadTexts(fixtures.find((f) => f.name === name)!.json);
+    for (const name of EXPECTED.filter((n) => n.startsWith('v10-') && !n.endsWith('run2'))) {
+      expect({ name, marker: texts(name).some((t) => t.includes('adaptive-window')) }).toEqual({ name, marker: true });
+    }
+    expect(texts('v10-adaptive-window-batch-window-grows-then-quota-cuts')).toContain('{"limit":"concurrency"}');
+    // The second run's input carries the window in the batch's state: no marker, the same window.
+    const run2 = texts('v10-adaptive-window-batch-continue-as-new-run2');
+    expect(run2.some((t) => t.includes('"window":{"size":'))).toBe(true);
   });
 
   it('the histories hold no API key', () => {

@@ -1,0 +1,61 @@
+import {
+  type BindingLimit,
+  LIMIT_MEMORY_MS,
+  WINDOW_DEFAULTS,
+  type WindowOptions,
+  type WindowState,
+  type WindowView,
+} from '../model';
+
+/**
+ * The batch's window of rows in flight (see src/model/window.ts), a plain class over its JSON state so that it is
+ * tested without Temporal. Deterministic: it reads only what it is given (the limit a row reported, workflow time).
+ *
+ * - Additive increase: a row that ends with no limit binding adds one row to the window below the threshold (slow
+ *   start, the window doubles each round) and 1/size above it (one row per window of rows).
+ * - Multiplicative decrease: a row that reports a binding limit cuts the window to `decrease` of it (the threshold
+ *   too), at most once per LIMIT_MEMORY_MS: a worker reports a limit for that long after it met it, so later reports
+ *   within it are the same event, not a new one. Reports within it add nothing either.
+ * - Never above the ceiling nor below the floor.
+ */
+export class AdaptiveWindow {
+  constructor(readonly state: WindowState) {}
+
+  /** The window of a batch that starts now: at `initial` (clamped), with no threshold yet. */
+  static start(options: WindowOptions = {}): WindowState {
+    const ceiling = Math.max(1, Math.floor(options.ceiling ?? WINDOW_DEFAULTS.ceiling));
+    const floor = Math.min(ceiling, Math.max(1, Math.floor(options.floor ?? WINDOW_DEFAULTS.floor)));
+    const initial = Math.min(ceiling, Math.max(floor, Math.floor(options.initial ?? WINDOW_DEFAULTS.initial)));
+    const decrease = Math.min(0.95, Math.max(0.1, options.decrease ?? WINDOW_DEFAULTS.decrease));
+    return { size: initial, threshold: ceiling, ceiling, floor, decrease };
+  }
+
+  /** Rows in flight allowed now: a whole number, between the floor and the ceiling. */
+  get size(): number {
+    return Math.min(this.state.ceiling, Math.max(this.state.floor, Math.floor(this.state.size)));
+  }
+
+  /** A row ended: `limit` is what it reported of the limit binding its worker (none, or `open`: room). */
+  rowEnded(limit: BindingLimit | undefined, nowMs: number): void {
+    const s = this.state;
+    const cut = s.cut;
+    const recent = cut !== undefined && nowMs - cut.atMs < LIMIT_MEMORY_MS;
+    if (limit === 'rate' || limit === 'concurrency') {
+      if (recent) return;
+      s.size = Math.max(s.floor, this.size * s.decrease);
+      s.threshold = s.size;
+      s.cut = { limit, atMs: nowMs };
+      return;
+    }
+    if (recent) return;
+    s.size = Math.min(s.ceiling, s.size < s.threshold ? s.size + 1 : s.size + 1 / s.size);
+  }
+
+  /** The window for the progress line. */
+  view(nowMs: number): WindowView {
+    const s = this.state;
+    const boundBy =
+      s.cut && nowMs - s.cut.atMs < LIMIT_MEMORY_MS ? s.cut.limit : this.size >= s.ceiling ? 'ceiling' : undefined;
+    return { size: this.size, ceiling: s.ceiling, ...(boundBy ? { boundBy } : {}) };
+  }
+}

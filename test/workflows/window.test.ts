@@ -1,0 +1,81 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { LIMIT_MEMORY_MS, WINDOW_DEFAULTS, type BindingLimit } from '../../src/model';
+import { AdaptiveWindow } from '../../src/workflows/window';
+
+/** The batch's window as a plain class (#32): additive increase, multiplicative decrease, a floor and a ceiling. */
+
+const room = (w: AdaptiveWindow, rows: number, atMs: number) => {
+  for (let i = 0; i < rows; i++) w.rowEnded(undefined, atMs);
+};
+
+describe('the adaptive window', () => {
+  it('starts at 8 with a ceiling of 256 by default, or at the ceiling a person sets', () => {
+    expect(new AdaptiveWindow(AdaptiveWindow.start()).size).toBe(WINDOW_DEFAULTS.initial);
+    expect(AdaptiveWindow.start()).toMatchObject({ ceiling: 256, floor: 1 });
+    expect(new AdaptiveWindow(AdaptiveWindow.start({ initial: 4, ceiling: 4 })).size).toBe(4);
+    expect(new AdaptiveWindow(AdaptiveWindow.start({ initial: 40, ceiling: 16 })).size).toBe(16);
+  });
+
+  it('grows by one a row while no limit binds (slow start), up to its ceiling and no further', () => {
+    const w = new AdaptiveWindow(AdaptiveWindow.start({ ceiling: 20 }));
+    room(w, 5, 0);
+    expect(w.size).toBe(13);
+    room(w, 100, 0);
+    expect(w.size).toBe(20);
+    expect(w.view(0)).toEqual({ size: 20, ceiling: 20, boundBy: 'ceiling' });
+  });
+
+  it('a quota signal cuts it to 0.7 of itself; reports within the limit memory are the same event', () => {
+    const w = new AdaptiveWindow(AdaptiveWindow.start());
+    room(w, 32, 0); // 8 + 32
+    expect(w.size).toBe(40);
+    w.rowEnded('concurrency', 1_000);
+    expect(w.size).toBe(28);
+    w.rowEnded('concurrency', 2_000);
+    w.rowEnded('rate', 1_000 + LIMIT_MEMORY_MS - 1);
+    room(w, 10, 20_000);
+    expect(w.size).toBe(28);
+    expect(w.view(20_000)).toEqual({ size: 28, ceiling: 256, boundBy: 'concurrency' });
+    w.rowEnded('rate', 1_000 + LIMIT_MEMORY_MS);
+    expect(w.size).toBe(19); // floor(28 * 0.7)
+  });
+
+  it('after a cut it grows by one row per window of rows (congestion avoidance)', () => {
+    const w = new AdaptiveWindow(AdaptiveWindow.start());
+    room(w, 12, 0); // 20
+    w.rowEnded('rate', 0); // 14
+    const after = LIMIT_MEMORY_MS;
+    room(w, 14, after);
+    expect(w.size).toBe(14);
+    room(w, 1, after);
+    expect(w.size).toBe(15);
+    expect(w.view(after)).toEqual({ size: 15, ceiling: 256 });
+  });
+
+  it('never above its ceiling nor below its floor, and the same decisions for the same history', () => {
+    const report = fc.oneof(
+      fc.constant<BindingLimit | undefined>(undefined),
+      fc.constantFrom<BindingLimit>('open', 'rate', 'concurrency'),
+    );
+    fc.assert(
+      fc.property(
+        fc.record({ ceiling: fc.integer({ min: 1, max: 300 }), floor: fc.integer({ min: 1, max: 10 }) }),
+        fc.array(fc.tuple(report, fc.integer({ min: 0, max: 40_000 })), { maxLength: 400 }),
+        (options, history) => {
+          const a = new AdaptiveWindow(AdaptiveWindow.start(options));
+          const b = new AdaptiveWindow(AdaptiveWindow.start(options));
+          let now = 0;
+          for (const [limit, step] of history) {
+            now += step;
+            a.rowEnded(limit, now);
+            b.rowEnded(limit, now);
+            expect(a.size).toBeGreaterThanOrEqual(Math.min(options.floor, options.ceiling));
+            expect(a.size).toBeLessThanOrEqual(options.ceiling);
+          }
+          expect(JSON.parse(JSON.stringify(a.state))).toEqual(b.state);
+        },
+      ),
+    );
+  });
+});

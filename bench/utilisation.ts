@@ -80,6 +80,12 @@ export interface ServiceCase {
    * @default {@link UTILISATION_CONCURRENCY}
    */
   concurrency?: number;
+  /**
+   * Everything at the product's defaults: no `--concurrency` (the adaptive window), no `IMAGEBATCH_RATE_LIMIT`, the
+   * default poll plan. What a user who sets nothing gets (#32).
+   * @default false
+   */
+  defaults?: boolean;
 }
 
 /**
@@ -114,6 +120,21 @@ export const SERVICE_CASES: readonly ServiceCase[] = [
     batchModels: ['sdxl'],
     goal: 1.15,
     binds: 'concurrency',
+  },
+  {
+    name: 'default settings, rate-bound: uniform 1-3 s (no --concurrency, no IMAGEBATCH_RATE_LIMIT)',
+    generationMs: RATE_LIMITED_SERVICE.generationMs,
+    batchModels: ['sdxl'],
+    goal: 1.1,
+    defaults: true,
+  },
+  {
+    name: 'default settings, concurrency-bound: uniform 1-3 s, 8 creations in flight',
+    generationMs: RATE_LIMITED_SERVICE.generationMs,
+    batchModels: ['sdxl'],
+    goal: 1.15,
+    binds: 'concurrency',
+    defaults: true,
   },
 ];
 
@@ -213,19 +234,21 @@ export async function runCase(ctx: BenchContext, service: ServiceCase, quick: bo
       ...(service.models ? { models: service.models } : {}),
       faults: { ...RATE_LIMITED_SERVICE.faults },
     }),
-    workerEnv: {
-      // 0 = no task-queue limit: the quota, not the rate, is what the concurrency-bound case measures.
-      IMAGEBATCH_RATE_LIMIT: String(quotaBound ? 0 : WORKER_RATE),
-      IMAGEGEN_MIN_POLL_INTERVAL_MS: String(RATE_LIMITED_SERVICE.minPollIntervalMs),
-      IMAGEGEN_POLL_PLAN: service.pollPlan ?? 'learn',
-    },
+    workerEnv: service.defaults
+      ? { IMAGEGEN_MIN_POLL_INTERVAL_MS: String(RATE_LIMITED_SERVICE.minPollIntervalMs) }
+      : {
+          // 0 = no task-queue limit: the quota, not the rate, is what the concurrency-bound case measures.
+          IMAGEBATCH_RATE_LIMIT: String(quotaBound ? 0 : WORKER_RATE),
+          IMAGEGEN_MIN_POLL_INTERVAL_MS: String(RATE_LIMITED_SERVICE.minPollIntervalMs),
+          IMAGEGEN_POLL_PLAN: service.pollPlan ?? 'learn',
+        },
   });
   try {
     const file = path.join(stack.dir, 'utilisation.csv');
     await writeBatchFile(file, rows, service.batchModels);
     ctx.log(`utilisation (${service.name}): ${rows} rows`);
     stack.watch.mark();
-    const concurrency = service.concurrency ?? UTILISATION_CONCURRENCY;
+    const concurrency = service.defaults ? undefined : (service.concurrency ?? UTILISATION_CONCURRENCY);
     const run = await stack.runBatch(file, 'utilisation', concurrency, 60 * 60_000);
     const workerCpu = stack.watch.cpu(Proc.Worker);
     ctx.log(`utilisation: ${rows} rows in ${run.seconds.toFixed(1)} s, ${JSON.stringify(run.progress.counts)}`);

@@ -6,6 +6,7 @@
  *   npx tsx bench/window.ts               # 60 and 120 rows in flight
  *   npx tsx bench/window.ts 60 90 120     # any windows
  *   npx tsx bench/window.ts --quick 60    # 200 rows a run: proves the script works, not the figures
+ *   npx tsx bench/window.ts --defaults    # benchmark 1's default-settings cases: the adaptive window (#32)
  */
 import { ensureDistIsFresh } from '../test/helpers/dist';
 import { toMarkdown } from './lib/table';
@@ -14,7 +15,8 @@ import { SERVICE_CASES, UTILISATION_HEADERS, caseRow, runCase, type CaseRun } fr
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const quick = args.includes('--quick');
-  const windows = args.filter((a) => a !== '--quick').map(Number);
+  const defaults = args.includes('--defaults');
+  const windows = args.filter((a) => !a.startsWith('--')).map(Number);
   const bad = windows.find((w) => !Number.isInteger(w) || w < 1);
   if (bad !== undefined) throw new Error(`a window is a whole number of rows in flight, not ${bad}`);
   const base = SERVICE_CASES[0];
@@ -23,12 +25,14 @@ async function main(): Promise<void> {
   await ensureDistIsFresh();
   const ctx = { quick, log, earlier: new Map<string, unknown>(), artifact: (s: string) => s };
   const runs: CaseRun[] = [];
-  for (const concurrency of windows.length ? windows : [60, 120]) {
+  if (defaults)
+    for (const service of SERVICE_CASES.filter((c) => c.defaults)) runs.push(await runCase(ctx, service, quick));
+  for (const concurrency of windows.length || defaults ? windows : [60, 120]) {
     runs.push(await runCase(ctx, { ...base, name: `${base.name}, ${concurrency} rows in flight`, concurrency }, quick));
   }
   process.stdout.write(
     `${toMarkdown({
-      title: `Rows in flight, A/B (benchmark 1's first case${quick ? ', --quick' : ''})`,
+      title: `Rows in flight, A/B (benchmark 1's cases${quick ? ', --quick' : ''})`,
       headers: [...UTILISATION_HEADERS],
       rows: runs.map(caseRow),
       notes: [],

@@ -110,9 +110,12 @@ export class Stack {
   }
 
   /** Starts `imagebatch run <file> --follow --json` without waiting for it. */
-  startRun(file: string, batchId: string, concurrency: number): Child {
+  startRun(file: string, batchId: string, concurrency: number | undefined): Child {
+    // --allow-partial: a run whose rows the faults failed is measured too (it exits 0 unless none succeeded);
+    // no concurrency: the adaptive window's defaults.
+    const window = concurrency === undefined ? [] : ['--concurrency', String(concurrency)];
     const cli = startCli(
-      ['run', file, '--batch-id', batchId, '--out', 'out', '--concurrency', String(concurrency), '--follow', '--json'],
+      ['run', file, '--batch-id', batchId, '--out', 'out', ...window, '--allow-partial', '--follow', '--json'],
       { temporalAddress: this.server.address, taskQueue: this.taskQueue, cwd: this.dir },
     );
     this.watch.watch(Proc.Cli, cli.pid);
@@ -143,7 +146,7 @@ export class Stack {
   }
 
   /** `imagebatch run` from start to end. */
-  async runBatch(file: string, batchId: string, concurrency: number, timeoutMs: number): Promise<BatchRun> {
+  async runBatch(file: string, batchId: string, concurrency: number | undefined, timeoutMs: number): Promise<BatchRun> {
     return this.finishRun(this.startRun(file, batchId, concurrency), timeoutMs);
   }
 

@@ -248,7 +248,7 @@ export async function runCase(ctx: BenchContext, service: ServiceCase, quick: bo
     await writeBatchFile(file, rows, service.batchModels);
     ctx.log(`utilisation (${service.name}): ${rows} rows`);
     stack.watch.mark();
-    const concurrency = service.defaults ? undefined : (service.concurrency ?? UTILISATION_CONCURRENCY);
+    const concurrency = service.concurrency ?? (service.defaults ? undefined : UTILISATION_CONCURRENCY);
     const run = await stack.runBatch(file, 'utilisation', concurrency, 60 * 60_000);
     const workerCpu = stack.watch.cpu(Proc.Worker);
     ctx.log(`utilisation: ${rows} rows in ${run.seconds.toFixed(1)} s, ${JSON.stringify(run.progress.counts)}`);

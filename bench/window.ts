@@ -6,7 +6,8 @@
  *   npx tsx bench/window.ts               # 60 and 120 rows in flight
  *   npx tsx bench/window.ts 60 90 120     # any windows
  *   npx tsx bench/window.ts --quick 60    # 200 rows a run: proves the script works, not the figures
- *   npx tsx bench/window.ts --defaults    # benchmark 1's default-settings cases: the adaptive window (#32)
+ *   npx tsx bench/window.ts --defaults    # benchmark 1's default-settings cases (the adaptive window, #32), and the
+ *                                         # rate-bound one with --concurrency 8: the window of every run before #32
  */
 import { ensureDistIsFresh } from '../test/helpers/dist';
 import { toMarkdown } from './lib/table';

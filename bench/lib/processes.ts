@@ -79,6 +79,13 @@ export class Child {
   }
 }
 
+/**
+ * The ledger store of a bench run, in its folder (the worker's output root, the CLI's working folder: the same one in
+ * a stack). Without it every run would share the machine's default store, the user's own, and a batch id run again
+ * on other content would be refused.
+ */
+const LEDGER_FILE = 'ledger.sqlite';
+
 /** The environment of a child: the bench's own, minus every imagebatch, image-service and Temporal setting. */
 function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const inherited = Object.fromEntries(
@@ -112,6 +119,8 @@ export async function startWorker(options: BenchWorkerOptions): Promise<Child> {
         TEMPORAL_TASK_QUEUE: options.taskQueue,
         IMAGEGEN_BASE_URL: options.baseUrl,
         IMAGEGEN_API_KEY: DEMO_API_KEY,
+        // The bench's own store, in its folder: never the machine's default one (see startCli).
+        IMAGEBATCH_LEDGER: path.join(options.outputRoot, LEDGER_FILE),
         ...options.env,
       }),
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -131,7 +140,11 @@ export function startCli(args: string[], options: { temporalAddress: string; tas
   return new Child(
     spawn(process.execPath, [BIN, ...args], {
       cwd: options.cwd,
-      env: cleanEnv({ TEMPORAL_ADDRESS: options.temporalAddress, TEMPORAL_TASK_QUEUE: options.taskQueue }),
+      env: cleanEnv({
+        TEMPORAL_ADDRESS: options.temporalAddress,
+        TEMPORAL_TASK_QUEUE: options.taskQueue,
+        IMAGEBATCH_LEDGER: path.join(options.cwd, LEDGER_FILE),
+      }),
       stdio: ['ignore', 'pipe', 'pipe'],
     }),
   );

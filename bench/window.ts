@@ -26,8 +26,12 @@ async function main(): Promise<void> {
   await ensureDistIsFresh();
   const ctx = { quick, log, earlier: new Map<string, unknown>(), artifact: (s: string) => s };
   const runs: CaseRun[] = [];
-  if (defaults)
-    for (const service of SERVICE_CASES.filter((c) => c.defaults)) runs.push(await runCase(ctx, service, quick));
+  if (defaults) {
+    const cases = SERVICE_CASES.filter((c) => c.defaults);
+    for (const service of cases) runs.push(await runCase(ctx, service, quick));
+    const rate = cases.find((c) => c.binds !== 'concurrency');
+    if (rate) runs.push(await runCase(ctx, { ...rate, name: `${rate.name}, --concurrency 8`, concurrency: 8 }, quick));
+  }
   for (const concurrency of windows.length || defaults ? windows : [60, 120]) {
     runs.push(await runCase(ctx, { ...base, name: `${base.name}, ${concurrency} rows in flight`, concurrency }, quick));
   }

@@ -17,33 +17,44 @@ import { lazyTempLedger } from '../helpers/ledger';
 
 type Save = (name: string, handle: WorkflowHandle, runId?: string) => Promise<void>;
 
-/**
- * A row whose service is not there (nothing listens at its base URL): every send fails before a byte leaves, and the
- * key ends `not_sent`, charged nothing (patch `not-sent-keys`). On a worker of its own, with that base URL.
- */
-export async function recordNotSent(ctx: {
+/** What a scenario on a worker of its own needs from the recorder. */
+interface OwnWorker {
   client: Client;
   native: NativeConnection;
-  save: Save;
   outputRoot: string;
-}): Promise<void> {
-  const taskQueue = 'replay-recording-not-sent';
-  const worker = await createWorker({
+}
+
+/** A worker of a scenario's own, on `taskQueue`, with the service settings `config` and the demo key. */
+function ownWorker(ctx: OwnWorker, taskQueue: string, config: ReturnType<typeof defaultServiceConfig>) {
+  return createWorker({
     connection: ctx.native,
     taskQueue,
     activityDeps: {
-      config: defaultServiceConfig({
-        baseUrl: `http://127.0.0.1:${await closedPort()}/api/public/v1`,
-        maxAmbiguousTries: 4,
-        backoffBaseMs: 400,
-        backoffMaxMs: 1_000,
-      }),
+      config,
       apiKey: () => DEMO_API_KEY,
       outputRoot: ctx.outputRoot,
       temporalClient: ctx.client,
       ledger: lazyTempLedger(),
     },
   });
+}
+
+/**
+ * A row whose service is not there (nothing listens at its base URL): every send fails before a byte leaves, and the
+ * key ends `not_sent`, charged nothing (patch `not-sent-keys`). On a worker of its own, with that base URL.
+ */
+export async function recordNotSent(ctx: OwnWorker & { save: Save }): Promise<void> {
+  const taskQueue = 'replay-recording-not-sent';
+  const worker = await ownWorker(
+    ctx,
+    taskQueue,
+    defaultServiceConfig({
+      baseUrl: `http://127.0.0.1:${await closedPort()}/api/public/v1`,
+      maxAmbiguousTries: 4,
+      backoffBaseMs: 400,
+      backoffMaxMs: 1_000,
+    }),
+  );
   await worker.runUntil(async () => {
     const input: PromptWorkflowInput = {
       batchId: 'replay',
@@ -94,26 +105,14 @@ async function closedPort(): Promise<number> {
  * past the account's 8 creations in flight; rows meet 429 ERR_QUOTA_EXCEEDED and report the quota, which cuts the
  * window. Its progress, queried while it runs, shows the window grown past 8 and then cut by the quota.
  */
-export async function recordAdaptiveWindow(ctx: {
-  client: Client;
-  native: NativeConnection;
-  baseUrl: string;
-  save: Save;
-  outputRoot: string;
-}): Promise<void> {
+export async function recordAdaptiveWindow(ctx: OwnWorker & { baseUrl: string; save: Save }): Promise<void> {
   // A worker of its own: a worker reports a limit for 30 s after it met one, and the quota scenario's just did.
   const taskQueue = 'replay-recording-window';
-  const worker = await createWorker({
-    connection: ctx.native,
+  const worker = await ownWorker(
+    ctx,
     taskQueue,
-    activityDeps: {
-      config: defaultServiceConfig({ baseUrl: ctx.baseUrl, minPollIntervalMs: 100 }),
-      apiKey: () => DEMO_API_KEY,
-      outputRoot: ctx.outputRoot,
-      temporalClient: ctx.client,
-      ledger: lazyTempLedger(),
-    },
-  });
+    defaultServiceConfig({ baseUrl: ctx.baseUrl, minPollIntervalMs: 100 }),
+  );
   await worker.runUntil(() => windowScenario(ctx, taskQueue));
 }
 

@@ -104,7 +104,7 @@ function recordWidths(text: string, delimiter: string): number[] {
     }
   }
   // A record the text ends in is complete only when it fits whole (the sniffer may see a cut record).
-  if (content && widths.length < SNIFF_RECORDS && !quoted && widths.length === 0) widths.push(cells);
+  if (content && !quoted && widths.length === 0) widths.push(cells);
   return widths;
 }
 

@@ -79,11 +79,6 @@ export async function inspectSource(path: string): Promise<BatchSource> {
     const head = buffer.subarray(0, bytesRead);
     const b = [...head.subarray(0, 4)];
     const fingerprint = { size: stat.size, mtimeMs: stat.mtimeMs };
-    if (b[0] === UTF8_BOM[0] && b[1] === UTF8_BOM[1] && b[2] === UTF8_BOM[2]) {
-      const encodingProblem = notTextProblem(head.subarray(3));
-      const format = detectFormat(path, head.subarray(3));
-      return { fingerprint, dataStart: 3, format, ...(encodingProblem ? { encodingProblem } : {}) };
-    }
     const utf16 = (b[0] === 0xff && b[1] === 0xfe) || (b[0] === 0xfe && b[1] === 0xff);
     const utf32 = b[0] === 0 && b[1] === 0 && b[2] === 0xfe && b[3] === 0xff;
     if (utf16 || utf32) {
@@ -99,11 +94,14 @@ export async function inspectSource(path: string): Promise<BatchSource> {
         },
       };
     }
-    const encodingProblem = notTextProblem(head);
+    // The text after a UTF-8 byte-order mark (none of the marks refused above starts like it).
+    const dataStart = b[0] === UTF8_BOM[0] && b[1] === UTF8_BOM[1] && b[2] === UTF8_BOM[2] ? 3 : 0;
+    const text = head.subarray(dataStart);
+    const encodingProblem = notTextProblem(text);
     return {
       fingerprint,
-      dataStart: 0,
-      format: detectFormat(path, head),
+      dataStart,
+      format: detectFormat(path, text),
       ...(encodingProblem ? { encodingProblem } : {}),
     };
   } catch (err) {

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { stringify } from 'csv-stringify/sync';
 import { type BatchProblem, type BatchReport, formatName, ProblemCode } from '../batch';
 import type { UserColumns } from '../model';
+import { safeCell } from '../results/write';
 
 /**
  * What the CLI makes of a batch file's report besides its problems: the columns carried by default, and the rows
@@ -74,10 +75,15 @@ export function skipRefusal(report: BatchReport): string | undefined {
 
 /** The rows left out, for rejected.csv: one line per problem. */
 export function rejectedCsv(problems: readonly BatchProblem[]): string {
-  const cell = (v: string) => (/^[=+\-@\t\r]/.test(v) ? `'${v}` : v);
   return stringify([
     ['line', 'id', 'field', 'code', 'problem'],
-    ...problems.map((p) => [String(p.line), cell(p.rowId ?? ''), cell(p.field ?? ''), p.code, cell(p.message)]),
+    ...problems.map((p) => [
+      String(p.line),
+      safeCell(p.rowId ?? ''),
+      safeCell(p.field ?? ''),
+      p.code,
+      safeCell(p.message),
+    ]),
   ]);
 }
 

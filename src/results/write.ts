@@ -244,7 +244,7 @@ function jsonRecord(r: ResultRow): JsonlRecord {
 }
 
 /** A cell a spreadsheet would run as a formula gets a leading apostrophe (never a cell that is sent again). */
-function safeCell(value: string): string {
+export function safeCell(value: string): string {
   return /^[=+\-@\t\r]/.test(value) ? `'${value}` : value;
 }
 

@@ -92,13 +92,14 @@ function fileReport(
 async function checkReport(
   report: BatchReport,
   options: Pick<ValidateOptions, 'catalog' | 'prices'>,
+  fileOk = report.ok,
 ): Promise<ValidateResult> {
   const reader = options.catalog;
-  if (!reader) return { report, ok: report.ok };
+  if (!reader) return { report, ok: fileOk };
   const read = 'read' in reader ? await reader.read() : await readCatalog(reader.client, reader.taskQueue);
   const catalog = 'models' in read && read.models.length === 0 ? { problem: NO_MODEL_IDS } : read;
   if ('problem' in catalog) {
-    return { report, catalogProblem: catalog.problem, ok: 'read' in reader && reader.implicit === true && report.ok };
+    return { report, catalogProblem: catalog.problem, ok: 'read' in reader && reader.implicit === true && fileOk };
   }
   const models = priceModels(report.models, catalog.models, options.prices ?? {});
   const { knownUsd, unknownModels } = estimateOf(models);
@@ -109,7 +110,7 @@ async function checkReport(
     estimatedCostUsd: knownUsd,
     ...(unknownModels.length > 0 ? { unpricedModels: unknownModels } : {}),
     ...(available ? {} : { accountModels: catalog.models.map((m) => m.id) }),
-    ok: report.ok && available,
+    ok: fileOk && available,
   };
 }
 
@@ -179,6 +180,9 @@ export const validateCommand = defineCommand({
       skipInvalid: opts.skipInvalid,
     });
     const carried = withCarried(columns.userColumns, fileChecked);
+    // --skip-invalid: a file whose problems are all rows' own is fine to run (its valid rows); why not, else.
+    const refusal = opts.skipInvalid && !fileChecked.ok ? skipRefusal(fileChecked) : '';
+    const fileOk = fileChecked.ok || refusal === undefined;
     let paidBefore: string | undefined;
     const res = opts.catalog
       ? await (async () => {
@@ -188,10 +192,11 @@ export const validateCommand = defineCommand({
             log: (line) => stderr(`${line}\n`),
           });
           try {
-            const checked = await checkReport(fileChecked, {
-              prices,
-              catalog: { client, taskQueue: config.taskQueue },
-            });
+            const checked = await checkReport(
+              fileChecked,
+              { prices, catalog: { client, taskQueue: config.taskQueue } },
+              fileOk,
+            );
             // What a run of it would pay now: requests paid before are reused.
             if (fileChecked.ok) {
               const input = {
@@ -208,16 +213,13 @@ export const validateCommand = defineCommand({
           }
         })()
       : keyAtHand(env)
-        ? await checkReport(fileChecked, { prices, catalog: { read: () => readCatalogHere(env), implicit: true } })
-        : await checkReport(fileChecked, { prices });
+        ? await checkReport(
+            fileChecked,
+            { prices, catalog: { read: () => readCatalogHere(env), implicit: true } },
+            fileOk,
+          )
+        : await checkReport(fileChecked, { prices }, fileOk);
     const { report } = res;
-    // --skip-invalid: a file whose problems are all rows' own runs its valid rows.
-    const refusal = opts.skipInvalid && !report.ok ? skipRefusal(report) : '';
-    if (refusal === undefined) {
-      // The catalog fails the file as it would without --skip-invalid: unread, only when --catalog asked for it.
-      const catalogOk = res.catalogProblem === undefined || !opts.catalog;
-      res.ok = catalogOk && (res.models ?? []).every((m) => m.available !== false);
-    }
     if (opts.json) stdout(`${JSON.stringify(res, null, 2)}\n`);
     else {
       for (const note of fileNotes(report)) stderr(`${file}: ${terminalText(note)}\n`);

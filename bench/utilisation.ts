@@ -71,7 +71,7 @@ export interface ServiceCase {
    */
   binds?: CaseLimit;
   /**
-   * The worker's `IMAGEGEN_POLL_PLAN`: `interval`, the product's default, polls at the minimum interval, for comparison.
+   * The worker's `IMAGEGEN_POLL_PLAN`: `interval` polls at the minimum interval, for comparison (`learn` is the default).
    * @default 'learn'
    */
   pollPlan?: 'learn' | 'interval';
@@ -95,7 +95,7 @@ export interface ServiceCase {
 export const SERVICE_CASES: readonly ServiceCase[] = [
   { name: 'uniform 1-3 s', generationMs: RATE_LIMITED_SERVICE.generationMs, batchModels: ['sdxl'], goal: 1.1 },
   {
-    name: 'uniform 1-3 s, polled at the interval (IMAGEGEN_POLL_PLAN=interval, the default)',
+    name: 'uniform 1-3 s, polled at the interval (IMAGEGEN_POLL_PLAN=interval)',
     generationMs: RATE_LIMITED_SERVICE.generationMs,
     batchModels: ['sdxl'],
     goal: 1.1,

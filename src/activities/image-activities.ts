@@ -20,7 +20,7 @@ import {
   type SubmitCreationInput,
   type SubmitCreationResult,
 } from '../model';
-import { lazyClient, type ClientOutcome, type Logger } from '../api/client';
+import { lazyClient, LocalHoldCode, type ClientOutcome, type Logger } from '../api/client';
 import type { HoldRegistry } from '../api/holds';
 import type { HeldBy, PollPlan, PollRegime } from '../api/poll-plan';
 import { ErrorCode } from '../api/contract';
@@ -76,6 +76,9 @@ export const UNRECOGNIZED_NOT_FOUND_LIMIT = 5;
  * limit as binding: well above a worker's ordinary pick-up time, below the wait of a queue the limiter holds back.
  */
 export const QUEUE_LAG_MS = 1_000;
+
+/** A submission that the key's pace held back this recently says that the key's rate binds. */
+const PACED_LATELY_MS = 1_000;
 
 /** What the worker's log says when what holds keys back changes. */
 const HELD_TEXT: Readonly<Record<HeldBy | 'busy', string>> = {
@@ -221,6 +224,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
     };
     switch (outcome.kind) {
       case 'accepted':
+        if (api().pacedSince(deps.now() - PACED_LATELY_MS)) limits.signal('rate_limited', deps.now());
         return {
           creationId: outcome.creationId,
           status: outcome.status,
@@ -235,8 +239,9 @@ export function createImageActivities(deps: ImageActivityDeps) {
         return ambiguous(outcome.lastError, { kind: 'ambiguous', lastError: outcome.lastError });
       case 'rateLimited':
         // Which limit binds decides when polls go out (poll-plan.ts). A 503's wait is neither.
-        if (outcome.httpStatus === 429) {
-          const quota = outcome.code === ErrorCode.QuotaExceeded;
+        // The worker's own gate and pace, full, say the same limits bind as the 429s they keep away.
+        if (outcome.httpStatus === 429 || (outcome.local === true && outcome.code !== LocalHoldCode.Wait)) {
+          const quota = outcome.code === ErrorCode.QuotaExceeded || outcome.code === LocalHoldCode.Quota;
           limits.signal(quota ? 'quota_exceeded' : 'rate_limited', deps.now());
         }
         return fail(outcome);

@@ -3,7 +3,10 @@ import type { CreationRequest, SubmitCreationInput } from '../model';
 import { AuthHeaderStyle, type ServiceConfig } from '../config/service-config';
 import { ApiKeyError, assertApiKeyFormat, keyFingerprint, type ApiKeyProvider } from './api-key';
 import { classifyResponse, RequestKind, type Outcome } from './classify';
+import { ErrorCode } from './contract';
 import { HoldRegistry, Pacer } from './holds';
+import { LocalHoldCode, localHold, QUOTA_RECHECK_MS } from './local-hold';
+import type { QuotaTicket } from './quota-gate';
 import { createServiceDispatcher, send } from './http';
 import { redactJsonValue, redactRawText } from './redact';
 import { buildRequestBody, DEFAULT_REQUEST_SHAPE, RequestShapeError, type RequestShape } from './request-shape';
@@ -21,6 +24,7 @@ export const silentLogger: Logger = { debug: noop, info: noop, warn: noop, error
 
 /** An outcome, or a local configuration problem that stopped the request before it was sent. */
 export type ClientOutcome = Outcome | { kind: 'config'; message: string };
+export { LocalHoldCode };
 
 export interface ImageApiClientOptions {
   config: ServiceConfig;
@@ -64,6 +68,8 @@ export class ImageApiClient {
   private readonly apiKey: ApiKeyProvider;
   private readonly pacer: Pacer | undefined;
   private readonly sleep: (ms: number) => Promise<void>;
+  /** When the pace last made a request wait, if ever. */
+  private lastPacedAt: number | undefined;
 
   constructor(options: ImageApiClientOptions) {
     this.config = options.config;
@@ -150,19 +156,23 @@ export class ImageApiClient {
 
     const held = Math.max(
       this.holds.keyHoldLeft(keyId, started),
+      kind === RequestKind.Submit ? this.holds.submitHoldLeft(keyId, started) : 0,
       req.creationId === undefined ? 0 : this.holds.creationHoldLeft(req.creationId, started),
     );
     if (held > 0) {
       this.logger.debug('image api: request held back locally', { kind, keyId, waitMs: held, ...req.log });
       return localHold(held);
     }
-    if (this.pacer) {
-      const wait = this.pacer.take(started);
-      if (wait > MAX_IN_PROCESS_WAIT_MS) {
-        this.pacer.refund();
-        return localHold(wait);
-      }
-      if (wait > 0) await this.sleep(wait);
+    let ticket: QuotaTicket | undefined;
+    if (kind === RequestKind.Submit && this.config.learnLimits) {
+      ticket = await this.enterQuota(keyId, req.signal);
+      if (ticket === undefined) return localHold(QUOTA_RECHECK_MS, LocalHoldCode.Quota);
+    }
+    const paced = await this.pace(keyId);
+    if (paced > 0) {
+      this.lastPacedAt = this.now();
+      if (ticket) ticket.gate.answered(ticket, this.now());
+      return localHold(paced, LocalHoldCode.Rate);
     }
 
     const authHeader: Record<string, string> =
@@ -209,6 +219,8 @@ export class ImageApiClient {
       defaultRetryAfterMs: this.config.defaultRetryAfterMs,
     });
     const outcome = redactJsonValue(classified, key);
+    if (ticket) ticket.gate.answered(ticket, now, outcome.kind === 'accepted' ? outcome.creationId : undefined);
+    if (res.status !== undefined && res.status !== 429) this.holds.rateOf(keyId).passedAt(sentAt);
     this.afterResponse(kind, outcome, keyId, now, req.creationId, previousPoll, sentAt);
     this.logger[outcome.kind === 'accepted' || outcome.kind === 'ended' ? 'info' : 'debug']('image api: response', {
       kind,
@@ -240,8 +252,16 @@ export class ImageApiClient {
           const sincePrevious = previousPoll === undefined ? undefined : Math.max(0, sentAt - previousPoll);
           if (sincePrevious === undefined || sincePrevious < 2 * this.pollIntervalMs()) {
             this.holds.learnPollInterval((sincePrevious ?? 0) + outcome.retryAfterMs, MAX_LEARNT_POLL_INTERVAL_MS);
+          } else {
+            this.holds.rateOf(keyId).limited(now);
           }
+        } else if (outcome.httpStatus === 429 && outcome.code === ErrorCode.QuotaExceeded) {
+          // The quota counts creations: polls go on, and find the places that free.
+          this.holds.quotaOf(keyId).exceeded(now, outcome.retryAfterMs);
+          this.holds.holdSubmissions(keyId, now + outcome.retryAfterMs);
+          this.logger.info('image api: submissions held', { keyId, waitMs: outcome.retryAfterMs });
         } else {
+          if (outcome.httpStatus === 429) this.holds.rateOf(keyId).limited(now);
           this.holds.holdKey(keyId, now + outcome.retryAfterMs);
           this.logger.info('image api: key held', {
             keyId,
@@ -251,34 +271,64 @@ export class ImageApiClient {
         }
         return;
       case 'refunded':
+        if (creationId !== undefined) this.holds.quotaOf(keyId).ended(creationId);
         if (outcome.details.retryAfterMs !== undefined) this.holds.holdKey(keyId, now + outcome.details.retryAfterMs);
         return;
       case 'ambiguous':
         if (outcome.retryAfterMs !== undefined) this.holds.holdKey(keyId, now + outcome.retryAfterMs);
         return;
+      case 'inFlight':
+        if (creationId !== undefined) this.holds.quotaOf(keyId).seen(creationId, now);
+        return;
+      case 'ended':
+      case 'rejected':
+      case 'notFound':
+        if (creationId !== undefined) this.holds.quotaOf(keyId).ended(creationId);
+        return;
       case 'notSent':
       case 'accepted':
-      case 'ended':
-      case 'inFlight':
       case 'models':
-      case 'rejected':
       case 'batchStop':
-      case 'notFound':
       case 'malformed':
         return;
     }
   }
-}
 
-function localHold(waitMs: number): ClientOutcome {
-  return {
-    kind: 'rateLimited',
-    httpStatus: 0,
-    code: 'LOCAL_HOLD',
-    message: 'held back locally until the wait the service asked for has passed',
-    retryAfterMs: waitMs,
-    local: true,
-  };
+  /**
+   * A place under the learnt quota for a submission, waiting in process (at most {@link MAX_IN_PROCESS_WAIT_MS})
+   * for a poll to free one; undefined when none freed in time.
+   */
+  private async enterQuota(keyId: string, signal: AbortSignal | undefined): Promise<QuotaTicket | undefined> {
+    const gate = this.holds.quotaOf(keyId);
+    const until = this.now() + MAX_IN_PROCESS_WAIT_MS;
+    for (;;) {
+      const ticket = gate.enter(this.now());
+      if (ticket) return ticket;
+      const left = until - this.now();
+      if (left <= 0 || !(await gate.waitForPlace(left, signal))) return undefined;
+    }
+  }
+
+  /** Sleeps a sub-second wait of the pacer (fixed or learnt); returns a longer one, not slept (0: go). */
+  private async pace(keyId: string): Promise<number> {
+    const pacer = this.pacer ?? (this.config.learnLimits ? this.holds.rateOf(keyId) : undefined);
+    if (!pacer) return 0;
+    const wait = pacer.take(this.now());
+    if (wait > MAX_IN_PROCESS_WAIT_MS) {
+      pacer.refund();
+      return wait;
+    }
+    if (wait > 0) {
+      this.lastPacedAt = this.now();
+      await this.sleep(wait);
+    }
+    return 0;
+  }
+
+  /** Whether the pace (fixed or learnt) made a request wait at or after `sinceMs`: the key's rate binds. */
+  pacedSince(sinceMs: number): boolean {
+    return this.lastPacedAt !== undefined && this.lastPacedAt >= sinceMs;
+  }
 }
 
 /**

@@ -1,10 +1,18 @@
+import { LearnedRate } from './learned-rate';
+import { QuotaGate } from './quota-gate';
+
 /**
  * Process-wide waits. When the service tells a key to wait (a 429 on a submission or the catalog, a 503 with
  * Retry-After), every later request of that key in this process fails fast until then, without being sent. A
- * 429 on a poll holds only that creation. Entries are keyed by a key's fingerprint, never by the key itself.
+ * 429 on a poll holds only that creation, and a 429 ERR_QUOTA_EXCEEDED only the key's submissions (the quota counts
+ * creations, not polls). The key's learnt rate and quota live here too. Entries are keyed by a key's fingerprint,
+ * never by the key itself.
  */
 export class HoldRegistry {
   private readonly keyHolds = new Map<string, number>();
+  private readonly submitHolds = new Map<string, number>();
+  private readonly rates = new Map<string, LearnedRate>();
+  private readonly gates = new Map<string, QuotaGate>();
   private readonly creationHolds = new Map<string, number>();
   private readonly lastPoll = new Map<string, number>();
   private learnedPollIntervalMs = 0;
@@ -19,6 +27,11 @@ export class HoldRegistry {
     return left(this.keyHolds, keyId, nowMs);
   }
 
+  /** Milliseconds left on a hold of the key's submissions (0 when none). */
+  submitHoldLeft(keyId: string, nowMs: number): number {
+    return left(this.submitHolds, keyId, nowMs);
+  }
+
   /** Milliseconds left on a hold of the creation (0 when none). */
   creationHoldLeft(creationId: string, nowMs: number): number {
     return left(this.creationHolds, creationId, nowMs);
@@ -26,6 +39,20 @@ export class HoldRegistry {
 
   holdKey(keyId: string, untilMs: number): void {
     this.keyHolds.set(keyId, Math.max(untilMs, this.keyHolds.get(keyId) ?? 0));
+  }
+
+  holdSubmissions(keyId: string, untilMs: number): void {
+    this.submitHolds.set(keyId, Math.max(untilMs, this.submitHolds.get(keyId) ?? 0));
+  }
+
+  /** The key's request rate as this process learns it. */
+  rateOf(keyId: string): LearnedRate {
+    return getOrAdd(this.rates, keyId, () => new LearnedRate());
+  }
+
+  /** The account's quota of creations in flight, as this process learns it for the key. */
+  quotaOf(keyId: string): QuotaGate {
+    return getOrAdd(this.gates, keyId, () => new QuotaGate());
   }
 
   holdCreation(creationId: string, untilMs: number): void {
@@ -60,6 +87,12 @@ export class HoldRegistry {
       if (!oldest.done) map.delete(oldest.value);
     }
   }
+}
+
+function getOrAdd<V>(map: Map<string, V>, id: string, make: () => V): V {
+  let value = map.get(id);
+  if (value === undefined) map.set(id, (value = make()));
+  return value;
 }
 
 function left(map: Map<string, number>, id: string, nowMs: number): number {

@@ -66,6 +66,13 @@ export interface PollPlanOptions {
    */
   regimeMemoryMs: number;
   /**
+   * Distinct seconds within {@link regimeMemoryMs} in which the task queue held keys back before its lag counts as
+   * a limit that binds: a lag in a few seconds only is a burst (matching releasing, at once, retries that fell due
+   * while the history service restarted), not a rate limit. A 429 is the service's own word and counts at once.
+   * @default 5
+   */
+  queueLagSeconds: number;
+  /**
    * Most models remembered; the least recently used is forgotten first.
    * @default 64
    */
@@ -79,6 +86,7 @@ export const DEFAULT_POLL_PLAN_OPTIONS: PollPlanOptions = {
   rateQuantile: 0.95,
   earlyQuantile: 0.1,
   regimeMemoryMs: LIMIT_MEMORY_MS,
+  queueLagSeconds: 5,
   maxModels: 64,
 };
 
@@ -109,6 +117,8 @@ export class PollPlan {
   private readonly options: PollPlanOptions;
   private readonly models = new Map<string, ModelTimes>();
   private readonly lastSignal = new Map<ThrottleSignal, number>();
+  /** The distinct seconds (whole seconds of the clock) of the task queue's lag, newest last. */
+  private readonly lagSeconds: number[] = [];
 
   constructor(options: Partial<PollPlanOptions> = {}) {
     this.options = { ...DEFAULT_POLL_PLAN_OPTIONS, ...options };
@@ -133,11 +143,26 @@ export class PollPlan {
   /** The service or the task queue throttled this process at `atMs`. */
   signal(kind: ThrottleSignal, atMs: number): void {
     this.lastSignal.set(kind, atMs);
+    if (kind !== 'queue_lag') return;
+    const second = Math.floor(atMs / 1000);
+    if (this.lagSeconds.at(-1) !== second) this.lagSeconds.push(second);
+    if (this.lagSeconds.length > this.options.queueLagSeconds) this.lagSeconds.shift();
+  }
+
+  /** Whether the task queue's lag came in {@link PollPlanOptions.queueLagSeconds} distinct seconds lately. */
+  private queueBinds(nowMs: number): boolean {
+    const oldest = this.lagSeconds[0];
+    return (
+      this.lagSeconds.length >= this.options.queueLagSeconds &&
+      oldest !== undefined &&
+      nowMs - oldest * 1000 <= this.options.regimeMemoryMs
+    );
   }
 
   /**
    * What holds keys back now: a quota 429 outranks the rate (a full quota is what the rate then waits on), and any
-   * 429 outranks the task queue (whose lag may be its rate limit, set under the key's rate, or busy workers).
+   * 429 outranks the task queue (whose lag may be its rate limit, set under the key's rate, or busy workers), which
+   * counts only once it lasts ({@link PollPlanOptions.queueLagSeconds}).
    */
   heldBy(nowMs: number): HeldBy {
     const recent = (kind: ThrottleSignal) => {
@@ -146,7 +171,7 @@ export class PollPlan {
     };
     if (recent('quota_exceeded')) return 'concurrency';
     if (recent('rate_limited')) return 'rate';
-    if (recent('queue_lag')) return 'queue';
+    if (recent('queue_lag') && this.queueBinds(nowMs)) return 'queue';
     return 'open';
   }
 

@@ -3,13 +3,7 @@ import { ErrorCode, ImagebatchError } from '../model/errors';
 import { DEFAULT_IDEMPOTENCY_HEADER, DEFAULT_PENDING_STATUSES, DEFAULT_SUCCESS_STATUSES } from '../api/contract';
 import { DEFAULT_COST_FIELDS, DEFAULT_PRICE_FIELDS } from '../api/money';
 import { baseUrl, fieldPaths, headerName, int, onOff, statuses, urlPath } from './setting-schemas';
-import {
-  DEFAULT_ERROR_FIELDS,
-  DEFAULT_ID_FIELDS,
-  DEFAULT_IMAGE_FIELDS,
-  DEFAULT_MODEL_ID_FIELDS,
-  DEFAULT_STATUS_FIELDS,
-} from '../api/schemas';
+import * as schemaDefaults from '../api/schemas';
 import { ALLOW_INSECURE_HTTP_ENV, plainHttpProblem } from './insecure-http';
 import { gotValue, withoutValue } from './redact';
 import { parseAllowList } from '../api/download-guard';
@@ -141,9 +135,8 @@ export interface ServiceConfig {
   /**
    * When a creation is polled: `learn` times polls from the generation times this worker has seen, per model, and
    * from which limit binds (docs/waits.md); `interval` polls at the minimum interval from acceptance.
-   * `IMAGEGEN_POLL_PLAN`. Not yet the default: on the cluster test, with the task queue's limit binding only in
-   * bursts, `learn` read the rate as binding and polled late, and the batch took 78 s instead of 58 to 65 (#21).
-   * @default 'interval'
+   * `IMAGEGEN_POLL_PLAN`. A task queue that holds keys back only in a burst is not read as the rate (poll-plan.ts).
+   * @default 'learn'
    */
   pollPlan: PollPlanMode;
   /**
@@ -214,11 +207,17 @@ export interface ServiceConfig {
    */
   defaultRetryAfterMs: number;
   /**
-   * In-process pacing of requests to the service, per second (0: off). Only sub-second waits are slept in
-   * process; longer ones become an activity retry. `IMAGEGEN_CLIENT_RATE_PER_SEC`.
+   * A fixed in-process pace of requests, per second (0: none, the rate is learnt when {@link learnLimits} is on).
+   * Only sub-second waits are slept in process; longer ones become an activity retry. `IMAGEGEN_CLIENT_RATE_PER_SEC`.
    * @default 0
    */
   clientRatePerSec: number;
+  /**
+   * Whether each worker learns the key's rate and the account's quota from their 429s and keeps under them
+   * (`src/api/learned-rate.ts`, `src/api/quota-gate.ts`). `IMAGEGEN_LEARN_LIMITS`, `on` or `off`.
+   * @default true (`on`)
+   */
+  learnLimits: boolean;
   /**
    * Burst of that pacer. `IMAGEGEN_CLIENT_RATE_BURST`.
    * @default 10
@@ -287,14 +286,14 @@ const SETTINGS = {
   pendingStatuses: ['IMAGEGEN_PENDING_STATUSES', statuses, DEFAULT_PENDING_STATUSES.join(',')],
   costFields: ['IMAGEGEN_COST_FIELDS', fieldPaths, DEFAULT_COST_FIELDS.join(',')],
   priceFields: ['IMAGEGEN_PRICE_FIELDS', fieldPaths, DEFAULT_PRICE_FIELDS.join(',')],
-  idFields: ['IMAGEGEN_ID_FIELDS', fieldPaths, DEFAULT_ID_FIELDS.join(',')],
-  statusFields: ['IMAGEGEN_STATUS_FIELDS', fieldPaths, DEFAULT_STATUS_FIELDS.join(',')],
-  errorFields: ['IMAGEGEN_ERROR_FIELDS', fieldPaths, DEFAULT_ERROR_FIELDS.join(',')],
-  imageFields: ['IMAGEGEN_IMAGE_FIELDS', fieldPaths, DEFAULT_IMAGE_FIELDS.join(',')],
+  idFields: ['IMAGEGEN_ID_FIELDS', fieldPaths, schemaDefaults.DEFAULT_ID_FIELDS.join(',')],
+  statusFields: ['IMAGEGEN_STATUS_FIELDS', fieldPaths, schemaDefaults.DEFAULT_STATUS_FIELDS.join(',')],
+  errorFields: ['IMAGEGEN_ERROR_FIELDS', fieldPaths, schemaDefaults.DEFAULT_ERROR_FIELDS.join(',')],
+  imageFields: ['IMAGEGEN_IMAGE_FIELDS', fieldPaths, schemaDefaults.DEFAULT_IMAGE_FIELDS.join(',')],
   imageDiscovery: ['IMAGEGEN_IMAGE_DISCOVERY', onOff, 'on'],
-  modelIdFields: ['IMAGEGEN_MODEL_ID_FIELDS', fieldPaths, DEFAULT_MODEL_ID_FIELDS.join(',')],
+  modelIdFields: ['IMAGEGEN_MODEL_ID_FIELDS', fieldPaths, schemaDefaults.DEFAULT_MODEL_ID_FIELDS.join(',')],
   minPollIntervalMs: ['IMAGEGEN_MIN_POLL_INTERVAL_MS', int(1, 3_600_000), '2000'],
-  pollPlan: ['IMAGEGEN_POLL_PLAN', z.string().trim().toLowerCase().pipe(z.enum(POLL_PLAN_MODES)), 'interval'],
+  pollPlan: ['IMAGEGEN_POLL_PLAN', z.string().trim().toLowerCase().pipe(z.enum(POLL_PLAN_MODES)), 'learn'],
   connectTimeoutMs: ['IMAGEGEN_CONNECT_TIMEOUT_MS', int(1, 600_000), '10000'],
   headersTimeoutMs: ['IMAGEGEN_HEADERS_TIMEOUT_MS', int(1, 600_000), '30000'],
   bodyTimeoutMs: ['IMAGEGEN_BODY_TIMEOUT_MS', int(1, 600_000), '30000'],
@@ -308,6 +307,7 @@ const SETTINGS = {
   backoffMaxMs: ['IMAGEGEN_BACKOFF_MAX_MS', int(1, 86_400_000), '60000'],
   defaultRetryAfterMs: ['IMAGEGEN_DEFAULT_RETRY_AFTER_MS', int(1, 3_600_000), '1000'],
   clientRatePerSec: ['IMAGEGEN_CLIENT_RATE_PER_SEC', int(0, 100_000), '0'],
+  learnLimits: ['IMAGEGEN_LEARN_LIMITS', onOff, 'on'],
   clientRateBurst: ['IMAGEGEN_CLIENT_RATE_BURST', int(1, 100_000), '10'],
   httpConnections: ['IMAGEGEN_HTTP_CONNECTIONS', int(1, 1024), '16'],
   downloadAllowHosts: [

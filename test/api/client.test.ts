@@ -1,6 +1,6 @@
 import { MockAgent } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ImageApiClient } from '../../src/api/client';
+import { ImageApiClient, LocalHoldCode } from '../../src/api/client';
 import { ErrorCode } from '../../src/api/contract';
 import { HoldRegistry } from '../../src/api/holds';
 import { defaultServiceConfig, type ServiceConfig } from '../../src/config/service-config';
@@ -308,5 +308,117 @@ describe('ImageApiClient: holds', () => {
     expect(slow.server.requests).toHaveLength(1);
     slow.clock.t += 1000;
     expect(await slow.client.submit({ idempotencyKey: 'k2', request })).toMatchObject({ kind: 'accepted' });
+  });
+});
+
+describe('ImageApiClient: limits learnt from 429s (issue #32)', () => {
+  const quotaFull: StubReply = {
+    status: 429,
+    headers: { 'retry-after': '1' },
+    body: { error: { code: ErrorCode.QuotaExceeded, message: 'quota', details: { scope: 'account' } } },
+  };
+  const rateLimited: StubReply = {
+    status: 429,
+    headers: { 'retry-after': '1' },
+    body: { error: { code: ErrorCode.RateLimit, message: 'slow down' } },
+  };
+  const running: StubReply = { status: 200, body: { id: 'c1', status: 'running' } };
+  const ended: StubReply = {
+    status: 200,
+    body: { id: 'c1', status: 'succeeded', images: [{ url: 'https://img.example/1.png' }] },
+  };
+
+  it('a quota 429 holds the key’s submissions until Retry-After, and its polls go on', async () => {
+    const { server, client, clock } = await setup((r, i) =>
+      r.method === 'GET' ? running : i === 1 ? quotaFull : accepted(`c${i}`),
+    );
+    expect(await client.submit({ idempotencyKey: 'k0', request })).toMatchObject({ kind: 'accepted' });
+    expect(await client.submit({ idempotencyKey: 'k1', request })).toMatchObject({
+      kind: 'rateLimited',
+      httpStatus: 429,
+    });
+    clock.t += 500;
+    expect(await client.getCreation('c0')).toMatchObject({ kind: 'inFlight' });
+    expect(await client.submit({ idempotencyKey: 'k1', request })).toMatchObject({ kind: 'rateLimited', local: true });
+    expect(server.requests.map((r) => r.method)).toEqual(['POST', 'POST', 'GET']);
+  });
+
+  it('after a quota 429 a submission waits in process for a poll that finds a creation ended, then goes at once', async () => {
+    let c0Polls = 0;
+    const { server, client, clock } = await setup((r, i) =>
+      r.method === 'GET'
+        ? r.url.endsWith('/c1') || ++c0Polls > 1
+          ? ended
+          : running
+        : i === 2
+          ? quotaFull
+          : accepted(`c${i}`),
+    );
+    await client.submit({ idempotencyKey: 'k0', request }); // c0 in flight
+    await client.submit({ idempotencyKey: 'k1', request }); // c1 in flight
+    await client.submit({ idempotencyKey: 'k2', request }); // 429: this process's share is 2
+    await client.getCreation('c1'); // ended: one place frees
+    clock.t += 1000; // Retry-After has passed
+    expect(await client.submit({ idempotencyKey: 'k2', request })).toMatchObject({ kind: 'accepted' });
+    // The quota is full again: nothing is sent, the submission waits for a place...
+    expect(await client.submit({ idempotencyKey: 'k4', request })).toMatchObject({
+      kind: 'rateLimited',
+      local: true,
+      code: LocalHoldCode.Quota,
+    });
+    expect(server.requests).toHaveLength(5);
+    const waiting = client.submit({ idempotencyKey: 'k4', request });
+    await client.getCreation('c0'); // still running
+    await client.getCreation('c0'); // ended: its place frees, and the waiting submission goes
+    expect(await waiting).toMatchObject({ kind: 'accepted' });
+    expect(server.requests.map((r) => `${r.method} ${r.url.split('/').pop()}`)).toEqual([
+      'POST creations',
+      'POST creations',
+      'POST creations',
+      'GET c1',
+      'POST creations',
+      'GET c0',
+      'GET c0',
+      'POST creations',
+    ]);
+  });
+
+  it('with no pace set, a rate 429 paces the key just under what the service let through', async () => {
+    const { server, client, clock } = await setup(
+      (_r, i) => (i === 20 ? rateLimited : accepted(`c${i}`)),
+      {},
+      {
+        sleep: async (ms) => {
+          clock.t += ms;
+        },
+      },
+    );
+    for (let i = 0; i < 20; i += 1) {
+      await client.submit({ idempotencyKey: `k${i}`, request });
+      clock.t += 50; // 20/s
+    }
+    expect(await client.submit({ idempotencyKey: 'k20', request })).toMatchObject({ httpStatus: 429 });
+    clock.t += 1000;
+    const sentAt: number[] = [];
+    for (let i = 20; i < 80; i += 1) {
+      await client.submit({ idempotencyKey: `k${i}`, request });
+      sentAt.push(clock.t);
+    }
+    // After the bucket's first half second, 30 requests at the pace: 0.9 of the 19.5/s the service let through.
+    const perSecond = 30 / ((sentAt[59]! - sentAt[29]!) / 1000);
+    expect(perSecond).toBeGreaterThan(16);
+    expect(perSecond).toBeLessThan(19);
+    expect(server.requests).toHaveLength(81);
+  });
+
+  it('IMAGEGEN_LEARN_LIMITS=off: no pace and no gate after 429s (only their Retry-After)', async () => {
+    const { server, client, clock } = await setup((r, i) => (i === 1 ? quotaFull : accepted(`c${i}`)), {
+      learnLimits: false,
+    });
+    await client.submit({ idempotencyKey: 'k0', request });
+    await client.submit({ idempotencyKey: 'k1', request });
+    clock.t += 1000;
+    expect(await client.submit({ idempotencyKey: 'k1', request })).toMatchObject({ kind: 'accepted' });
+    expect(server.requests).toHaveLength(3);
   });
 });

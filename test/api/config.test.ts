@@ -45,7 +45,7 @@ describe('loadServiceConfig', () => {
       imageFields: DEFAULT_IMAGE_FIELDS,
       modelIdFields: ['id'],
       minPollIntervalMs: 2000,
-      pollPlan: 'interval',
+      pollPlan: 'learn',
       connectTimeoutMs: 10_000,
       headersTimeoutMs: 30_000,
       bodyTimeoutMs: 30_000,
@@ -59,6 +59,7 @@ describe('loadServiceConfig', () => {
       backoffMaxMs: 60_000,
       defaultRetryAfterMs: 1000,
       clientRatePerSec: 0,
+      learnLimits: true,
       clientRateBurst: 10,
       httpConnections: 16,
     });

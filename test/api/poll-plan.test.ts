@@ -60,9 +60,9 @@ describe('the poll plan', () => {
     expect(plan.delay('m', ticket, at(2_900), 0)).toBe(INTERVAL);
     // Past every time seen: the minimum interval.
     expect(plan.delay('m', ticket, at(10_000), 0)).toBe(INTERVAL);
-    // The task queue holding activities back is the rate binding too.
+    // The task queue holding activities back, second after second, is the rate binding too.
     const queued = learnt();
-    queued.signal('queue_lag', 0);
+    lagEverySecond(queued, 0, DEFAULT_POLL_PLAN_OPTIONS.queueLagSeconds);
     expect(queued.regime(5_000)).toBe('rate');
   });
 
@@ -104,13 +104,28 @@ describe('the poll plan', () => {
   it('tells what holds keys back: the quota, then a 429 of the rate, then the task queue, which polls time as the rate', () => {
     const plan = new PollPlan();
     expect(plan.heldBy(0)).toBe('open');
-    plan.signal('queue_lag', 0);
-    expect([plan.heldBy(0), plan.regime(0)]).toEqual(['queue', 'rate']);
-    plan.signal('rate_limited', 10);
-    expect([plan.heldBy(10), plan.regime(10)]).toEqual(['rate', 'rate']);
-    plan.signal('quota_exceeded', 20);
-    expect([plan.heldBy(20), plan.regime(20)]).toEqual(['concurrency', 'concurrency']);
-    expect(plan.heldBy(21 + DEFAULT_POLL_PLAN_OPTIONS.regimeMemoryMs)).toBe('open');
+    const t = lagEverySecond(plan, 0, DEFAULT_POLL_PLAN_OPTIONS.queueLagSeconds);
+    expect([plan.heldBy(t), plan.regime(t)]).toEqual(['queue', 'rate']);
+    plan.signal('rate_limited', t + 10);
+    expect([plan.heldBy(t + 10), plan.regime(t + 10)]).toEqual(['rate', 'rate']);
+    plan.signal('quota_exceeded', t + 20);
+    expect([plan.heldBy(t + 20), plan.regime(t + 20)]).toEqual(['concurrency', 'concurrency']);
+    expect(plan.heldBy(t + 21 + DEFAULT_POLL_PLAN_OPTIONS.regimeMemoryMs)).toBe('open');
+  });
+
+  it('tells a burst of the task queue from a limit that binds: a lag within a few seconds is not the rate', () => {
+    const plan = new PollPlan();
+    // Matching releases, at once, every retry that fell due while the history service restarted: hundreds of
+    // late starts within two seconds.
+    for (let ms = 0; ms < 2_000; ms += 5) plan.signal('queue_lag', 60_000 + ms);
+    expect([plan.heldBy(62_000), plan.regime(62_000)]).toEqual(['open', 'open']);
+    // A lag that lasts, one second after another, is a limit that binds.
+    const t = lagEverySecond(plan, 70_000, DEFAULT_POLL_PLAN_OPTIONS.queueLagSeconds);
+    expect(plan.heldBy(t)).toBe('queue');
+    // Lags spread thinner than the memory do not add up.
+    const thin = new PollPlan();
+    for (let i = 0; i < 10; i += 1) thin.signal('queue_lag', i * DEFAULT_POLL_PLAN_OPTIONS.regimeMemoryMs);
+    expect(thin.heldBy(9 * DEFAULT_POLL_PLAN_OPTIONS.regimeMemoryMs)).toBe('open');
   });
 
   it('follows a service that slows down: the window keeps the newest times', () => {
@@ -163,3 +178,10 @@ describe('the poll plan', () => {
     expect(departed).toBeGreaterThan(500);
   });
 });
+
+/** The task queue's lag once in each of `seconds` seconds from `from`; returns the time of the last. */
+function lagEverySecond(plan: PollPlan, from: number, seconds: number): number {
+  let t = from;
+  for (let i = 0; i < seconds; i += 1) plan.signal('queue_lag', (t = from + i * 1000));
+  return t;
+}

@@ -41,10 +41,13 @@ function mean(values: ReadonlyArray<number | undefined>): number | undefined {
   return known.length ? known.reduce((a, b) => a + b, 0) / known.length : undefined;
 }
 
-/** The figures of the samples after `from` (s) up to and including `to`, or undefined with fewer than two samples. */
+/**
+ * The figures of the samples after `from` (s) up to and including `to` (counted from the last sample at or before
+ * `from`, or the first sample when none is), or undefined with fewer than two samples.
+ */
 export function spanFigures(points: readonly LimitsPoint[], from: number, to: number): SpanFigures | undefined {
-  const first = [...points].reverse().find((p) => p.t <= from);
-  const inside = points.filter((p) => p.t > from && p.t <= to);
+  const first = [...points].reverse().find((p) => p.t <= from) ?? points[0];
+  const inside = points.filter((p) => p.t > Math.max(from, first?.t ?? from) && p.t <= to);
   const last = inside.at(-1);
   if (!first || !last || last.t <= first.t) return undefined;
   const seconds = last.t - first.t;

@@ -12,7 +12,7 @@ import type { Benchmark, BenchContext } from './lib/context';
 import type { BindingLimit } from '../src/model';
 import type { SimHostReport } from './lib/sim-protocol';
 import { simulatorSettings, type SimSettings } from './lib/settings';
-import { Proc, Stack } from './lib/stack';
+import { Proc, Stack, type StackOptions } from './lib/stack';
 import { num, verdict, type Cell, type Table } from './lib/table';
 
 /** The service of benchmarks 1 and 2 (its first case, uniform generation times): both clients meet exactly this. */
@@ -221,12 +221,11 @@ export function pct(part: number, whole: number): string {
   return whole ? `${num((part / whole) * 100, 2)}%` : 'n/a';
 }
 
-/** Runs one case on a stack of its own. */
-export async function runCase(ctx: BenchContext, service: ServiceCase, quick: boolean): Promise<CaseRun> {
+/** The stack of one case: its service (the rate's or the quota's) and its worker's settings. */
+export function caseStackOptions(service: ServiceCase, name = 'utilisation'): StackOptions {
   const quotaBound = service.binds === 'concurrency';
-  const rows = quotaBound ? quotaBoundRows(quick) : utilisationRows(quick);
-  const stack = await Stack.start({
-    name: 'utilisation',
+  return {
+    name,
     sim: simulatorSettings({
       ...RATE_LIMITED_SERVICE,
       ...(quotaBound ? QUOTA_BOUND_SERVICE : {}),
@@ -242,14 +241,24 @@ export async function runCase(ctx: BenchContext, service: ServiceCase, quick: bo
           IMAGEGEN_MIN_POLL_INTERVAL_MS: String(RATE_LIMITED_SERVICE.minPollIntervalMs),
           IMAGEGEN_POLL_PLAN: service.pollPlan ?? 'learn',
         },
-  });
+  };
+}
+
+/** Rows in flight of a case's `imagebatch run --concurrency`; undefined at default settings (the adaptive window). */
+export function caseConcurrency(service: ServiceCase): number | undefined {
+  return service.concurrency ?? (service.defaults ? undefined : UTILISATION_CONCURRENCY);
+}
+
+/** Runs one case on a stack of its own. */
+export async function runCase(ctx: BenchContext, service: ServiceCase, quick: boolean): Promise<CaseRun> {
+  const rows = service.binds === 'concurrency' ? quotaBoundRows(quick) : utilisationRows(quick);
+  const stack = await Stack.start(caseStackOptions(service));
   try {
     const file = path.join(stack.dir, 'utilisation.csv');
     await writeBatchFile(file, rows, service.batchModels);
     ctx.log(`utilisation (${service.name}): ${rows} rows`);
     stack.watch.mark();
-    const concurrency = service.concurrency ?? (service.defaults ? undefined : UTILISATION_CONCURRENCY);
-    const run = await stack.runBatch(file, 'utilisation', concurrency, 60 * 60_000);
+    const run = await stack.runBatch(file, 'utilisation', caseConcurrency(service), 60 * 60_000);
     const workerCpu = stack.watch.cpu(Proc.Worker);
     ctx.log(`utilisation: ${rows} rows in ${run.seconds.toFixed(1)} s, ${JSON.stringify(run.progress.counts)}`);
     return {

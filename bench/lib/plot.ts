@@ -31,6 +31,10 @@ export interface Chart {
   lines: Line[];
   /** Horizontal reference lines on the left axis (a goal), with their labels. @default none */
   leftMarks?: Array<{ y: number; label: string }>;
+  /** Horizontal reference lines on the right axis, with their labels. @default none */
+  rightMarks?: Array<{ y: number; label: string }>;
+  /** Vertical lines at these x (an event, such as a change of a limit), with their labels. @default none */
+  xMarks?: Array<{ x: number; label: string }>;
   /** @default 900 */
   width?: number;
   /** @default 480 */
@@ -71,7 +75,12 @@ export function svgChart(chart: Chart): string {
       (chart.leftMarks ?? []).map((mk) => mk.y),
     ),
   );
-  const rightTicks = ticks(maxOf('right'));
+  const rightTicks = ticks(
+    maxOf(
+      'right',
+      (chart.rightMarks ?? []).map((mk) => mk.y),
+    ),
+  );
   const xMax = xTicks.at(-1) ?? 1;
   const leftMax = leftTicks.at(-1) ?? 1;
   const rightMax = rightTicks.at(-1) ?? 1;
@@ -114,6 +123,20 @@ export function svgChart(chart: Chart): string {
     out.push(
       `<line x1="${m.left}" x2="${m.left + w}" y1="${y}" y2="${y}" stroke="#c00" stroke-dasharray="2 4"/>`,
       `<text x="${m.left + 4}" y="${y - 4}" fill="#c00">${esc(mark.label)}</text>`,
+    );
+  }
+  for (const mark of chart.rightMarks ?? []) {
+    const y = Y(mark.y, 'right');
+    out.push(
+      `<line x1="${m.left}" x2="${m.left + w}" y1="${y}" y2="${y}" stroke="#c60" stroke-dasharray="2 4"/>`,
+      `<text x="${m.left + w - 4}" y="${y - 4}" text-anchor="end" fill="#c60">${esc(mark.label)}</text>`,
+    );
+  }
+  for (const mark of chart.xMarks ?? []) {
+    const x = X(mark.x);
+    out.push(
+      `<line x1="${x}" x2="${x}" y1="${m.top}" y2="${m.top + h}" stroke="#555" stroke-dasharray="5 3"/>`,
+      `<text x="${x + 4}" y="${m.top + 14}" fill="#555">${esc(mark.label)}</text>`,
     );
   }
   for (const line of chart.lines) {

@@ -10,7 +10,7 @@ import { createServer, request, Agent, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { StatusNaming } from '../../src/api/contract';
 import { resolveConfig, startSimulator, type Simulator, type SimulatorConfigInput } from '../../src/simulator';
-import type { SimHostReport, SimHostRequest, SimHostResponse } from './sim-protocol';
+import type { SimCounters, SimHostReport, SimHostRequest, SimHostResponse } from './sim-protocol';
 
 interface HostSettings {
   sim: SimulatorConfigInput;
@@ -174,6 +174,16 @@ async function main(): Promise<void> {
       case 'setFaults':
         sim.setFaults(msg.faults);
         return true;
+      case 'setLimits':
+        sim.setLimits(msg.limits);
+        return true;
+      case 'counters':
+        return {
+          at: Date.now(),
+          requests: [...statuses.values()].reduce((a, b) => a + b, 0),
+          tooMany: statuses.get(429) ?? 0,
+          creationsInFlight: sim.stats().inFlight,
+        } satisfies SimCounters;
       case 'firstRequestAfter':
         return arrivals.find((t) => t >= msg.since) ?? null;
       case 'close':

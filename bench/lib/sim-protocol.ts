@@ -1,15 +1,31 @@
-import type { FaultSettings } from '../../src/simulator';
+import type { FaultSettings, LimitsPatch } from '../../src/simulator';
 
 /** Messages between the bench and its simulator host process (see sim-host.ts). */
 
 export type SimHostRequest =
   | { id: number; op: 'report' }
   | { id: number; op: 'setFaults'; faults: Partial<FaultSettings> }
+  /** Changes the service's limits as it runs (the rate, its burst, the account's quota...): `sim.setLimits`. */
+  | { id: number; op: 'setLimits'; limits: LimitsPatch }
+  /** A cheap snapshot of running counts ({@link SimCounters}), for sampling every second. */
+  | { id: number; op: 'counters' }
   /** The time (ms since the epoch) of the first API request that arrived at or after `since`, or null. */
   | { id: number; op: 'firstRequestAfter'; since: number }
   | { id: number; op: 'close' };
 
 export type SimHostResponse = { id: number; ok: true; value: unknown } | { id: number; ok: false; error: string };
+
+/** Running counts of the simulator host at one instant: a sampler turns two of them into rates. */
+export interface SimCounters {
+  /** When they were read (ms since the epoch, the host's clock). */
+  at: number;
+  /** Answers so far, every status (0 = reset) included; 0 without the counting proxy. */
+  requests: number;
+  /** Of those, 429s (any reason). */
+  tooMany: number;
+  /** Creations accepted and not yet ended (generating): the slots of the account's quota they hold. */
+  creationsInFlight: number;
+}
 
 /** What the simulator host saw (wire counts only when it counts). */
 export interface SimHostReport {

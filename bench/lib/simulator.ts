@@ -1,7 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import type { FaultSettings, SimulatorConfigInput } from '../../src/simulator';
-import type { SimHostReport, SimHostRequest, SimHostResponse } from './sim-protocol';
+import type { FaultSettings, LimitsPatch, SimulatorConfigInput } from '../../src/simulator';
+import type { SimCounters, SimHostReport, SimHostRequest, SimHostResponse } from './sim-protocol';
 
 /** A request without its id (distributed over the union). */
 type Unnumbered<T> = T extends unknown ? Omit<T, 'id'> : never;
@@ -74,6 +74,16 @@ export class SimHost {
 
   setFaults(faults: Partial<FaultSettings>): Promise<void> {
     return this.call({ op: 'setFaults', faults });
+  }
+
+  /** Changes the service's limits from now on (fields left out stay as they are). */
+  setLimits(limits: LimitsPatch): Promise<void> {
+    return this.call({ op: 'setLimits', limits });
+  }
+
+  /** Running counts (answers, 429s, creations in flight), cheap enough to read every second. */
+  counters(): Promise<SimCounters> {
+    return this.call({ op: 'counters' });
   }
 
   /** Time of the first API request at or after `since` (ms since the epoch), or null. Needs `count`. */

@@ -27,7 +27,7 @@ const ENCODING_BYTES = Buffer.from(COMPRESSED_ENCODING, 'utf8');
 export interface CompressionCodecOptions {
   /**
    * Compress payloads on encode. Off, the codec only decodes (payloads others compressed stay readable).
-   * @default true
+   * @default true (a process's setting is `IMAGEBATCH_PAYLOAD_COMPRESSION`, off by default: src/config)
    */
   compress?: boolean;
   /**

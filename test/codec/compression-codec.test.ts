@@ -107,9 +107,9 @@ describe('CompressionPayloadCodec', () => {
 
 describe('the codec chain of workers and clients', () => {
   const key = randomBytes(32);
-  const env = { IMAGEBATCH_PAYLOAD_KEY: key.toString('base64') };
 
   it('compresses before it encrypts, and decodes old encrypted-only payloads too', async () => {
+    const env = { IMAGEBATCH_PAYLOAD_KEY: key.toString('base64'), [PAYLOAD_COMPRESSION_ENV]: 'on' };
     const codecs = workerDataConverter(payloadCodecsFromEnv(env)).payloadCodecs ?? [];
     expect(codecs.map((c) => c.constructor.name)).toEqual(['CompressionPayloadCodec', 'AesGcmPayloadCodec']);
     expect(clientDataConverter(payloadCodecsFromEnv(env)).payloadCodecs.map((c) => c.constructor.name)).toEqual([
@@ -127,8 +127,8 @@ describe('the codec chain of workers and clients', () => {
     expect(await decodeChain(codecs, [old!])).toEqual([Proto.decode(Proto.encode(record).finish())]);
   });
 
-  it('without a key, workers and clients still compress, and keep the default failure converter', async () => {
-    const converter = workerDataConverter(payloadCodecsFromEnv({}));
+  it('without a key, workers and clients compress when told to, and keep the default failure converter', async () => {
+    const converter = workerDataConverter(payloadCodecsFromEnv({ [PAYLOAD_COMPRESSION_ENV]: 'on' }));
     expect(converter.payloadCodecs?.map((c) => c.constructor.name)).toEqual(['CompressionPayloadCodec']);
     expect(converter.failureConverterPath).toBeUndefined();
     const [stored] = await encodeChain(converter.payloadCodecs ?? [], [record]);
@@ -137,13 +137,19 @@ describe('the codec chain of workers and clients', () => {
 });
 
 describe(`${PAYLOAD_COMPRESSION_ENV}`, () => {
-  it('is on by default, off with "off", and names the variable for a wrong value', async () => {
-    expect(loadPayloadCompression({})).toBe(true);
+  it('is off by default, on with "on", and names the variable for a wrong value', async () => {
+    expect(loadPayloadCompression({})).toBe(false);
+    expect(loadPayloadCompression({ [PAYLOAD_COMPRESSION_ENV]: ' ' })).toBe(false);
     expect(loadPayloadCompression({ [PAYLOAD_COMPRESSION_ENV]: 'OFF' })).toBe(false);
     expect(loadPayloadCompression({ [PAYLOAD_COMPRESSION_ENV]: 'on' })).toBe(true);
     expect(() => loadPayloadCompression({ [PAYLOAD_COMPRESSION_ENV]: 'gzip' })).toThrow(ConfigError);
     expect(() => loadPayloadCompression({ [PAYLOAD_COMPRESSION_ENV]: 'gzip' })).toThrow(PAYLOAD_COMPRESSION_ENV);
-    const [plain] = await payloadCodecsFromEnv({ [PAYLOAD_COMPRESSION_ENV]: 'off' }).compression.encode([record]);
+    const [plain] = await payloadCodecsFromEnv({}).compression.encode([record]);
     expect(plain).toBe(record);
+    // Off, a process still reads what one with compression on wrote.
+    const [written] = await payloadCodecsFromEnv({ [PAYLOAD_COMPRESSION_ENV]: 'on' }).compression.encode([record]);
+    expect(await payloadCodecsFromEnv({}).compression.decode([written!])).toEqual([
+      Proto.decode(Proto.encode(record).finish()),
+    ]);
   });
 });

@@ -25,7 +25,7 @@ export interface PayloadKind {
   count: number;
   storedBytes: number;
   plainBytes: number;
-  /** Copies of the row's prompt inside these payloads (decompressed). */
+  /** Prompts inside these payloads (decompressed JSON `"prompt":` fields), per row. */
   promptCopies: number;
 }
 
@@ -188,7 +188,7 @@ export async function payloadCensus(
     prompts.push(promptOf(seen));
   }
   const kinds = new Map<string, PayloadKind>();
-  const add = (s: Seen, weight: number, prompt: string | undefined) => {
+  const add = (s: Seen, weight: number) => {
     const key = `${s.where}|${s.label}`;
     const k = kinds.get(key) ?? {
       what: s.label,
@@ -201,17 +201,12 @@ export async function payloadCensus(
     k.count += weight;
     k.storedBytes += s.stored * weight;
     k.plainBytes += s.plain * weight;
-    if (prompt) k.promptCopies += occurrences(s.text, prompt) * weight;
+    k.promptCopies += occurrences(s.text, PROMPT_FIELD) * weight;
     kinds.set(key, k);
   };
-  rowSeen.forEach((seen, i) => seen.forEach((s) => add(s, 1 / picked.length, prompts[i])));
-  // The batch's payloads: a prompt is found in them by each sampled row's prompt; their bytes are shared by all rows.
-  for (const s of batchSeen)
-    add(
-      s,
-      1 / rows,
-      prompts.find((p) => p && s.text.includes(p)),
-    );
+  for (const seen of rowSeen) for (const s of seen) add(s, 1 / picked.length);
+  // The batch's payloads are shared by all its rows.
+  for (const s of batchSeen) add(s, 1 / rows);
   const all = [...kinds.values()];
   return {
     rows,
@@ -236,6 +231,9 @@ function promptOf(seen: readonly Seen[]): string {
   const match = input ? /"prompt":"((?:[^"\\]|\\.)*)"/.exec(input.text) : null;
   return match ? (JSON.parse(`"${match[1]}"`) as string) : '';
 }
+
+/** A prompt in a payload's JSON: a request's, or a record's (`negative_prompt` does not match). */
+const PROMPT_FIELD = '"prompt":"';
 
 function occurrences(text: string, needle: string): number {
   if (!needle) return 0;

@@ -9,7 +9,8 @@ import {
   payloadCodecsFromEnv,
   startCodecServer,
 } from '../../codec';
-import { PAYLOAD_KEY_ENV } from '../../config/codec-config';
+import { PAYLOAD_KEY_ENV, PAYLOAD_KEY_FILE_ENV } from '../../config/codec-config';
+import { PAYLOAD_COMPRESSION_ENV } from '../../config/compression-config';
 import { defineCommand } from '../command';
 import { OptionError } from '../errors';
 import { port, repeated } from '../options';
@@ -28,8 +29,8 @@ function addOrigin(value: string, previous: string[] = []): string[] {
 export const codecServerCommand = defineCommand({
   name: 'codec-server',
   description:
-    `Serve /encode and /decode for the Temporal Web UI (on 127.0.0.1): compressed payloads, and with the payload ` +
-    `keys of ${PAYLOAD_KEY_ENV}, encrypted ones`,
+    `Serve /encode and /decode for the Temporal Web UI with the payload keys of ${PAYLOAD_KEY_ENV} (on 127.0.0.1); ` +
+    `with ${PAYLOAD_COMPRESSION_ENV}=on alone, compressed payloads only`,
   summary: 'Decode payloads for the Temporal Web UI',
   options: [
     { flags: '--port <n>', description: 'port on 127.0.0.1 (0: any free port)', default: '8888' },
@@ -46,6 +47,13 @@ export const codecServerCommand = defineCommand({
   schema: z.object({ port, allowOrigin: repeated(addOrigin) }),
   async run(opts, { stdout, stderr, env, signal }) {
     const codecs = payloadCodecsFromEnv(env);
+    // Without a key there is something to decode only where payloads are compressed.
+    if (!codecs.encryption && !codecs.compression.compress) {
+      throw new Error(
+        `set ${PAYLOAD_KEY_ENV} or ${PAYLOAD_KEY_FILE_ENV} (or ${PAYLOAD_COMPRESSION_ENV}=on): the codec server ` +
+          `needs the key`,
+      );
+    }
     const codec = new ChainedPayloadCodec(codecChain(codecs));
     const { token, generated } = codecTokenFromEnv(env);
     const started = await startCodecServer({

@@ -5,7 +5,7 @@
  *   npm run bench                                   # everything (about 1.5 hours on 2 cores: the 100,000-row batch)
  *   npm run bench -- --quick                        # small sizes: proves the bench works, not the figures
  *   npm run bench -- --only orchestration,scale     # some of: utilisation, naive, orchestration, scale, recovery,
- *                                                   # limits
+ *                                                   # limits, footprint
  *   npm run bench -- --out bench-results.md         # also write the markdown to a file (plots beside it)
  *
  * Progress goes to stderr, tables to stdout; plots (SVG) beside the --out file, else in bench/out/.
@@ -18,13 +18,14 @@ import { ensureDistIsFresh } from '../test/helpers/dist';
 import type { Benchmark, BenchContext } from './lib/context';
 import { toMarkdown, type Table } from './lib/table';
 import { limitsChange } from './limits-change';
+import { footprint } from './footprint';
 import { naive } from './naive';
 import { orchestration } from './orchestration';
 import { recovery } from './recovery';
 import { scale } from './scale';
 import { utilisation } from './utilisation';
 
-const BENCHMARKS: readonly Benchmark[] = [utilisation, naive, orchestration, scale, recovery, limitsChange];
+const BENCHMARKS: readonly Benchmark[] = [utilisation, naive, orchestration, scale, recovery, limitsChange, footprint];
 
 interface Flags {
   only: Set<string> | undefined;

@@ -136,7 +136,10 @@ export async function startWorker(options: BenchWorkerOptions): Promise<Child> {
 }
 
 /** Runs the CLI (`node bin/imagebatch.js ...args`) against the dev server; the caller awaits `exited`. */
-export function startCli(args: string[], options: { temporalAddress: string; taskQueue: string; cwd: string }): Child {
+export function startCli(
+  args: string[],
+  options: { temporalAddress: string; taskQueue: string; cwd: string; env?: Record<string, string> },
+): Child {
   return new Child(
     spawn(process.execPath, [BIN, ...args], {
       cwd: options.cwd,
@@ -144,6 +147,7 @@ export function startCli(args: string[], options: { temporalAddress: string; tas
         TEMPORAL_ADDRESS: options.temporalAddress,
         TEMPORAL_TASK_QUEUE: options.taskQueue,
         IMAGEBATCH_LEDGER: path.join(options.cwd, LEDGER_FILE),
+        ...options.env,
       }),
       stdio: ['ignore', 'pipe', 'pipe'],
     }),

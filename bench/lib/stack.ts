@@ -22,6 +22,8 @@ export interface StackOptions {
   count?: boolean;
   /** Worker settings (IMAGEBATCH_*, IMAGEGEN_*). */
   workerEnv?: Record<string, string>;
+  /** Settings of `imagebatch run` (IMAGEBATCH_*) on top of the address, queue and store. @default none */
+  cliEnv?: Record<string, string>;
   /** Node flags of the worker, such as `--cpu-prof`. */
   workerNodeArgs?: string[];
   /**
@@ -116,7 +118,12 @@ export class Stack {
     const window = concurrency === undefined ? [] : ['--concurrency', String(concurrency)];
     const cli = startCli(
       ['run', file, '--batch-id', batchId, '--out', 'out', ...window, '--allow-partial', '--follow', '--json'],
-      { temporalAddress: this.server.address, taskQueue: this.taskQueue, cwd: this.dir },
+      {
+        temporalAddress: this.server.address,
+        taskQueue: this.taskQueue,
+        cwd: this.dir,
+        ...(this.options.cliEnv ? { env: this.options.cliEnv } : {}),
+      },
     );
     this.watch.watch(Proc.Cli, cli.pid);
     return cli;

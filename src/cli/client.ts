@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { loadApiKey } from '../api/api-key';
-import { clientDataConverter, payloadCodecFromEnv } from '../codec';
+import { clientDataConverter, payloadCodecsFromEnv } from '../codec';
 import { loadServiceConfig } from '../config/service-config';
 import { connectionOptions, loadTemporalConfig, type TemporalConfig } from '../config/temporal-config';
 import { IMAGEBATCH_LOCAL_ENV, localHome, localModeAllowed, localPaths } from '../local/home';
@@ -51,8 +51,9 @@ export const LOCAL_WORKER_COMMAND = [
  */
 export async function connectClient(env: Env, options: ConnectOptions = {}): Promise<ConnectedClient> {
   let config = loadTemporalConfig(env);
-  // The same payload keys as the worker's (IMAGEBATCH_PAYLOAD_KEY): inputs, signals, queries and results are encrypted.
-  const codec = payloadCodecFromEnv(env);
+  // The same payload keys as the worker's (IMAGEBATCH_PAYLOAD_KEY): inputs, signals, queries and results are encrypted;
+  // compressed payloads are read whatever IMAGEBATCH_PAYLOAD_COMPRESSION says.
+  const codecs = payloadCodecsFromEnv(env);
   let local: ConnectedClient['local'];
   if (config.addressFrom === undefined && localModeAllowed(env)) {
     const need = options.local ?? 'server';
@@ -75,9 +76,8 @@ export async function connectClient(env: Env, options: ConnectOptions = {}): Pro
       : (config.addressFrom ?? `the default address (${IMAGEBATCH_LOCAL_ENV}=off)`);
     throw connectError({ error, address: config.address, source, timeoutMs: CONNECT_TIMEOUT_MS });
   });
-  const dataConverter = codec ? { dataConverter: clientDataConverter(codec) } : {};
   return {
-    client: new Client({ connection, namespace: config.namespace, ...dataConverter }),
+    client: new Client({ connection, namespace: config.namespace, dataConverter: clientDataConverter(codecs) }),
     config,
     close: () => connection.close(),
     ...(local ? { local } : {}),

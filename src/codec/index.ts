@@ -1,7 +1,23 @@
-/** Payload encryption for Temporal: an AES-256-GCM codec, its errors, and the converters that use it. */
+/** Payload compression and encryption for Temporal: the codecs, their errors, and the converters that use them. */
 export { AesGcmPayloadCodec, ENCRYPTED_ENCODING, KEY_ID_METADATA, payloadKeyId } from './aes-gcm-codec';
+export {
+  COMPRESSED_ENCODING,
+  COMPRESSION_MAX_INFLATED_BYTES,
+  COMPRESSION_MIN_BYTES,
+  CompressionPayloadCodec,
+  type CompressionCodecOptions,
+} from './compression-codec';
 export { PayloadCodecError, PayloadCodecErrorCode } from './errors';
-export { clientDataConverter, failureConverterPath, payloadCodecFromEnv, workerDataConverter } from './data-converter';
+export {
+  ChainedPayloadCodec,
+  clientDataConverter,
+  codecChain,
+  failureConverterPath,
+  payloadCodecFromEnv,
+  payloadCodecsFromEnv,
+  workerDataConverter,
+  type PayloadCodecs,
+} from './data-converter';
 export {
   CODEC_TOKEN_ENV,
   CODEC_TOKEN_MIN_LENGTH,

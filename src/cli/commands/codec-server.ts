@@ -3,11 +3,14 @@ import {
   CODEC_TOKEN_ENV,
   CODEC_TOKEN_MIN_LENGTH,
   codecTokenFromEnv,
+  ChainedPayloadCodec,
+  codecChain,
   parseAllowedOrigin,
-  payloadCodecFromEnv,
+  payloadCodecsFromEnv,
   startCodecServer,
 } from '../../codec';
 import { PAYLOAD_KEY_ENV, PAYLOAD_KEY_FILE_ENV } from '../../config/codec-config';
+import { PAYLOAD_COMPRESSION_ENV } from '../../config/compression-config';
 import { defineCommand } from '../command';
 import { OptionError } from '../errors';
 import { port, repeated } from '../options';
@@ -25,7 +28,9 @@ function addOrigin(value: string, previous: string[] = []): string[] {
 /** `imagebatch codec-server`: the Web UI's codec endpoint, until Ctrl-C. */
 export const codecServerCommand = defineCommand({
   name: 'codec-server',
-  description: `Serve /encode and /decode for the Temporal Web UI with the payload keys of ${PAYLOAD_KEY_ENV} (on 127.0.0.1)`,
+  description:
+    `Serve /encode and /decode for the Temporal Web UI with the payload keys of ${PAYLOAD_KEY_ENV} (on 127.0.0.1); ` +
+    `with ${PAYLOAD_COMPRESSION_ENV}=on alone, compressed payloads only`,
   summary: 'Decode payloads for the Temporal Web UI',
   options: [
     { flags: '--port <n>', description: 'port on 127.0.0.1 (0: any free port)', default: '8888' },
@@ -41,8 +46,15 @@ export const codecServerCommand = defineCommand({
     `${CODEC_TOKEN_ENV} (at least ${CODEC_TOKEN_MIN_LENGTH} characters).`,
   schema: z.object({ port, allowOrigin: repeated(addOrigin) }),
   async run(opts, { stdout, stderr, env, signal }) {
-    const codec = payloadCodecFromEnv(env);
-    if (!codec) throw new Error(`set ${PAYLOAD_KEY_ENV} or ${PAYLOAD_KEY_FILE_ENV}: the codec server needs the key`);
+    const codecs = payloadCodecsFromEnv(env);
+    // Without a key there is something to decode only where payloads are compressed.
+    if (!codecs.encryption && !codecs.compression.compress) {
+      throw new Error(
+        `set ${PAYLOAD_KEY_ENV} or ${PAYLOAD_KEY_FILE_ENV} (or ${PAYLOAD_COMPRESSION_ENV}=on): the codec server ` +
+          `needs the key`,
+      );
+    }
+    const codec = new ChainedPayloadCodec(codecChain(codecs));
     const { token, generated } = codecTokenFromEnv(env);
     const started = await startCodecServer({
       codec,
@@ -50,7 +62,8 @@ export const codecServerCommand = defineCommand({
       token,
       ...(opts.allowOrigin ? { allowOrigins: opts.allowOrigin } : {}),
     });
-    stdout(`codec server: ${started.url} (key id ${codec.keyId}; Ctrl-C stops it)\n`);
+    const keys = codecs.encryption ? `key id ${codecs.encryption.keyId}` : `no payload key: compressed payloads only`;
+    stdout(`codec server: ${started.url} (${keys}; Ctrl-C stops it)\n`);
     // The token once, on stderr (not in a log of stdout), as the one line a person copies into the Web UI.
     stderr(
       generated

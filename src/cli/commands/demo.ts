@@ -4,7 +4,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
-import { clientDataConverter, payloadCodecFromEnv, workerDataConverter } from '../../codec';
+import { clientDataConverter, payloadCodecsFromEnv, workerDataConverter } from '../../codec';
 import { defaultServiceConfig } from '../../config/service-config';
 import { collectResults, writeResults, type WrittenResults } from '../../results';
 import { DEMO_ACCOUNT_ID, DEMO_API_KEY, DEMO_KEY_ID, FaultKind, resolveConfig, startSimulator } from '../../simulator';
@@ -140,7 +140,7 @@ export async function demo(options: DemoOptions): Promise<DemoResult> {
   const file = options.file ?? path.join(projectRoot, 'examples', 'demo-prompts.csv');
   const outDir = path.join(options.home, 'demo');
   const dbFile = path.join(options.home, 'temporal.sqlite');
-  const codec = payloadCodecFromEnv(options.env ?? process.env); // checked before anything starts
+  const codecs = payloadCodecsFromEnv(options.env ?? process.env); // checked before anything starts
   options.log(`starting the embedded Temporal dev server (state in ${dbFile})`);
   const server = await DevServer.start({
     dbFile,
@@ -155,11 +155,11 @@ export async function demo(options: DemoOptions): Promise<DemoResult> {
     const webUi = server.uiUrl ? `${server.uiUrl}/namespaces/default/workflows` : undefined;
     options.log(`Temporal: ${server.address}${webUi ? `  Web UI: ${webUi}` : ''}`);
     options.log(`image service simulator: ${sim.baseUrl}`);
-    if (codec) options.log(`payloads encrypted with key id ${codec.keyId}`);
-    const client = new Client({ connection, ...(codec ? { dataConverter: clientDataConverter(codec) } : {}) });
+    if (codecs.encryption) options.log(`payloads encrypted with key id ${codecs.encryption.keyId}`);
+    const client = new Client({ connection, dataConverter: clientDataConverter(codecs) });
     const worker = await createWorker({
       connection: nativeConnection,
-      ...(codec ? { dataConverter: workerDataConverter(codec) } : {}),
+      dataConverter: workerDataConverter(codecs),
       activityDeps: {
         config: defaultServiceConfig({ baseUrl: sim.baseUrl, minPollIntervalMs: 1000 }),
         apiKey: () => DEMO_API_KEY,

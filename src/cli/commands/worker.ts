@@ -2,7 +2,7 @@ import path from 'node:path';
 import { DefaultLogger, NativeConnection } from '@temporalio/worker';
 import { Client, Connection } from '@temporalio/client';
 import { lazyApiKeyProvider, loadApiKey } from '../../api/api-key';
-import { clientDataConverter, payloadCodecFromEnv, workerDataConverter } from '../../codec';
+import { clientDataConverter, payloadCodecsFromEnv, workerDataConverter } from '../../codec';
 import { loadMetricsConfig } from '../../config/metrics-config';
 import { loadServiceConfig } from '../../config/service-config';
 import { connectionOptions, loadTemporalConfig } from '../../config/temporal-config';
@@ -50,7 +50,7 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSum
   const temporal = loadTemporalConfig(options.env);
   const service = loadServiceConfig(options.env);
   const apiKey = loadApiKey(options.env);
-  const codec = payloadCodecFromEnv(options.env);
+  const codecs = payloadCodecsFromEnv(options.env);
   const metricsConfig = loadMetricsConfig(options.env);
   const ledgerAt = ledgerLocation(options.env);
   // Before the first NativeConnection: the Prometheus exporter is chosen when the runtime is created.
@@ -60,7 +60,7 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSum
   });
   // The store of what was paid, reached before anything else connects: a worker without it sends nothing.
   const ledger = await openLedgerStore(ledgerAt);
-  const dataConverter = codec ? workerDataConverter(codec) : undefined;
+  const dataConverter = workerDataConverter(codecs);
   // The build's bundle (the image makes it at build time); without one the worker runs webpack now, which costs
   // seconds and memory at every start: said, so that a build that lost its bundles shows.
   const workflowBundle = prebuiltWorkflowBundle(dataConverter);
@@ -79,7 +79,7 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSum
       shutdownGraceTimeMs: temporal.shutdownGraceMs,
       ...(temporal.maxCachedWorkflows === undefined ? {} : { maxCachedWorkflows: temporal.maxCachedWorkflows }),
       ...(temporal.ratePerSecond > 0 ? { maxTaskQueueActivitiesPerSecond: temporal.ratePerSecond } : {}),
-      ...(dataConverter ? { dataConverter } : {}),
+      dataConverter,
       ...(metricsConfig
         ? {
             metrics: new WorkerMetrics(
@@ -93,7 +93,7 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSum
         temporalClient: new Client({
           connection: clientConnection,
           namespace: temporal.namespace,
-          ...(codec ? { dataConverter: clientDataConverter(codec) } : {}),
+          dataConverter: clientDataConverter(codecs),
         }),
         ...(options.outputRoot ? { outputRoot: options.outputRoot } : {}),
         ledger,
@@ -105,7 +105,7 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSum
     options.log(
       `worker polling ${temporal.taskQueue} on ${temporal.address} (namespace ${temporal.namespace}` +
         `${temporal.ratePerSecond > 0 ? `, ${temporal.ratePerSecond} activities/s for the whole queue` : ''}` +
-        `${codec ? `, payloads encrypted with key id ${codec.keyId}` : ''}` +
+        `${codecs.encryption ? `, payloads encrypted with key id ${codecs.encryption.keyId}` : ''}` +
         `${metricsConfig ? `, metrics on http://${metricsConfig.bindAddress}/metrics` : ''}; ledger store ` +
         `${ledger.location})`,
     );

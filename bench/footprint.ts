@@ -258,7 +258,7 @@ function repeatsTable(runs: readonly Measured[]): Table {
 
 function projectionTable(runs: readonly Measured[]): Table {
   return {
-    title: `6f. Projection to ${num(PROJECTED_ROWS)} rows (local mode, one machine)`,
+    title: `7f. Projection to ${num(PROJECTED_ROWS)} rows (local mode, one machine)`,
     headers: ['variant', 'bytes/row', 'disk GB', 'rows/s', 'hours', 'machine'],
     rows: runs.map((m) => {
       const rate = m.rows / m.seconds;

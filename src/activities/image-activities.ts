@@ -224,7 +224,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
     };
     switch (outcome.kind) {
       case 'accepted':
-        if (api().pacedSince(deps.now() - PACED_LATELY_MS)) limits.signal('rate_limited', deps.now());
+        if (api().pacedSince(deps.now() - PACED_LATELY_MS)) limits.signal('paced', deps.now());
         return {
           creationId: outcome.creationId,
           status: outcome.status,
@@ -242,7 +242,10 @@ export function createImageActivities(deps: ImageActivityDeps) {
         // The worker's own gate and pace, full, say the same limits bind as the 429s they keep away.
         if (outcome.httpStatus === 429 || (outcome.local === true && outcome.code !== LocalHoldCode.Wait)) {
           const quota = outcome.code === ErrorCode.QuotaExceeded || outcome.code === LocalHoldCode.Quota;
-          limits.signal(quota ? 'quota_exceeded' : 'rate_limited', deps.now());
+          limits.signal(
+            quota ? 'quota_exceeded' : outcome.code === LocalHoldCode.Rate ? 'paced' : 'rate_limited',
+            deps.now(),
+          );
         }
         return fail(outcome);
       case 'refunded':

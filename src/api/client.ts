@@ -250,10 +250,10 @@ export class ImageApiClient {
           // Learn a longer poll interval only from a 429 that the poll interval plausibly caused (the previous
           // poll of this creation was recent); a per-key rate limit on a late poll must not slow every poll.
           const sincePrevious = previousPoll === undefined ? undefined : Math.max(0, sentAt - previousPoll);
+          // Polls never cut the learnt pace: a 429 of the poll interval reads the same, and the key's next
+          // submission meets the key's rate if that is what binds.
           if (sincePrevious === undefined || sincePrevious < 2 * this.pollIntervalMs()) {
             this.holds.learnPollInterval((sincePrevious ?? 0) + outcome.retryAfterMs, MAX_LEARNT_POLL_INTERVAL_MS);
-          } else {
-            this.holds.rateOf(keyId).limited(now);
           }
         } else if (outcome.httpStatus === 429 && outcome.code === ErrorCode.QuotaExceeded) {
           // The quota counts creations: polls go on, and find the places that free.
@@ -261,7 +261,7 @@ export class ImageApiClient {
           this.holds.holdSubmissions(keyId, now + outcome.retryAfterMs);
           this.logger.info('image api: submissions held', { keyId, waitMs: outcome.retryAfterMs });
         } else {
-          if (outcome.httpStatus === 429) this.holds.rateOf(keyId).limited(now);
+          if (outcome.httpStatus === 429) this.learntPace(keyId, now);
           this.holds.holdKey(keyId, now + outcome.retryAfterMs);
           this.logger.info('image api: key held', {
             keyId,
@@ -306,6 +306,16 @@ export class ImageApiClient {
       if (ticket) return ticket;
       const left = until - this.now();
       if (left <= 0 || !(await gate.waitForPlace(left, signal))) return undefined;
+    }
+  }
+
+  /** A 429 of the key's rate: the learnt pace is cut, and the log says to what. */
+  private learntPace(keyId: string, now: number): void {
+    const rate = this.holds.rateOf(keyId);
+    const before = rate.perSecond;
+    rate.limited(now);
+    if (rate.perSecond !== before) {
+      this.logger.info('image api: pace learnt from a 429', { keyId, perSecond: Number(rate.perSecond?.toFixed(2)) });
     }
   }
 

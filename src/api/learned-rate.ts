@@ -14,7 +14,7 @@ export const LEARNED_RATE = {
   /** How far back from a 429 the requests the service let through are counted, in ms. */
   measureMs: 2_000,
   /** After a 429, the pace is this share of the rate the service let through... */
-  under: 0.9,
+  under: 0.95,
   /** ...and at least this share of the pace before it (two 429s are needed to halve it). */
   deepestCut: 0.5,
   /** The 429s of one burst are one signal: at most one cut in this many ms. */
@@ -31,6 +31,11 @@ export const LEARNED_RATE = {
   slowRaise: 0.001,
   /** The slowest pace, in requests/s: a key is never paced to a stop. */
   minPerSec: 0.2,
+  /**
+   * The smallest raise, in requests/s: a small share (a worker that met a 429 while it sent little, the key being
+   * shared) grows back by at least this much a second, as TCP's additive increase does not depend on the window.
+   */
+  minRaisePerSec: 0.02,
   /** The bucket holds this many seconds of the pace (at least one request). */
   burstSeconds: 0.5,
 } as const;
@@ -112,7 +117,8 @@ export class LearnedRate {
     if (nowMs - this.lastCutAt < LEARNED_RATE.quietMs || nowMs - this.lastRaiseAt < LEARNED_RATE.raiseEveryMs) return;
     if (nowMs - this.lastHeldAt > LEARNED_RATE.raiseEveryMs) return;
     const fast = pace < this.cutLevel * LEARNED_RATE.resumeShare;
-    this.pace = pace * (1 + (fast ? LEARNED_RATE.fastRaise : LEARNED_RATE.slowRaise));
+    this.pace =
+      pace + Math.max(LEARNED_RATE.minRaisePerSec, pace * (fast ? LEARNED_RATE.fastRaise : LEARNED_RATE.slowRaise));
     this.lastRaiseAt = nowMs;
   }
 

@@ -32,7 +32,11 @@ export type PollRegime = BindingLimit;
 export type HeldBy = BindingLimit | 'queue';
 
 /** What made a regime: a 429's reason, or the task queue holding activities back. */
-export type ThrottleSignal = 'rate_limited' | 'quota_exceeded' | 'queue_lag';
+export type ThrottleSignal = 'rate_limited' | 'quota_exceeded' | 'queue_lag' | 'paced';
+
+/** Signals read from this process's own timing, which count only once they last (see `queueLagSeconds`). */
+const LASTING_SIGNALS = ['queue_lag', 'paced'] as const satisfies readonly ThrottleSignal[];
+type LastingSignal = (typeof LASTING_SIGNALS)[number];
 
 export interface PollPlanOptions {
   /**
@@ -66,9 +70,10 @@ export interface PollPlanOptions {
    */
   regimeMemoryMs: number;
   /**
-   * Distinct seconds within {@link regimeMemoryMs} in which the task queue held keys back before its lag counts as
-   * a limit that binds: a lag in a few seconds only is a burst (matching releasing, at once, retries that fell due
-   * while the history service restarted), not a rate limit. A 429 is the service's own word and counts at once.
+   * Distinct seconds within {@link regimeMemoryMs} in which the task queue held keys back (or this worker's pace
+   * held a submission back) before it counts as a limit that binds: a lag in a few seconds only is a burst (matching
+   * releasing, at once, retries that fell due while the history service restarted), not a rate limit. A 429 is the
+   * service's own word and counts at once.
    * @default 5
    */
   queueLagSeconds: number;
@@ -117,8 +122,8 @@ export class PollPlan {
   private readonly options: PollPlanOptions;
   private readonly models = new Map<string, ModelTimes>();
   private readonly lastSignal = new Map<ThrottleSignal, number>();
-  /** The distinct seconds (whole seconds of the clock) of the task queue's lag, newest last. */
-  private readonly lagSeconds: number[] = [];
+  /** For each lasting signal, the distinct seconds (whole seconds of the clock) it came in, newest last. */
+  private readonly lastingSeconds = new Map<LastingSignal, number[]>();
 
   constructor(options: Partial<PollPlanOptions> = {}) {
     this.options = { ...DEFAULT_POLL_PLAN_OPTIONS, ...options };
@@ -143,17 +148,20 @@ export class PollPlan {
   /** The service or the task queue throttled this process at `atMs`. */
   signal(kind: ThrottleSignal, atMs: number): void {
     this.lastSignal.set(kind, atMs);
-    if (kind !== 'queue_lag') return;
+    if (!LASTING_SIGNALS.some((k) => k === kind)) return;
+    const seconds = this.lastingSeconds.get(kind as LastingSignal) ?? [];
     const second = Math.floor(atMs / 1000);
-    if (this.lagSeconds.at(-1) !== second) this.lagSeconds.push(second);
-    if (this.lagSeconds.length > this.options.queueLagSeconds) this.lagSeconds.shift();
+    if (seconds.at(-1) !== second) seconds.push(second);
+    if (seconds.length > this.options.queueLagSeconds) seconds.shift();
+    this.lastingSeconds.set(kind as LastingSignal, seconds);
   }
 
-  /** Whether the task queue's lag came in {@link PollPlanOptions.queueLagSeconds} distinct seconds lately. */
-  private queueBinds(nowMs: number): boolean {
-    const oldest = this.lagSeconds[0];
+  /** Whether a lasting signal came in {@link PollPlanOptions.queueLagSeconds} distinct seconds lately. */
+  private lasts(kind: LastingSignal, nowMs: number): boolean {
+    const seconds = this.lastingSeconds.get(kind) ?? [];
+    const oldest = seconds[0];
     return (
-      this.lagSeconds.length >= this.options.queueLagSeconds &&
+      seconds.length >= this.options.queueLagSeconds &&
       oldest !== undefined &&
       nowMs - oldest * 1000 <= this.options.regimeMemoryMs
     );
@@ -170,8 +178,8 @@ export class PollPlan {
       return at !== undefined && nowMs - at <= this.options.regimeMemoryMs;
     };
     if (recent('quota_exceeded')) return 'concurrency';
-    if (recent('rate_limited')) return 'rate';
-    if (recent('queue_lag') && this.queueBinds(nowMs)) return 'queue';
+    if (recent('rate_limited') || this.lasts('paced', nowMs)) return 'rate';
+    if (this.lasts('queue_lag', nowMs)) return 'queue';
     return 'open';
   }
 

@@ -41,6 +41,17 @@ export interface WindowState {
   ceiling: number;
   floor: number;
   decrease: number;
-  /** The last decrease: its limit and when (workflow time); reports within the limit's memory are the same event. */
-  cut?: { limit: Exclude<BindingLimit, 'open'>; atMs: number };
+  /**
+   * The last decrease: its limit, when (workflow time) and from what size. Under the first rule, reports within the
+   * limit's memory are the same event; under `sawtooth`, reports below the size it was cut from are.
+   */
+  cut?: { limit: Exclude<BindingLimit, 'open'>; atMs: number; from?: number };
+  /**
+   * How reports cut it. Absent (the first rule): at most once per limit memory, with no growth within it. That rule
+   * starves under a limit that binds for good: a worker that keeps under the limit (its pace and quota gate) reports
+   * it all the time, and the window shrinks by 0.7 every 30 s to its floor. `sawtooth`: a report cuts only a window
+   * that has grown back to the size of the last cut, and it grows with every row that ends, as TCP's window does
+   * between two losses.
+   */
+  rule?: 'sawtooth';
 }

@@ -182,6 +182,13 @@ export const STOP_LOSS = 'stop-loss';
 export const ADAPTIVE_WINDOW = 'adaptive-window';
 
 /**
+ * Patch: a new batch's window follows the sawtooth rule (WindowState.rule): a limit that binds for good, as it does
+ * once workers keep under the key's rate and the account's quota, no longer starves it to its floor. Asked once, at
+ * the batch's start, with {@link ADAPTIVE_WINDOW}; the state carries the rule.
+ */
+export const WINDOW_SAWTOOTH = 'window-sawtooth';
+
+/**
  * Patch: a row's workflow id fits 255 characters whatever the batch and row ids (promptWorkflowId shortens the
  * longer ones; a SQL store refuses them). Before it, `<batch>/<row>` whole. Ids of 255 or fewer are the same on
  * both paths.
@@ -296,7 +303,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
     }
     if (state.runs === 0 && patched(ADAPTIVE_WINDOW)) {
       const given = input.concurrency === undefined ? {} : { initial: concurrency, ceiling: concurrency };
-      state.window = AdaptiveWindow.start(given);
+      state.window = AdaptiveWindow.start(given, patched(WINDOW_SAWTOOTH) ? 'sawtooth' : undefined);
     }
     state.runs += 1;
 

@@ -16,18 +16,20 @@ import {
  * - Multiplicative decrease: a row that reports a binding limit cuts the window to `decrease` of it (the threshold
  *   too), at most once per LIMIT_MEMORY_MS: a worker reports a limit for that long after it met it, so later reports
  *   within it are the same event, not a new one. Reports within it add nothing either.
+ * - Under the `sawtooth` rule (WindowState.rule), a report cuts only a window grown back to the size of the last
+ *   cut, and every row that ends grows it: between 0.7 and 1 of that size while a limit binds for good.
  * - Never above the ceiling nor below the floor.
  */
 export class AdaptiveWindow {
   constructor(readonly state: WindowState) {}
 
   /** The window of a batch that starts now: at `initial` (clamped), with no threshold yet. */
-  static start(options: WindowOptions = {}): WindowState {
+  static start(options: WindowOptions = {}, rule?: WindowState['rule']): WindowState {
     const ceiling = Math.max(1, Math.floor(options.ceiling ?? WINDOW_DEFAULTS.ceiling));
     const floor = Math.min(ceiling, Math.max(1, Math.floor(options.floor ?? WINDOW_DEFAULTS.floor)));
     const initial = Math.min(ceiling, Math.max(floor, Math.floor(options.initial ?? WINDOW_DEFAULTS.initial)));
     const decrease = Math.min(0.95, Math.max(0.1, options.decrease ?? WINDOW_DEFAULTS.decrease));
-    return { size: initial, threshold: ceiling, ceiling, floor, decrease };
+    return { size: initial, threshold: ceiling, ceiling, floor, decrease, ...(rule ? { rule } : {}) };
   }
 
   /** Rows in flight allowed now: a whole number, between the floor and the ceiling. */
@@ -39,15 +41,29 @@ export class AdaptiveWindow {
   rowEnded(limit: BindingLimit | undefined, nowMs: number): void {
     const s = this.state;
     const cut = s.cut;
-    const recent = cut !== undefined && nowMs - cut.atMs < LIMIT_MEMORY_MS;
-    if (limit === 'rate' || limit === 'concurrency') {
-      if (recent) return;
-      s.size = Math.max(s.floor, this.size * s.decrease);
-      s.threshold = s.size;
-      s.cut = { limit, atMs: nowMs };
-      return;
+    const binds = limit === 'rate' || limit === 'concurrency';
+    if (s.rule === 'sawtooth') {
+      // The same event while the window is below where it was last cut: it grows on, as it does with room.
+      if (binds && (cut?.from === undefined || this.size >= cut.from)) return this.cutFor(limit, nowMs);
+      return this.grow();
     }
+    const recent = cut !== undefined && nowMs - cut.atMs < LIMIT_MEMORY_MS;
     if (recent) return;
+    if (binds) return this.cutFor(limit, nowMs);
+    this.grow();
+  }
+
+  private cutFor(limit: Exclude<BindingLimit, 'open'>, nowMs: number): void {
+    const s = this.state;
+    const from = this.size;
+    s.size = Math.max(s.floor, from * s.decrease);
+    s.threshold = s.size;
+    s.cut = s.rule === 'sawtooth' ? { limit, atMs: nowMs, from } : { limit, atMs: nowMs };
+  }
+
+  /** Slow start below the threshold (one row a row), then one row per window of rows. */
+  private grow(): void {
+    const s = this.state;
     s.size = Math.min(s.ceiling, s.size < s.threshold ? s.size + 1 : s.size + 1 / s.size);
   }
 

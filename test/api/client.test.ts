@@ -1,6 +1,7 @@
 import { MockAgent } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ImageApiClient, LocalHoldCode } from '../../src/api/client';
+import { keyFingerprint } from '../../src/api/api-key';
 import { ErrorCode } from '../../src/api/contract';
 import { HoldRegistry } from '../../src/api/holds';
 import { defaultServiceConfig, type ServiceConfig } from '../../src/config/service-config';
@@ -279,6 +280,8 @@ describe('ImageApiClient: holds', () => {
     clock.t += 60_000;
     expect(await client.getCreation('c1')).toMatchObject({ kind: 'rateLimited', retryAfterMs: 3000 });
     expect(client.pollIntervalMs()).toBe(2000);
+    // Nor does it set a pace (a poll's 429 may be the poll interval's): the key's submissions are not held back.
+    expect(client.holds.rateOf(keyFingerprint(SECRET_KEY)).perSecond).toBeUndefined();
   });
 
   it('the optional pacer sleeps sub-second waits and turns longer ones into a local hold', async () => {

@@ -48,11 +48,13 @@ describe('LearnedRate', () => {
     rate.limited(t);
     rate.limited(t + 10);
     rate.limited(t + 500);
-    expect(rate.perSecond).toBeCloseTo(18, 0);
+    expect(rate.perSecond).toBeCloseTo(19.5 * LEARNED_RATE.under, 1);
     // The service now lets 10/s through.
     t = sendPassing(rate, t + 1000, 2000, 10);
     rate.limited(t);
-    expect(rate.perSecond).toBeCloseTo(9, 0);
+    // Under what the service now lets through, but at most halved at once.
+    expect(rate.perSecond).toBeLessThan(10);
+    expect(rate.perSecond).toBeGreaterThanOrEqual(19.5 * LEARNED_RATE.under * LEARNED_RATE.deepestCut);
   });
 
   it('never cuts below half the pace at once, nor below the floor', () => {
@@ -61,7 +63,7 @@ describe('LearnedRate', () => {
     rate.limited(t);
     t += 3000; // nothing passed in the last two seconds
     rate.limited(t);
-    expect(rate.perSecond).toBeCloseTo(18 * LEARNED_RATE.deepestCut, 0);
+    expect(rate.perSecond).toBeCloseTo(19.5 * LEARNED_RATE.under * LEARNED_RATE.deepestCut, 1);
     for (let i = 0; i < 40; i += 1) rate.limited((t += 2000));
     expect(rate.perSecond).toBe(LEARNED_RATE.minPerSec);
   });
@@ -71,7 +73,7 @@ describe('LearnedRate', () => {
     let t = sendPassing(idle, 0, 4000, 20);
     idle.limited(t);
     for (let i = 0; i < 60; i += 1) idle.take((t += 2000)); // one request per 2 s: the pace does not bind
-    expect(idle.perSecond).toBeCloseTo(18, 0);
+    expect(idle.perSecond).toBeCloseTo(19.5 * LEARNED_RATE.under, 1);
 
     const busy = new LearnedRate();
     t = sendPassing(busy, 0, 4000, 20);
@@ -83,13 +85,23 @@ describe('LearnedRate', () => {
       if ((t - start) % 1000 === 0) paces.push(busy.perSecond!);
     }
     const second = (s: number) => paces[s]!;
-    expect(second(LEARNED_RATE.quietMs / 1000 - 1)).toBeCloseTo(18, 0);
+    expect(second(LEARNED_RATE.quietMs / 1000 - 1)).toBeCloseTo(19.5 * LEARNED_RATE.under, 1);
     // The service let 19.5/s through at the cut (39 requests in its last two seconds).
-    expect(second(12)).toBeGreaterThan(second(4) * 1.05);
-    expect(second(12)).toBeLessThanOrEqual(19.5 * LEARNED_RATE.resumeShare * (1 + LEARNED_RATE.fastRaise));
+    expect(second(12)).toBeGreaterThanOrEqual(19.5 * LEARNED_RATE.resumeShare);
+    expect(second(12)).toBeLessThan(19.5); // not yet above what the service let through
     // Beyond it, about 0.1% a second.
     expect(second(110) / second(50)).toBeGreaterThan(1.04);
     expect(second(110) / second(50)).toBeLessThan(1.08);
+  });
+
+  it('a small share grows back by a fixed step at least, not by a share of itself', () => {
+    const rate = new LearnedRate();
+    rate.passedAt(0);
+    rate.limited(1000); // one request in its first second: a pace of 0.9/s
+    const start = rate.perSecond!;
+    let t = 1000;
+    for (; t < 1000 + LEARNED_RATE.quietMs + 100_000; t += 5) rate.take(t);
+    expect(rate.perSecond! - start).toBeGreaterThan(LEARNED_RATE.minRaisePerSec * 90);
   });
 
   it('the same calls at the same times give the same pace (deterministic)', () => {

@@ -122,6 +122,12 @@ describe('the poll plan', () => {
     // A lag that lasts, one second after another, is a limit that binds.
     const t = lagEverySecond(plan, 70_000, DEFAULT_POLL_PLAN_OPTIONS.queueLagSeconds);
     expect(plan.heldBy(t)).toBe('queue');
+    // So is this worker's own pace: a moment of it is a burst, a pace that holds second after second binds.
+    const paced = new PollPlan();
+    for (let ms = 0; ms < 1_000; ms += 10) paced.signal('paced', ms);
+    expect(paced.regime(1_000)).toBe('open');
+    for (let i = 1; i < DEFAULT_POLL_PLAN_OPTIONS.queueLagSeconds; i += 1) paced.signal('paced', i * 1000);
+    expect([paced.heldBy(5_000), paced.regime(5_000)]).toEqual(['rate', 'rate']);
     // Lags spread thinner than the memory do not add up.
     const thin = new PollPlan();
     for (let i = 0; i < 10; i += 1) thin.signal('queue_lag', i * DEFAULT_POLL_PLAN_OPTIONS.regimeMemoryMs);

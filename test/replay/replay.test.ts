@@ -63,6 +63,8 @@ const EXPECTED = [
   'v10-adaptive-window-batch-quota-rows-report-limit',
   'v10-adaptive-window-batch-continue-as-new-run1',
   'v10-adaptive-window-batch-continue-as-new-run2',
+  // Recorded after the `window-sawtooth` patch (a limit that binds for good no longer starves the window).
+  'v11-window-sawtooth-batch-window-grows-then-quota-cuts',
 ];
 
 type History = temporal.api.history.v1.History;
@@ -148,6 +150,14 @@ describe('replay of recorded histories', () => {
     // The second run's input carries the window in the batch's state: no marker, the same window.
     const run2 = texts('v10-adaptive-window-batch-continue-as-new-run2');
     expect(run2.some((t) => t.includes('"window":{"size":'))).toBe(true);
+  });
+
+  it("the window-sawtooth history holds the patch's marker and a row's report of the quota", () => {
+    const texts = payloadTexts(
+      fixtures.find((f) => f.name === 'v11-window-sawtooth-batch-window-grows-then-quota-cuts')!.json,
+    );
+    expect(texts.some((t) => t.includes('window-sawtooth'))).toBe(true);
+    expect(texts).toContain('{"limit":"concurrency"}');
   });
 
   it('the histories hold no API key', () => {

@@ -62,9 +62,10 @@ describe('the adaptive window', () => {
       fc.property(
         fc.record({ ceiling: fc.integer({ min: 1, max: 300 }), floor: fc.integer({ min: 1, max: 10 }) }),
         fc.array(fc.tuple(report, fc.integer({ min: 0, max: 40_000 })), { maxLength: 400 }),
-        (options, history) => {
-          const a = new AdaptiveWindow(AdaptiveWindow.start(options));
-          const b = new AdaptiveWindow(AdaptiveWindow.start(options));
+        fc.constantFrom(undefined, 'sawtooth' as const),
+        (options, history, rule) => {
+          const a = new AdaptiveWindow(AdaptiveWindow.start(options, rule));
+          const b = new AdaptiveWindow(AdaptiveWindow.start(options, rule));
           let now = 0;
           for (const [limit, step] of history) {
             now += step;
@@ -77,5 +78,47 @@ describe('the adaptive window', () => {
         },
       ),
     );
+  });
+
+  describe('the sawtooth rule (a limit that binds for good)', () => {
+    /** Rows end one every 100 ms for `seconds`, each reporting `limit`; returns the sizes seen, one a second. */
+    const steady = (w: AdaptiveWindow, limit: BindingLimit, seconds: number, from = 0) => {
+      const sizes: number[] = [];
+      for (let t = from; t < from + seconds * 1000; t += 100) {
+        w.rowEnded(limit, t);
+        if (t % 1000 === 0) sizes.push(w.size);
+      }
+      return sizes;
+    };
+
+    it('the first rule starves under a limit every row reports: 0.7 every 30 s, down to the floor', () => {
+      const w = new AdaptiveWindow(AdaptiveWindow.start());
+      room(w, 52, 0); // 60
+      const sizes = steady(w, 'rate', 600);
+      expect(sizes.at(-1)).toBe(1);
+    });
+
+    it('holds between 0.7 and 1 of the size at which the limit first bound, for as long as it binds', () => {
+      const w = new AdaptiveWindow(AdaptiveWindow.start({}, 'sawtooth'));
+      room(w, 52, 0); // 60
+      const sizes = steady(w, 'rate', 600);
+      expect(Math.min(...sizes)).toBe(42); // 60 * 0.7
+      expect(Math.max(...sizes.slice(1))).toBeLessThanOrEqual(61);
+    });
+
+    it('a cut waits until the window has grown back; rows with room raise where it is cut next', () => {
+      const w = new AdaptiveWindow(AdaptiveWindow.start({}, 'sawtooth'));
+      room(w, 12, 0); // 20
+      w.rowEnded('concurrency', 0);
+      expect(w.size).toBe(14);
+      w.rowEnded('concurrency', 1); // below 20: the same event; the window grows on
+      expect(w.state.size).toBeCloseTo(14 + 1 / 14, 5);
+      room(w, 400, 2); // room: it grows past 20
+      const grown = w.size;
+      expect(grown).toBeGreaterThan(20);
+      w.rowEnded('concurrency', 3);
+      expect(w.size).toBe(Math.floor(grown * 0.7));
+      expect(w.state.cut).toMatchObject({ limit: 'concurrency', from: grown });
+    });
   });
 });

@@ -22,7 +22,7 @@ import {
 } from '../model';
 import { lazyClient, LocalHoldCode, type ClientOutcome, type Logger } from '../api/client';
 import type { HoldRegistry } from '../api/holds';
-import type { HeldBy, PollPlan, PollRegime } from '../api/poll-plan';
+import type { HeldBy, PollPlan, PollRegime, ThrottleSignal } from '../api/poll-plan';
 import { ErrorCode } from '../api/contract';
 import type { ApiKeyProvider } from '../api/api-key';
 import type { ServiceConfig } from '../config/service-config';
@@ -77,8 +77,22 @@ export const UNRECOGNIZED_NOT_FOUND_LIMIT = 5;
  */
 export const QUEUE_LAG_MS = 1_000;
 
-/** A submission that the key's pace held back this recently says that the key's rate binds. */
-const PACED_LATELY_MS = 1_000;
+/** A submission that the key's pace (or quota gate) held back this recently says that the key's rate (quota) binds. */
+const HELD_LATELY_MS = 1_000;
+
+/** What a submission held back (by the service's 429, or by this worker's own pace or quota gate) tells the plan. */
+function throttleOf(code: string): ThrottleSignal {
+  switch (code) {
+    case ErrorCode.QuotaExceeded:
+      return 'quota_exceeded';
+    case LocalHoldCode.Quota:
+      return 'gated';
+    case LocalHoldCode.Rate:
+      return 'paced';
+    default:
+      return 'rate_limited';
+  }
+}
 
 /** What the worker's log says when what holds keys back changes. */
 const HELD_TEXT: Readonly<Record<HeldBy | 'busy', string>> = {
@@ -224,7 +238,8 @@ export function createImageActivities(deps: ImageActivityDeps) {
     };
     switch (outcome.kind) {
       case 'accepted':
-        if (api().pacedSince(deps.now() - PACED_LATELY_MS)) limits.signal('paced', deps.now());
+        if (api().pacedSince(deps.now() - HELD_LATELY_MS)) limits.signal('paced', deps.now());
+        if (api().gatedSince(deps.now() - HELD_LATELY_MS)) limits.signal('gated', deps.now());
         return {
           creationId: outcome.creationId,
           status: outcome.status,
@@ -241,11 +256,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
         // Which limit binds decides when polls go out (poll-plan.ts). A 503's wait is neither.
         // The worker's own gate and pace, full, say the same limits bind as the 429s they keep away.
         if (outcome.httpStatus === 429 || (outcome.local === true && outcome.code !== LocalHoldCode.Wait)) {
-          const quota = outcome.code === ErrorCode.QuotaExceeded || outcome.code === LocalHoldCode.Quota;
-          limits.signal(
-            quota ? 'quota_exceeded' : outcome.code === LocalHoldCode.Rate ? 'paced' : 'rate_limited',
-            deps.now(),
-          );
+          limits.signal(throttleOf(outcome.code), deps.now());
         }
         return fail(outcome);
       case 'refunded':
@@ -506,7 +517,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
    * limit of the service.
    */
   function bindingLimit(now: number): BindingLimit {
-    const held = limits.heldBy(now);
+    const held = limits.heldNow(now);
     const seen = held === 'queue' && !deps.taskQueueRateLimited ? 'busy' : held;
     if (seen !== told) {
       told = seen;

@@ -70,6 +70,8 @@ export class ImageApiClient {
   private readonly sleep: (ms: number) => Promise<void>;
   /** When the pace last made a request wait, if ever. */
   private lastPacedAt: number | undefined;
+  /** When the learnt quota last made a submission wait, if ever. */
+  private lastGatedAt: number | undefined;
 
   constructor(options: ImageApiClientOptions) {
     this.config = options.config;
@@ -261,7 +263,7 @@ export class ImageApiClient {
           this.holds.holdSubmissions(keyId, now + outcome.retryAfterMs);
           this.logger.info('image api: submissions held', { keyId, waitMs: outcome.retryAfterMs });
         } else {
-          if (outcome.httpStatus === 429) this.learntPace(keyId, now);
+          if (outcome.httpStatus === 429) this.learntPace(keyId, now, outcome.retryAfterMs);
           this.holds.holdKey(keyId, now + outcome.retryAfterMs);
           this.logger.info('image api: key held', {
             keyId,
@@ -304,16 +306,17 @@ export class ImageApiClient {
     for (;;) {
       const ticket = gate.enter(this.now());
       if (ticket) return ticket;
+      this.lastGatedAt = this.now();
       const left = until - this.now();
       if (left <= 0 || !(await gate.waitForPlace(left, signal))) return undefined;
     }
   }
 
-  /** A 429 of the key's rate: the learnt pace is cut, and the log says to what. */
-  private learntPace(keyId: string, now: number): void {
+  /** A 429 of the key's rate, holding the key for `holdMs`: the learnt pace is cut, and the log says to what. */
+  private learntPace(keyId: string, now: number, holdMs: number): void {
     const rate = this.holds.rateOf(keyId);
     const before = rate.perSecond;
-    rate.limited(now);
+    rate.limited(now, holdMs);
     if (rate.perSecond !== before) {
       this.logger.info('image api: pace learnt from a 429', { keyId, perSecond: Number(rate.perSecond?.toFixed(2)) });
     }
@@ -338,6 +341,11 @@ export class ImageApiClient {
   /** Whether the pace (fixed or learnt) made a request wait at or after `sinceMs`: the key's rate binds. */
   pacedSince(sinceMs: number): boolean {
     return this.lastPacedAt !== undefined && this.lastPacedAt >= sinceMs;
+  }
+
+  /** Whether the learnt quota made a submission wait at or after `sinceMs`: the account's quota binds. */
+  gatedSince(sinceMs: number): boolean {
+    return this.lastGatedAt !== undefined && this.lastGatedAt >= sinceMs;
   }
 }
 

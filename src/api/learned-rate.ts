@@ -47,6 +47,8 @@ export class LearnedRate {
   /** The rate the service let through at the last cut. */
   private cutLevel = 0;
   private lastCutAt = Number.NEGATIVE_INFINITY;
+  /** The end of the last 429's hold of the key. */
+  private heldUntil = Number.NEGATIVE_INFINITY;
   private lastRaiseAt = Number.NEGATIVE_INFINITY;
   private lastHeldAt = Number.NEGATIVE_INFINITY;
   private tokens = 0;
@@ -83,12 +85,18 @@ export class LearnedRate {
     this.forget(sentAtMs);
   }
 
-  /** The service answered a request with `429 ERR_RATE_LIMIT` at `nowMs`: the pace is cut. */
-  limited(nowMs: number): void {
+  /**
+   * The service answered a request with `429 ERR_RATE_LIMIT` at `nowMs`, holding the key for `holdMs` (its
+   * Retry-After): the pace is cut.
+   */
+  limited(nowMs: number, holdMs = 0): void {
     if (nowMs - this.lastCutAt < LEARNED_RATE.cutSpacingMs) return;
     this.forget(nowMs);
-    const age = this.firstPassedAt === undefined ? 0 : nowMs - this.firstPassedAt;
-    const spanMs = Math.min(LEARNED_RATE.measureMs, Math.max(LEARNED_RATE.cutSpacingMs, age));
+    // Measured over the time the key could send: its own age, less the last 429's hold (nothing passes in a hold,
+    // and a 429 just after one would otherwise read half the rate).
+    const from = Math.max(nowMs - LEARNED_RATE.measureMs, this.firstPassedAt ?? nowMs);
+    const held = Math.max(0, Math.min(nowMs, this.heldUntil) - Math.max(from, this.lastCutAt));
+    const spanMs = Math.max(LEARNED_RATE.cutSpacingMs, nowMs - from - held);
     const measured = (this.passed.length * 1000) / spanMs;
     const cut = measured * LEARNED_RATE.under;
     const next =
@@ -98,6 +106,7 @@ export class LearnedRate {
     this.pace = Math.max(LEARNED_RATE.minPerSec, next);
     this.cutLevel = measured;
     this.lastCutAt = nowMs;
+    this.heldUntil = nowMs + holdMs;
     this.tokens = 0;
     this.updatedAt = nowMs;
   }

@@ -32,10 +32,13 @@ export type PollRegime = BindingLimit;
 export type HeldBy = BindingLimit | 'queue';
 
 /** What made a regime: a 429's reason, or the task queue holding activities back. */
-export type ThrottleSignal = 'rate_limited' | 'quota_exceeded' | 'queue_lag' | 'paced';
+export type ThrottleSignal = 'rate_limited' | 'quota_exceeded' | 'queue_lag' | 'paced' | 'gated';
 
-/** Signals read from this process's own timing, which count only once they last (see `queueLagSeconds`). */
-const LASTING_SIGNALS = ['queue_lag', 'paced'] as const satisfies readonly ThrottleSignal[];
+/**
+ * Signals read from this process's own timing or its own limits (the task queue's lag, the worker's learnt pace and
+ * quota gate holding submissions back), which count only while they last (see `lastingSeconds`).
+ */
+const LASTING_SIGNALS = ['queue_lag', 'paced', 'gated'] as const satisfies readonly ThrottleSignal[];
 type LastingSignal = (typeof LASTING_SIGNALS)[number];
 
 export interface PollPlanOptions {
@@ -70,13 +73,18 @@ export interface PollPlanOptions {
    */
   regimeMemoryMs: number;
   /**
-   * Distinct seconds within {@link regimeMemoryMs} in which the task queue held keys back (or this worker's pace
-   * held a submission back) before it counts as a limit that binds: a lag in a few seconds only is a burst (matching
-   * releasing, at once, retries that fell due while the history service restarted), not a rate limit. A 429 is the
-   * service's own word and counts at once.
-   * @default 5
+   * A lasting signal (the task queue's lag, this worker's pace or quota gate holding a submission back) binds while
+   * it came in this many distinct seconds of the last {@link lastingMs}: a lag in a second or two is a burst
+   * (matching releasing, at once, retries that fell due while the history service restarted), not a limit. A 429
+   * is the service's own word and counts at once, for {@link regimeMemoryMs}.
+   * @default 3
    */
-  queueLagSeconds: number;
+  lastingSeconds: number;
+  /**
+   * The span over which a lasting signal is counted, in ms.
+   * @default 10_000
+   */
+  lastingMs: number;
   /**
    * Most models remembered; the least recently used is forgotten first.
    * @default 64
@@ -91,7 +99,8 @@ export const DEFAULT_POLL_PLAN_OPTIONS: PollPlanOptions = {
   rateQuantile: 0.95,
   earlyQuantile: 0.1,
   regimeMemoryMs: LIMIT_MEMORY_MS,
-  queueLagSeconds: 5,
+  lastingSeconds: 3,
+  lastingMs: 10_000,
   maxModels: 64,
 };
 
@@ -152,35 +161,44 @@ export class PollPlan {
     const seconds = this.lastingSeconds.get(kind as LastingSignal) ?? [];
     const second = Math.floor(atMs / 1000);
     if (seconds.at(-1) !== second) seconds.push(second);
-    if (seconds.length > this.options.queueLagSeconds) seconds.shift();
+    if (seconds.length > this.options.lastingSeconds) seconds.shift();
     this.lastingSeconds.set(kind as LastingSignal, seconds);
   }
 
-  /** Whether a lasting signal came in {@link PollPlanOptions.queueLagSeconds} distinct seconds lately. */
+  /** Whether a lasting signal came in {@link PollPlanOptions.lastingSeconds} distinct seconds lately. */
   private lasts(kind: LastingSignal, nowMs: number): boolean {
     const seconds = this.lastingSeconds.get(kind) ?? [];
     const oldest = seconds[0];
     return (
-      seconds.length >= this.options.queueLagSeconds &&
+      seconds.length >= this.options.lastingSeconds &&
       oldest !== undefined &&
-      nowMs - oldest * 1000 <= this.options.regimeMemoryMs
+      nowMs - oldest * 1000 <= this.options.lastingMs
     );
   }
 
   /**
    * What holds keys back now: a quota 429 outranks the rate (a full quota is what the rate then waits on), and any
    * 429 outranks the task queue (whose lag may be its rate limit, set under the key's rate, or busy workers), which
-   * counts only once it lasts ({@link PollPlanOptions.queueLagSeconds}).
+   * counts only while it lasts ({@link PollPlanOptions.lastingSeconds}), as this worker's own pace and gate do.
    */
-  heldBy(nowMs: number): HeldBy {
+  heldBy(nowMs: number, memoryMs = this.options.regimeMemoryMs): HeldBy {
     const recent = (kind: ThrottleSignal) => {
       const at = this.lastSignal.get(kind);
-      return at !== undefined && nowMs - at <= this.options.regimeMemoryMs;
+      return at !== undefined && nowMs - at <= memoryMs;
     };
-    if (recent('quota_exceeded')) return 'concurrency';
+    if (recent('quota_exceeded') || this.lasts('gated', nowMs)) return 'concurrency';
     if (recent('rate_limited') || this.lasts('paced', nowMs)) return 'rate';
     if (this.lasts('queue_lag', nowMs)) return 'queue';
     return 'open';
+  }
+
+  /**
+   * What holds keys back this moment: a 429 counts for {@link PollPlanOptions.lastingMs} only, as lasting signals
+   * do. A row reports it to its batch's window, which is cut once per 429 and then held only while a limit still
+   * binds (a 429's 30 s would hold it well under the limit).
+   */
+  heldNow(nowMs: number): HeldBy {
+    return this.heldBy(nowMs, this.options.lastingMs);
   }
 
   /** The regime polls are timed by: {@link heldBy}, a task queue that holds keys back counting as the rate. */

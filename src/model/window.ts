@@ -50,8 +50,8 @@ export interface WindowState {
    * How reports cut it. Absent (the first rule): at most once per limit memory, with no growth within it. That rule
    * starves under a limit that binds for good: a worker that keeps under the limit (its pace and quota gate) reports
    * it all the time, and the window shrinks by 0.7 every 30 s to its floor. `sawtooth`: a report cuts only a window
-   * that has grown back to the size of the last cut, and it grows with every row that ends, as TCP's window does
-   * between two losses.
+   * that has grown back to the size of the last cut, and holds a smaller one where it is; rows that end with room
+   * grow it.
    */
   rule?: 'sawtooth';
 }

@@ -17,7 +17,8 @@ import {
  *   too), at most once per LIMIT_MEMORY_MS: a worker reports a limit for that long after it met it, so later reports
  *   within it are the same event, not a new one. Reports within it add nothing either.
  * - Under the `sawtooth` rule (WindowState.rule), a report cuts only a window grown back to the size of the last
- *   cut, and every row that ends grows it: between 0.7 and 1 of that size while a limit binds for good.
+ *   cut; below it, a report holds the window where it is, and a row with room grows it. While a limit binds for
+ *   good the window stays where the limit keeps rows waiting.
  * - Never above the ceiling nor below the floor.
  */
 export class AdaptiveWindow {
@@ -43,9 +44,11 @@ export class AdaptiveWindow {
     const cut = s.cut;
     const binds = limit === 'rate' || limit === 'concurrency';
     if (s.rule === 'sawtooth') {
-      // The same event while the window is below where it was last cut: it grows on, as it does with room.
-      if (binds && (cut?.from === undefined || this.size >= cut.from)) return this.cutFor(limit, nowMs);
-      return this.grow();
+      // Below where it was last cut, a limit that still binds holds the window where it is: rows wait in the
+      // workers for the pace or the quota, so more would only wait longer, and fewer could leave the limit idle.
+      if (!binds) return this.grow();
+      if (cut?.from === undefined || this.size >= cut.from) this.cutFor(limit, nowMs);
+      return;
     }
     const recent = cut !== undefined && nowMs - cut.atMs < LIMIT_MEMORY_MS;
     if (recent) return;
@@ -57,7 +60,9 @@ export class AdaptiveWindow {
     const s = this.state;
     const from = this.size;
     s.size = Math.max(s.floor, from * s.decrease);
-    s.threshold = s.size;
+    // Under the sawtooth rule, rows with room bring it back to where it was cut at a row each (slow start), then on
+    // by one row per window of rows.
+    s.threshold = s.rule === 'sawtooth' ? from : s.size;
     s.cut = s.rule === 'sawtooth' ? { limit, atMs: nowMs, from } : { limit, atMs: nowMs };
   }
 

@@ -363,29 +363,54 @@ describe('createImage', () => {
       ).activities;
     let activities = worker(true);
     /** One key to its end, attempt by attempt; the first one started `scheduledLateMs` after it was due. */
-    const key = async (n: number, options: { firstReply?: StubReply; scheduledLateMs?: number } = {}) => {
+    const attempts = async (
+      n: number,
+      options: { firstReply?: StubReply; scheduledLateMs?: number; firstAttemptOnly?: boolean } = {},
+      from: { attempt: number; heartbeatDetails: unknown } = { attempt: 1, heartbeatDetails: undefined },
+    ) => {
       first = options.firstReply;
-      let heartbeatDetails: unknown;
-      for (let attempt = 1; attempt < 10; attempt++) {
+      let heartbeatDetails: unknown = from.heartbeatDetails;
+      for (let attempt = from.attempt; attempt < 10; attempt++) {
         const late = attempt === 1 ? (options.scheduledLateMs ?? 0) : 0;
         const info = { attempt, currentAttemptScheduledTimestampMs: clock.t - late, heartbeatDetails };
         const r = await runActivity(() => activities.createImage(input({ idempotencyKey: `ib.b.r.a${n}` })), info);
         if (r.value) return r.value;
         heartbeatDetails = r.heartbeats.at(-1) ?? heartbeatDetails;
+        if (options.firstAttemptOnly) return { attempt: attempt + 1, heartbeatDetails };
         clock.t += typeof r.failure?.nextRetryDelay === 'number' ? r.failure.nextRetryDelay : 1_000;
       }
       throw new Error(`key ${n} never ended`);
+    };
+    type Ended = Awaited<ReturnType<typeof activities.createImage>>;
+    const key = async (n: number, options: { firstReply?: StubReply; scheduledLateMs?: number } = {}) =>
+      (await attempts(n, options)) as Ended;
+    /** Three keys whose first attempts start late, a second apart (as rows in flight together do); their limits. */
+    const lateKeys = async (from: number) => {
+      const begun: { attempt: number; heartbeatDetails: unknown }[] = [];
+      for (let n = from; n < from + 3; n++) {
+        const state = await attempts(n, { scheduledLateMs: 5_000, firstAttemptOnly: true });
+        if (!('attempt' in state)) throw new Error(`key ${n} ended in its first attempt`);
+        begun.push(state);
+        clock.t += 1_000;
+      }
+      const limits: (string | undefined)[] = [];
+      for (const [i, state] of begun.entries()) limits.push(((await attempts(from + i, {}, state)) as Ended).limit);
+      return limits;
     };
     expect((await key(1)).limit).toBe('open');
     expect((await key(2, { firstReply: tooMany('ERR_RATE_LIMIT', {}) })).limit).toBe('rate');
     clock.t += 60_000; // the worker forgets a limit after half a minute
     expect((await key(3)).limit).toBe('open');
-    // Held in the task queue: by its rate limit (set under the key's rate), the key's rate; else busy workers, no
-    // limit of the service.
-    expect((await key(4, { scheduledLateMs: 5_000 })).limit).toBe('rate');
+    // Held in the task queue, second after second (a lag that lasts, not a burst): by its rate limit (set under the
+    // key's rate), the key's rate; else busy workers, no limit of the service.
+    expect(await lateKeys(40)).toEqual(['rate', 'rate', 'rate']);
     clock.t += 60_000;
     activities = worker(false);
-    expect((await key(6, { scheduledLateMs: 5_000 })).limit).toBe('open');
+    expect(await lateKeys(60)).toEqual(['open', 'open', 'open']);
+    // One late start alone is a burst: no limit.
+    clock.t += 60_000;
+    activities = worker(true);
+    expect((await key(70, { scheduledLateMs: 5_000 })).limit).toBe('open');
     const quota = tooMany('ERR_QUOTA_EXCEEDED', { scope: 'account', reason: 'concurrency_limit' });
     expect((await key(5, { firstReply: quota })).limit).toBe('concurrency');
   });

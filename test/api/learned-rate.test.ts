@@ -57,6 +57,16 @@ describe('LearnedRate', () => {
     expect(rate.perSecond).toBeGreaterThanOrEqual(19.5 * LEARNED_RATE.under * LEARNED_RATE.deepestCut);
   });
 
+  it("a 429 just after a 429's hold measures only the time the key could send", () => {
+    const rate = new LearnedRate();
+    let t = sendPassing(rate, 0, 4000, 25);
+    rate.limited(t, 1000); // 25/s let through: a pace of 23.75
+    t = sendPassing(rate, t + 1000, 1000, 20); // held 1 s, then 20/s for a second: the service's rate now
+    rate.limited(t, 1000);
+    // 20 passed in the second the key could send: 20/s, not the 10/s of two seconds with the hold in them.
+    expect(rate.perSecond).toBeCloseTo(20 * LEARNED_RATE.under, 0);
+  });
+
   it('never cuts below half the pace at once, nor below the floor', () => {
     const rate = new LearnedRate();
     let t = sendPassing(rate, 0, 4000, 20);

@@ -62,7 +62,7 @@ describe('the poll plan', () => {
     expect(plan.delay('m', ticket, at(10_000), 0)).toBe(INTERVAL);
     // The task queue holding activities back, second after second, is the rate binding too.
     const queued = learnt();
-    lagEverySecond(queued, 0, DEFAULT_POLL_PLAN_OPTIONS.queueLagSeconds);
+    lagEverySecond(queued, 0, DEFAULT_POLL_PLAN_OPTIONS.lastingSeconds);
     expect(queued.regime(5_000)).toBe('rate');
   });
 
@@ -104,7 +104,7 @@ describe('the poll plan', () => {
   it('tells what holds keys back: the quota, then a 429 of the rate, then the task queue, which polls time as the rate', () => {
     const plan = new PollPlan();
     expect(plan.heldBy(0)).toBe('open');
-    const t = lagEverySecond(plan, 0, DEFAULT_POLL_PLAN_OPTIONS.queueLagSeconds);
+    const t = lagEverySecond(plan, 0, DEFAULT_POLL_PLAN_OPTIONS.lastingSeconds);
     expect([plan.heldBy(t), plan.regime(t)]).toEqual(['queue', 'rate']);
     plan.signal('rate_limited', t + 10);
     expect([plan.heldBy(t + 10), plan.regime(t + 10)]).toEqual(['rate', 'rate']);
@@ -120,13 +120,13 @@ describe('the poll plan', () => {
     for (let ms = 0; ms < 2_000; ms += 5) plan.signal('queue_lag', 60_000 + ms);
     expect([plan.heldBy(62_000), plan.regime(62_000)]).toEqual(['open', 'open']);
     // A lag that lasts, one second after another, is a limit that binds.
-    const t = lagEverySecond(plan, 70_000, DEFAULT_POLL_PLAN_OPTIONS.queueLagSeconds);
+    const t = lagEverySecond(plan, 70_000, DEFAULT_POLL_PLAN_OPTIONS.lastingSeconds);
     expect(plan.heldBy(t)).toBe('queue');
     // So is this worker's own pace: a moment of it is a burst, a pace that holds second after second binds.
     const paced = new PollPlan();
     for (let ms = 0; ms < 1_000; ms += 10) paced.signal('paced', ms);
     expect(paced.regime(1_000)).toBe('open');
-    for (let i = 1; i < DEFAULT_POLL_PLAN_OPTIONS.queueLagSeconds; i += 1) paced.signal('paced', i * 1000);
+    for (let i = 1; i < DEFAULT_POLL_PLAN_OPTIONS.lastingSeconds; i += 1) paced.signal('paced', i * 1000);
     expect([paced.heldBy(5_000), paced.regime(5_000)]).toEqual(['rate', 'rate']);
     // Lags spread thinner than the memory do not add up.
     const thin = new PollPlan();

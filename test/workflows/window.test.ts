@@ -98,22 +98,27 @@ describe('the adaptive window', () => {
       expect(sizes.at(-1)).toBe(1);
     });
 
-    it('holds between 0.7 and 1 of the size at which the limit first bound, for as long as it binds', () => {
+    it('is cut once and then held while the limit binds; rows with room grow it again', () => {
       const w = new AdaptiveWindow(AdaptiveWindow.start({}, 'sawtooth'));
       room(w, 52, 0); // 60
       const sizes = steady(w, 'rate', 600);
-      expect(Math.min(...sizes)).toBe(42); // 60 * 0.7
-      expect(Math.max(...sizes.slice(1))).toBeLessThanOrEqual(61);
+      expect(new Set(sizes.slice(1))).toEqual(new Set([42])); // 60 * 0.7, for ten minutes
+      room(w, 18, 600_000); // back to where it was cut at a row each, then one row per window of rows
+      expect(w.size).toBe(60);
+      room(w, 61, 600_000);
+      expect(w.size).toBe(61);
     });
 
-    it('a cut waits until the window has grown back; rows with room raise where it is cut next', () => {
+    it('a cut waits until the window has grown back to where it was last cut; reports below it hold it', () => {
       const w = new AdaptiveWindow(AdaptiveWindow.start({}, 'sawtooth'));
       room(w, 12, 0); // 20
       w.rowEnded('concurrency', 0);
       expect(w.size).toBe(14);
-      w.rowEnded('concurrency', 1); // below 20: the same event; the window grows on
-      expect(w.state.size).toBeCloseTo(14 + 1 / 14, 5);
-      room(w, 400, 2); // room: it grows past 20
+      w.rowEnded('concurrency', 1); // below 20: held, neither cut nor grown
+      expect(w.state.size).toBeCloseTo(14, 5);
+      room(w, 6, 2); // room: back to 20 at a row each
+      expect(w.size).toBe(20);
+      room(w, 400, 2); // then on, past 20
       const grown = w.size;
       expect(grown).toBeGreaterThan(20);
       w.rowEnded('concurrency', 3);

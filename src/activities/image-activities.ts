@@ -80,11 +80,16 @@ export const QUEUE_LAG_MS = 1_000;
 /** A submission that the key's pace (or quota gate) held back this recently says that the key's rate (quota) binds. */
 const HELD_LATELY_MS = 1_000;
 
-/** What a submission held back (by the service's 429, or by this worker's own pace or quota gate) tells the plan. */
-function throttleOf(code: string): ThrottleSignal {
+/**
+ * What a submission held back tells the plan: a 429 of the service, or this worker's own pace or quota gate holding
+ * it (as does a 429 that answered the worker's probe above what it had learnt).
+ */
+function throttleOf(code: string, probe: boolean): ThrottleSignal {
   switch (code) {
     case ErrorCode.QuotaExceeded:
-      return 'quota_exceeded';
+      return probe ? 'gated' : 'quota_exceeded';
+    case ErrorCode.RateLimit:
+      return probe ? 'paced' : 'rate_limited';
     case LocalHoldCode.Quota:
       return 'gated';
     case LocalHoldCode.Rate:
@@ -256,7 +261,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
         // Which limit binds decides when polls go out (poll-plan.ts). A 503's wait is neither.
         // The worker's own gate and pace, full, say the same limits bind as the 429s they keep away.
         if (outcome.httpStatus === 429 || (outcome.local === true && outcome.code !== LocalHoldCode.Wait)) {
-          limits.signal(throttleOf(outcome.code), deps.now());
+          limits.signal(throttleOf(outcome.code, outcome.probe === true), deps.now());
         }
         return fail(outcome);
       case 'refunded':
@@ -608,7 +613,8 @@ export function createImageActivities(deps: ImageActivityDeps) {
      */
     async createImage(input: CreateImageInput): Promise<CreateImageResult> {
       const result = await createImageAttempt(input, Context.current());
-      return { ...result, limit: bindingLimit(deps.now()) };
+      const now = deps.now();
+      return { ...result, limit: bindingLimit(now), ...(limits.refusedNow(now) ? { refused: true as const } : {}) };
     },
 
     /** GET the model catalog (prices in USD per request where the service says them). */

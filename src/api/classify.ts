@@ -96,6 +96,11 @@ export interface RateLimitedInfo {
   reason?: string;
   /** True when the client held the request back itself (nothing was sent). */
   local?: boolean;
+  /**
+   * True when the request went above what the worker had learnt (its pace past the rate of its last cut, its quota
+   * gate past its limit): the 429 answers the probe, and is not news of a limit that moved.
+   */
+  probe?: boolean;
 }
 
 /** Every meaning a response can have. */

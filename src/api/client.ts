@@ -220,7 +220,7 @@ export class ImageApiClient {
       maxDownloadBytes: this.config.maxDownloadBytes,
       defaultRetryAfterMs: this.config.defaultRetryAfterMs,
     });
-    const outcome = redactJsonValue(classified, key);
+    const outcome = this.markProbe(redactJsonValue(classified, key), keyId, ticket);
     if (ticket) ticket.gate.answered(ticket, now, outcome.kind === 'accepted' ? outcome.creationId : undefined);
     if (res.status !== undefined && res.status !== 429) this.holds.rateOf(keyId).passedAt(sentAt);
     this.afterResponse(kind, outcome, keyId, now, req.creationId, previousPoll, sentAt);
@@ -310,6 +310,13 @@ export class ImageApiClient {
       const left = until - this.now();
       if (left <= 0 || !(await gate.waitForPlace(left, signal))) return undefined;
     }
+  }
+
+  /** A 429 that answers the worker's own probe above what it learnt says so (see `RateLimitedInfo.probe`). */
+  private markProbe(outcome: Outcome, keyId: string, ticket: QuotaTicket | undefined): Outcome {
+    if (outcome.kind !== 'rateLimited' || outcome.httpStatus !== 429) return outcome;
+    const probe = outcome.code === ErrorCode.QuotaExceeded ? ticket?.probe === true : this.holds.rateOf(keyId).probing;
+    return probe ? { ...outcome, probe } : outcome;
   }
 
   /** A 429 of the key's rate, holding the key for `holdMs`: the learnt pace is cut, and the log says to what. */

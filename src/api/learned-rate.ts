@@ -58,6 +58,11 @@ export class LearnedRate {
   /** When the first of them was sent: a process younger than `measureMs` measures over its own age. */
   private firstPassedAt: number | undefined;
 
+  /** Whether the pace is past the fast raises (above the rate the service let through at its last cut, nearly). */
+  get probing(): boolean {
+    return this.pace !== undefined && this.pace >= this.cutLevel * LEARNED_RATE.resumeShare;
+  }
+
   /** The learnt pace in requests/s, or undefined while open. */
   get perSecond(): number | undefined {
     return this.pace;

@@ -201,6 +201,14 @@ export class PollPlan {
     return this.heldBy(nowMs, this.options.lastingMs);
   }
 
+  /** Whether the service itself answered a 429 lately (within {@link PollPlanOptions.lastingMs}), not a probe's. */
+  refusedNow(nowMs: number): boolean {
+    return (['rate_limited', 'quota_exceeded'] as const).some((kind) => {
+      const at = this.lastSignal.get(kind);
+      return at !== undefined && nowMs - at <= this.options.lastingMs;
+    });
+  }
+
   /** The regime polls are timed by: {@link heldBy}, a task queue that holds keys back counting as the rate. */
   regime(nowMs: number): PollRegime {
     const held = this.heldBy(nowMs);

@@ -24,6 +24,8 @@ export const QUOTA_GATE = {
 /** A place taken for one submission: given back with {@link QuotaGate.answered}. */
 export interface QuotaTicket {
   readonly gate: QuotaGate;
+  /** Sent above the learnt limit (a probe, or the pass after a Retry-After). */
+  readonly probe: boolean;
 }
 
 export class QuotaGate {
@@ -52,13 +54,15 @@ export class QuotaGate {
   /** A place for a submission at `nowMs`, or undefined when the gate is full. */
   enter(nowMs: number): QuotaTicket | undefined {
     this.forget(nowMs);
-    if (this.limit !== undefined && this.taken >= this.limit) {
+    const limit = this.limit;
+    const probe = limit !== undefined && this.taken >= limit;
+    if (probe) {
       if (this.passAt !== undefined && nowMs >= this.passAt) {
         // No end seen here since the 429, and its Retry-After has passed: the places may have freed where this
         // process does not look (another worker polled them). One submission goes, as the service allows.
         this.passAt = undefined;
       } else if (nowMs - this.lastChangeAt >= QUOTA_GATE.probeEveryMs) {
-        this.limit += this.step;
+        this.limit = limit + this.step;
         this.step = Math.min(QUOTA_GATE.maxStep, this.step * 2);
         this.lastChangeAt = nowMs;
       } else {
@@ -66,7 +70,7 @@ export class QuotaGate {
       }
     }
     this.sending += 1;
-    return { gate: this };
+    return { gate: this, probe };
   }
 
   /**

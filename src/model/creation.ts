@@ -209,4 +209,6 @@ export type CreateImageResult = (
 ) & {
   /** The limit that bound the worker's requests when the key ended (see {@link BindingLimit}). */
   limit?: BindingLimit;
+  /** The service itself answered a 429 lately (not one of the worker's probes): news of a limit, not a queue. */
+  refused?: true;
 };

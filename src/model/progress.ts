@@ -39,6 +39,11 @@ export interface RowReport {
    * (`open`), or none ended so.
    */
   limit?: BindingLimit;
+  /**
+   * The service itself answered a 429 lately (`CreateImageResult.refused`): the window is cut. Without it, a limit
+   * that binds (the worker's pace or quota gate holding rows) holds the window.
+   */
+  refused?: true;
 }
 
 /** What bounds the window now, for the progress line. */

@@ -256,7 +256,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
     const price = loss ? priceNoteOf(record) : undefined;
     notePriceSeen(record);
     if (rowEnded(record, price) && state.window)
-      new AdaptiveWindow(state.window).rowEnded(report?.limit, workflowNow());
+      new AdaptiveWindow(state.window).rowEnded(report?.limit, workflowNow(), report?.refused === true);
     if (report?.limit) limitSeen = { limit: report.limit, atMs: workflowNow() };
   });
   setHandler(rowWaitingSignal, () => undefined);

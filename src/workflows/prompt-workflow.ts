@@ -69,6 +69,13 @@ export const MAX_WAIT_SAYS_LAST_ANSWER = 'max-wait-says-last-answer';
 export const ROW_REPORTS_LIMIT = 'row-reports-limit';
 
 /**
+ * Patch id: the row's report says, too, whether the service itself answered a 429 lately (`RowReport.refused`): the
+ * batch's window is cut then, and only held when the worker's own pace or quota gate holds rows. Only a row that has
+ * it to tell asks for the patch.
+ */
+export const ROW_REPORTS_REFUSED = 'row-reports-refused';
+
+/**
  * Patch id: a key whose every send failed before any of it left (connection refused, a failed name lookup, the
  * connect timeout) ends `not_sent`, charged nothing, and the row fails, safe to submit again. Asked only by a row
  * whose key ends so; rows before it never got such a failure (only workers of this version throw it).
@@ -108,6 +115,8 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
 
   /** What the row's last key to end said of the limit that binds. */
   let limit: BindingLimit | undefined;
+  /** Whether the service answered that key's worker a 429 lately. */
+  let refused = false;
   let resumed = false;
   setHandler(rowResumeSignal, () => {
     resumed = true;
@@ -133,7 +142,9 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
       if (corrected && patched(NOT_SENT_KEYS)) Object.assign(ledger.record, corrected);
     }
     await tellBatch((h) => {
-      const report: RowReport | undefined = limit && limit !== 'open' ? { limit } : undefined;
+      const told = refused && limit && limit !== 'open' && patched(ROW_REPORTS_REFUSED);
+      const report: RowReport | undefined =
+        limit && limit !== 'open' ? { limit, ...(told ? { refused: true as const } : {}) } : undefined;
       return report && patched(ROW_REPORTS_LIMIT)
         ? h.signal(rowDoneSignal, ledger.record, report)
         : h.signal(rowDoneSignal, ledger.record);
@@ -239,6 +250,7 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
             throw err;
         }
       }
+      if (ended.limit) refused = ended.refused === true;
       limit = ended.limit ?? limit;
       // Served by an earlier request of the same fingerprint: nothing was sent for the key. (No patch: only a worker
       // of this version answers `reused`, so no earlier history reaches this branch.)

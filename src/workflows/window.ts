@@ -16,9 +16,9 @@ import {
  * - Multiplicative decrease: a row that reports a binding limit cuts the window to `decrease` of it (the threshold
  *   too), at most once per LIMIT_MEMORY_MS: a worker reports a limit for that long after it met it, so later reports
  *   within it are the same event, not a new one. Reports within it add nothing either.
- * - Under the `sawtooth` rule (WindowState.rule), a report cuts only a window grown back to the size of the last
- *   cut; below it, a report holds the window where it is, and a row with room grows it. While a limit binds for
- *   good the window stays where the limit keeps rows waiting.
+ * - Under the `sawtooth` rule (WindowState.rule), only a report of the service's own 429 cuts, and only a window
+ *   grown back to the size of the last cut; any other report of a limit (the worker's pace or quota gate holding
+ *   rows) holds the window where it is, and a row with room grows it, at a row each up to the last cut.
  * - Never above the ceiling nor below the floor.
  */
 export class AdaptiveWindow {
@@ -38,8 +38,11 @@ export class AdaptiveWindow {
     return Math.min(this.state.ceiling, Math.max(this.state.floor, Math.floor(this.state.size)));
   }
 
-  /** A row ended: `limit` is what it reported of the limit binding its worker (none, or `open`: room). */
-  rowEnded(limit: BindingLimit | undefined, nowMs: number): void {
+  /**
+   * A row ended: `limit` is what it reported of the limit binding its worker (none, or `open`: room); `refused`, that
+   * the service itself answered its worker a 429 lately (the sawtooth rule cuts only then).
+   */
+  rowEnded(limit: BindingLimit | undefined, nowMs: number, refused = false): void {
     const s = this.state;
     const cut = s.cut;
     const binds = limit === 'rate' || limit === 'concurrency';
@@ -47,7 +50,7 @@ export class AdaptiveWindow {
       // Below where it was last cut, a limit that still binds holds the window where it is: rows wait in the
       // workers for the pace or the quota, so more would only wait longer, and fewer could leave the limit idle.
       if (!binds) return this.grow();
-      if (cut?.from === undefined || this.size >= cut.from) this.cutFor(limit, nowMs);
+      if (refused && (cut?.from === undefined || this.size >= cut.from)) this.cutFor(limit, nowMs);
       return;
     }
     const recent = cut !== undefined && nowMs - cut.atMs < LIMIT_MEMORY_MS;

@@ -386,6 +386,16 @@ describe('ImageApiClient: limits learnt from 429s (issue #32)', () => {
     ]);
   });
 
+  it("a quota 429 that answers the worker's own probe above its learnt limit says so (probe), the first does not", async () => {
+    const { client, clock } = await setup((r, i) => (i >= 1 ? quotaFull : accepted(`c${i}`)));
+    await client.submit({ idempotencyKey: 'k0', request }); // c0 in flight
+    const first = await client.submit({ idempotencyKey: 'k1', request });
+    expect(first).toMatchObject({ httpStatus: 429 });
+    expect(first).not.toHaveProperty('probe');
+    clock.t += 1000; // its Retry-After passed, and no end seen: one submission goes, above the limit of 1
+    expect(await client.submit({ idempotencyKey: 'k1', request })).toMatchObject({ httpStatus: 429, probe: true });
+  });
+
   it('with no pace set, a rate 429 paces the key just under what the service let through', async () => {
     const { server, client, clock } = await setup(
       (_r, i) => (i === 20 ? rateLimited : accepted(`c${i}`)),

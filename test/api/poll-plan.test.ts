@@ -113,6 +113,19 @@ describe('the poll plan', () => {
     expect(plan.heldBy(t + 21 + DEFAULT_POLL_PLAN_OPTIONS.regimeMemoryMs)).toBe('open');
   });
 
+  it("tells the service's own 429s of the last few seconds (refusedNow) from the worker's pace and gate", () => {
+    const plan = new PollPlan();
+    const { lastingMs } = DEFAULT_POLL_PLAN_OPTIONS;
+    lagEverySecond(plan, 0, DEFAULT_POLL_PLAN_OPTIONS.lastingSeconds);
+    plan.signal('paced', 1_000);
+    plan.signal('gated', 2_000);
+    expect(plan.refusedNow(2_000)).toBe(false);
+    plan.signal('quota_exceeded', 3_000);
+    expect([plan.refusedNow(3_000 + lastingMs), plan.heldNow(3_000 + lastingMs)]).toEqual([true, 'concurrency']);
+    expect(plan.refusedNow(3_001 + lastingMs)).toBe(false);
+    expect(plan.heldBy(3_001 + lastingMs)).toBe('concurrency'); // polls keep the 429's regime for 30 s
+  });
+
   it('tells a burst of the task queue from a limit that binds: a lag within a few seconds is not the rate', () => {
     const plan = new PollPlan();
     // Matching releases, at once, every retry that fell due while the history service restarted: hundreds of

@@ -65,6 +65,7 @@ const EXPECTED = [
   'v10-adaptive-window-batch-continue-as-new-run2',
   // Recorded after the `window-sawtooth` patch (a limit that binds for good no longer starves the window).
   'v11-window-sawtooth-batch-window-grows-then-quota-cuts',
+  'v11-row-reports-refused-prompt-quota-reports-limit',
 ];
 
 type History = temporal.api.history.v1.History;
@@ -157,7 +158,12 @@ describe('replay of recorded histories', () => {
       fixtures.find((f) => f.name === 'v11-window-sawtooth-batch-window-grows-then-quota-cuts')!.json,
     );
     expect(texts.some((t) => t.includes('window-sawtooth'))).toBe(true);
-    expect(texts).toContain('{"limit":"concurrency"}');
+    const row = payloadTexts(
+      fixtures.find((f) => f.name === 'v11-row-reports-refused-prompt-quota-reports-limit')!.json,
+    );
+    expect(row.some((t) => t.includes('row-reports-refused'))).toBe(true);
+    expect(row).toContain('{"limit":"concurrency","refused":true}');
+    expect(texts).toContain('{"limit":"concurrency","refused":true}');
   });
 
   it('the histories hold no API key', () => {

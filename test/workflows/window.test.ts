@@ -69,8 +69,9 @@ describe('the adaptive window', () => {
           let now = 0;
           for (const [limit, step] of history) {
             now += step;
-            a.rowEnded(limit, now);
-            b.rowEnded(limit, now);
+            const refused = step % 3 === 0;
+            a.rowEnded(limit, now, refused);
+            b.rowEnded(limit, now, refused);
             expect(a.size).toBeGreaterThanOrEqual(Math.min(options.floor, options.ceiling));
             expect(a.size).toBeLessThanOrEqual(options.ceiling);
           }
@@ -81,11 +82,14 @@ describe('the adaptive window', () => {
   });
 
   describe('the sawtooth rule (a limit that binds for good)', () => {
-    /** Rows end one every 100 ms for `seconds`, each reporting `limit`; returns the sizes seen, one a second. */
-    const steady = (w: AdaptiveWindow, limit: BindingLimit, seconds: number, from = 0) => {
+    /**
+     * Rows end one every 100 ms for `seconds`, each reporting `limit`, the first ones (for `refusedMs`) after the
+     * service's own 429; returns the sizes seen, one a second.
+     */
+    const steady = (w: AdaptiveWindow, limit: BindingLimit, seconds: number, refusedMs = 10_000) => {
       const sizes: number[] = [];
-      for (let t = from; t < from + seconds * 1000; t += 100) {
-        w.rowEnded(limit, t);
+      for (let t = 0; t < seconds * 1000; t += 100) {
+        w.rowEnded(limit, t, t < refusedMs);
         if (t % 1000 === 0) sizes.push(w.size);
       }
       return sizes;
@@ -98,7 +102,13 @@ describe('the adaptive window', () => {
       expect(sizes.at(-1)).toBe(1);
     });
 
-    it('is cut once and then held while the limit binds; rows with room grow it again', () => {
+    it("a limit reported without the service's 429 (the worker's pace or gate holding rows) only holds it", () => {
+      const w = new AdaptiveWindow(AdaptiveWindow.start({}, 'sawtooth'));
+      room(w, 52, 0); // 60
+      expect(new Set(steady(w, 'concurrency', 600, 0))).toEqual(new Set([60]));
+    });
+
+    it('is cut once by a 429 and then held while the limit binds; rows with room grow it again', () => {
       const w = new AdaptiveWindow(AdaptiveWindow.start({}, 'sawtooth'));
       room(w, 52, 0); // 60
       const sizes = steady(w, 'rate', 600);
@@ -112,16 +122,16 @@ describe('the adaptive window', () => {
     it('a cut waits until the window has grown back to where it was last cut; reports below it hold it', () => {
       const w = new AdaptiveWindow(AdaptiveWindow.start({}, 'sawtooth'));
       room(w, 12, 0); // 20
-      w.rowEnded('concurrency', 0);
+      w.rowEnded('concurrency', 0, true);
       expect(w.size).toBe(14);
-      w.rowEnded('concurrency', 1); // below 20: held, neither cut nor grown
+      w.rowEnded('concurrency', 1, true); // below 20: held, neither cut nor grown
       expect(w.state.size).toBeCloseTo(14, 5);
       room(w, 6, 2); // room: back to 20 at a row each
       expect(w.size).toBe(20);
       room(w, 400, 2); // then on, past 20
       const grown = w.size;
       expect(grown).toBeGreaterThan(20);
-      w.rowEnded('concurrency', 3);
+      w.rowEnded('concurrency', 3, true);
       expect(w.size).toBe(Math.floor(grown * 0.7));
       expect(w.state.cut).toMatchObject({ limit: 'concurrency', from: grown });
     });

@@ -9,13 +9,11 @@
  *   npm run bench -- --only limits --quick    # a few rows: proves the script works, not the figures
  */
 import path from 'node:path';
-import type { LimitsPatch } from '../src/simulator';
-import type { BatchProgress } from '../src/model';
 import { writeBatchFile } from './lib/batch-file';
 import type { Benchmark, BenchContext } from './lib/context';
 import { LimitsSampler, type LimitsPoint } from './lib/limits-series';
-import type { SimHostReport } from './lib/sim-protocol';
 import { Stack } from './lib/stack';
+import type { LimitsCase, LimitsRun } from './limits-types';
 import { aroundChangeTable, limitsSummaryRow, LIMITS_SUMMARY_HEADERS, writeLimitsPlot } from './lib/limits-report';
 import {
   FOLLOW_GOAL_S,
@@ -35,7 +33,6 @@ import {
   RATE_LIMITED_SERVICE,
   SERVICE_CASES,
   type CaseLimit,
-  type ServiceCase,
 } from './utilisation';
 
 /** The rate-bound case's rate after the change, as a share of its rate before. */
@@ -54,16 +51,6 @@ export const LIMITS_ROWS: Readonly<Record<CaseLimit, { full: number; quick: numb
 };
 /** How long a case may run before the bench gives up on it. */
 const CASE_TIMEOUT_MS = 60 * 60_000;
-
-/** One case: a default-settings service of benchmark 1, and the change of its binding limit. */
-export interface LimitsCase {
-  service: ServiceCase;
-  limit: CaseLimit;
-  /** The limit's value before and after (requests/s, or creations in flight). */
-  before: number;
-  after: number;
-  patch: LimitsPatch;
-}
 
 /** The cases, from benchmark 1's default-settings ones. */
 export function limitsCases(): LimitsCase[] {
@@ -87,18 +74,6 @@ export function limitsCases(): LimitsCase[] {
       }
     }
   });
-}
-
-/** What one case gave. */
-export interface LimitsRun {
-  limitsCase: LimitsCase;
-  rows: number;
-  points: LimitsPoint[];
-  /** When the limits changed (s since sampling started), and the rows ended by then; undefined if never. */
-  change: { t: number; rowsDone: number } | undefined;
-  progress: BatchProgress;
-  seconds: number;
-  report: SimHostReport;
 }
 
 /** Runs one case on a stack of its own, changing its limit once {@link CHANGE_AT_SHARE} of its rows have ended. */

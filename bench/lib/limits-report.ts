@@ -3,7 +3,7 @@
  * (before and after, the follow time and its verdict), and an SVG of rows in flight and requests/s over time.
  */
 import { writeFileSync } from 'node:fs';
-import type { LimitsRun } from '../limits-change';
+import type { LimitsRun } from '../limits-types';
 import {
   firstSeconds,
   FOLLOW_GOAL_S,

@@ -96,10 +96,7 @@ export interface RateLimitedInfo {
   reason?: string;
   /** True when the client held the request back itself (nothing was sent). */
   local?: boolean;
-  /**
-   * True when the request went above what the worker had learnt (its pace past the rate of its last cut, its quota
-   * gate past its limit): the 429 answers the probe, and is not news of a limit that moved.
-   */
+  /** True when the request probed above the worker's learnt pace or quota: its 429 is not news (client.ts). */
   probe?: boolean;
 }
 

@@ -222,7 +222,9 @@ export class ImageApiClient {
     });
     const outcome = this.markProbe(redactJsonValue(classified, key), keyId, ticket);
     if (ticket) ticket.gate.answered(ticket, now, outcome.kind === 'accepted' ? outcome.creationId : undefined);
-    if (res.status !== undefined && res.status !== 429) this.holds.rateOf(keyId).passedAt(sentAt);
+    if (this.config.learnLimits && res.status !== undefined && res.status !== 429) {
+      this.holds.rateOf(keyId).passedAt(sentAt);
+    }
     this.afterResponse(kind, outcome, keyId, now, req.creationId, previousPoll, sentAt);
     this.logger[outcome.kind === 'accepted' || outcome.kind === 'ended' ? 'info' : 'debug']('image api: response', {
       kind,
@@ -263,7 +265,7 @@ export class ImageApiClient {
           this.holds.holdSubmissions(keyId, now + outcome.retryAfterMs);
           this.logger.info('image api: submissions held', { keyId, waitMs: outcome.retryAfterMs });
         } else {
-          if (outcome.httpStatus === 429) this.learntPace(keyId, now, outcome.retryAfterMs);
+          if (outcome.httpStatus === 429 && this.config.learnLimits) this.learntPace(keyId, now);
           this.holds.holdKey(keyId, now + outcome.retryAfterMs);
           this.logger.info('image api: key held', {
             keyId,
@@ -319,13 +321,17 @@ export class ImageApiClient {
     return probe ? { ...outcome, probe } : outcome;
   }
 
-  /** A 429 of the key's rate, holding the key for `holdMs`: the learnt pace is cut, and the log says to what. */
-  private learntPace(keyId: string, now: number, holdMs: number): void {
+  /** A 429 of the key's rate: the learnt pace is cut, and the log says to what. */
+  private learntPace(keyId: string, now: number): void {
     const rate = this.holds.rateOf(keyId);
     const before = rate.perSecond;
-    rate.limited(now, holdMs);
+    rate.limited(now);
     if (rate.perSecond !== before) {
-      this.logger.info('image api: pace learnt from a 429', { keyId, perSecond: Number(rate.perSecond?.toFixed(2)) });
+      this.logger.info('image api: pace learnt from a 429', {
+        keyId,
+        perSecond: Number(rate.perSecond?.toFixed(2)),
+        level: Number(rate.level.toFixed(2)),
+      });
     }
   }
 

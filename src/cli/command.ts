@@ -48,7 +48,8 @@ export interface OptionSpec {
    */
   required?: boolean;
   /**
-   * Accepted, but left out of `--help` (an option kept for scripts that give it, whose behaviour is now the default).
+   * Accepted, but left out of `--help`: an option kept for scripts that give it, whose behaviour is now the default, or
+   * a confirmation the refusal it answers names (`--allow-frequent`).
    * @default false
    */
   hidden?: boolean;

@@ -108,10 +108,17 @@ describe('good values pass the checks', () => {
     expect(started.connections).toBe(1);
   });
 
-  it('schedule create --every "30 minutes" reaches the connection', async () => {
-    expect(await run('schedule', 'create', 'n', '--file', 'x.csv', '--every', '30 minutes', '--concurrency', '3')).toBe(
-      1,
-    );
+  it.each([
+    [['--every', '30 minutes', '--concurrency', '3']],
+    [['--every', '1s', '--allow-frequent']],
+    [['--cron', '0 2 * * *', '--timezone', 'Europe/Paris', '--catchup-window', '6h', '--jitter', '5m']],
+  ])('schedule create %j (a good file) reaches the connection', async (options) => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'imagebatch-options-'));
+    const file = path.join(dir, 'x.csv');
+    await writeFile(file, 'prompt,model\na cat,m\n');
+    onTestFinished(() => rm(dir, { recursive: true, force: true }));
+    expect(await run('schedule', 'create', 'n', '--file', file, ...options)).toBe(1);
+    expect(stderr.join('')).toContain('a connection was made');
     expect(started.connections).toBe(1);
   });
 });

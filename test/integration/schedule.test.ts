@@ -9,6 +9,7 @@ import { paidRowIds } from '../../src/schedules/prepare';
 import type { ScheduledBatchResult } from '../../src/workflows';
 import { createLocalEnv, simulatorWorker, useTestEnv } from '../helpers/temporal';
 import { testPrint } from '../helpers/ledger';
+import { inProcessCli } from '../cli/in-process';
 
 /**
  * Scheduled pipelines on the dev server (the time-skipping server has no schedules): a schedule triggered twice
@@ -100,5 +101,45 @@ describe('schedules (dev server)', () => {
       'e',
     ]);
     await expect(readFile(path.join(dir, 'out', 'succeeded-ids.txt'))).rejects.toThrow(/ENOENT/);
+  });
+});
+
+describe('when a schedule runs, as describe says it (issue 33)', () => {
+  const cli = inProcessCli('imagebatch-schedule-describe-');
+
+  it('describe shows the time zone, the catch-up window and the jitter; the defaults are one interval and none', async () => {
+    const client = env().client;
+    const common = { client, taskQueue: 'no-worker', source: 'x.csv', outDir: dir, paused: true };
+    const nightly = `n${randomUUID().slice(0, 8)}`;
+    const often = `o${randomUUID().slice(0, 8)}`;
+    await createSchedule({
+      ...common,
+      scheduleId: nightly,
+      cron: '0 2 * * *',
+      timezone: 'Europe/Paris',
+      jitterMs: 300_000,
+    });
+    await createSchedule({ ...common, scheduleId: often, every: '15m' });
+    try {
+      expect((await describeSchedule(client, nightly)).timing).toEqual({
+        when: 'cron 0 2 * * *',
+        timezone: 'Europe/Paris',
+        catchupWindowMs: 86_400_000,
+        jitterMs: 300_000,
+      });
+      expect((await describeSchedule(client, often)).timing).toEqual({
+        when: 'every 15 min',
+        timezone: 'UTC',
+        catchupWindowMs: 900_000,
+        jitterMs: 0,
+      });
+      const code = await cli.run({ TEMPORAL_ADDRESS: env().address }, 'schedule', 'describe', nightly);
+      expect(code, cli.stderr.join('')).toBe(0);
+      const printed = cli.stdout.join('');
+      expect(printed).toContain('runs: cron 0 2 * * * (Europe/Paris)\n');
+      expect(printed).toContain('catch-up window: 24 h, jitter: 5 min\n');
+    } finally {
+      for (const id of [nightly, often]) await controlSchedule(client, id, 'delete');
+    }
   });
 });

@@ -4,13 +4,26 @@ import type { Duration } from '@temporalio/common';
 import { z } from 'zod';
 import { scheduledBatchWorkflow, type ScheduledBatchWorkflowInput } from '../../workflows';
 import { ID_PATTERN, type UserColumns } from '../../model';
-import { validateBatchFile, type BatchReport } from '../../batch';
+import type { BatchReport } from '../../batch';
 import { connectClient, withClient } from '../client';
 import { columnOptions, columnSchema, userColumnsInput } from '../columns';
 import { defineCommand, type CommandDefinition, type CommandGroup } from '../command';
 import { ID_RULE, batchId, dollars, duration, flag, positiveInt } from '../options';
 import { checkPricesForCap, priceOptions, priceSchema, pricesInput } from '../prices';
 import { withLedgerStore } from '../ledger-store';
+import {
+  ALLOW_FREQUENT_FLAG,
+  DEFAULT_JITTER_MS,
+  DEFAULT_TIMEZONE,
+  catchupWindow,
+  checkGuards,
+  defaultCatchupWindowMs,
+  intervalOf,
+  jitter,
+  timezone,
+} from '../schedule/guards';
+import { checkScheduleSource, isUrlSource } from '../schedule/source';
+import { timingLines, timingOf, whenMemo, type ScheduleTiming } from '../schedule/timing';
 
 /** Overlap policies a person can choose (what happens when a run is due while the previous one runs). */
 export const OVERLAP_POLICIES = [
@@ -46,6 +59,15 @@ export interface CreateScheduleSettings {
   prices?: Record<string, number>;
   /** Create it paused. */
   paused?: boolean;
+  /** The IANA time zone cron times are read in. @default 'UTC' */
+  timezone?: string;
+  /**
+   * How late a run missed while the server was down is still taken.
+   * @default one interval of the schedule, from 1 minute to 1 day
+   */
+  catchupWindowMs?: number;
+  /** Each run starts up to this much later, at random. @default 0 */
+  jitterMs?: number;
   /** Columns the user owns (`--carry`, `--column`). @default none */
   userColumns?: UserColumns;
   /**
@@ -68,11 +90,8 @@ export interface CreateScheduleSettings {
 export async function capReport(
   options: Pick<CreateScheduleSettings, 'source' | 'spendCapUsd' | 'defaultModel' | 'userColumns'>,
 ): Promise<BatchReport | undefined> {
-  if (options.spendCapUsd === undefined || /^https?:\/\//i.test(options.source)) return undefined;
-  return validateBatchFile(options.source, {
-    ...(options.defaultModel ? { defaultModel: options.defaultModel } : {}),
-    ...(options.userColumns ? { userColumns: options.userColumns } : {}),
-  });
+  if (options.spendCapUsd === undefined) return undefined;
+  return checkScheduleSource(options);
 }
 
 /** `imagebatch schedule create`: a Temporal Schedule that starts a fresh batch from the source on each tick. */
@@ -97,9 +116,15 @@ export async function createSchedule(options: CreateScheduleOptions): Promise<{ 
   // A cap is kept only with a price for every model: a local file is checked now.
   const report = options.report ?? (await capReport(options));
   if (report) await checkPricesForCap(options.client, options.taskQueue, report.models, options.prices ?? {});
+  const when = options.cron !== undefined ? { cron: options.cron } : { every: options.every };
+  const interval = intervalOf(when);
   await options.client.schedule.create({
     scheduleId: options.scheduleId,
-    spec: options.cron !== undefined ? { cronExpressions: [options.cron] } : { intervals: [{ every: options.every }] },
+    spec: {
+      ...(options.cron !== undefined ? { cronExpressions: [options.cron] } : { intervals: [{ every: options.every }] }),
+      timezone: options.timezone ?? DEFAULT_TIMEZONE,
+      jitter: options.jitterMs ?? DEFAULT_JITTER_MS,
+    },
     action: {
       type: 'startWorkflow',
       workflowType: scheduledBatchWorkflow,
@@ -107,7 +132,13 @@ export async function createSchedule(options: CreateScheduleOptions): Promise<{ 
       taskQueue: options.taskQueue,
       args: [input],
     },
-    policies: { overlap: overlapOf(options.overlap ?? 'skip') },
+    policies: {
+      overlap: overlapOf(options.overlap ?? 'skip'),
+      catchupWindow: options.catchupWindowMs ?? defaultCatchupWindowMs('ms' in interval ? interval.ms : Infinity),
+    },
+    memo: whenMemo(
+      options.cron !== undefined ? { cron: options.cron } : { everyMs: 'ms' in interval ? interval.ms : 0 },
+    ),
     state: { paused: options.paused ?? false, note: `imagebatch schedule for ${options.source}` },
   });
   return { scheduleId: options.scheduleId };
@@ -136,6 +167,8 @@ export interface ScheduleSummary {
   note?: string;
   nextRuns: string[];
   recentRuns: { scheduledAt: string; workflowId: string }[];
+  /** When it runs, in which time zone, its catch-up window and jitter. */
+  timing: ScheduleTiming;
 }
 
 function summarize(d: ScheduleDescription): ScheduleSummary {
@@ -148,6 +181,7 @@ function summarize(d: ScheduleDescription): ScheduleSummary {
       scheduledAt: a.scheduledAt.toISOString(),
       workflowId: a.action.workflow.workflowId,
     })),
+    timing: timingOf(d),
   };
 }
 
@@ -197,11 +231,16 @@ const createCommand = defineCommand({
   options: [
     {
       flags: '--file <path-or-url>',
-      description: 'batch file (or http(s) URL) read on every run',
+      description: 'file (checked now), or http(s) URL read by each run',
       required: true,
     },
     { flags: '--cron <expr>', description: 'cron expression, e.g. "0 * * * *"' },
-    { flags: '--every <interval>', description: 'interval, e.g. 1h or "30 minutes"' },
+    { flags: '--every <interval>', description: 'interval of at least 1 min, e.g. 1h or "30 minutes"' },
+    { flags: '--timezone <iana>', description: 'IANA time zone of --cron', default: DEFAULT_TIMEZONE },
+    { flags: '--catchup-window <dur>', description: 'how late a missed run starts (default: 1 interval)' },
+    { flags: '--jitter <dur>', description: 'random start delay, up to this', default: '0s' },
+    // The refusal of a shorter interval names it; the help fits one screen.
+    { flags: ALLOW_FREQUENT_FLAG, description: 'allow runs less than 1 min apart', hidden: true },
     { flags: '--out <dir>', description: 'output folder of the runs', default: 'out' },
     // The policies are in docs/design.md, and in the error a wrong value gets: the help fits one screen.
     { flags: '--overlap <policy>', description: 'due during a run: docs/design.md', default: 'skip' },
@@ -224,6 +263,10 @@ const createCommand = defineCommand({
       file: z.string(),
       cron: z.string().optional(),
       every: duration({ examples: '1h or "30 minutes"' }).optional(),
+      timezone,
+      catchupWindow: catchupWindow.optional(),
+      jitter,
+      allowFrequent: flag,
       out: z.string(),
       overlap: z.enum(OVERLAP_POLICIES, {
         error: (issue) => `must be one of ${OVERLAP_POLICIES.join(', ')} (got ${JSON.stringify(issue.input)})`,
@@ -238,18 +281,16 @@ const createCommand = defineCommand({
       paused: flag,
       json: flag,
     })
-    .refine((o) => (o.cron === undefined) !== (o.every === undefined), exactlyOne),
+    .refine((o) => (o.cron === undefined) !== (o.every === undefined), exactlyOne)
+    .superRefine(checkGuards),
   async run(o, { stdout, stderr, env }) {
     const columns = userColumnsInput(o);
     const prices = await pricesInput(o);
     const spec: ScheduleSpec = o.cron !== undefined ? { cron: o.cron } : { every: o.every! };
-    const source = /^https?:\/\//i.test(o.file) ? o.file : path.resolve(o.file);
-    const report = await capReport({
-      source,
-      ...(o.spendCap === undefined ? {} : { spendCapUsd: o.spendCap }),
-      ...(o.model ? { defaultModel: o.model } : {}),
-      ...columns,
-    });
+    const source = isUrlSource(o.file) ? o.file : path.resolve(o.file);
+    // A local file is checked now, before anything connects: nothing is created for a file that would fail each run.
+    const checked = await checkScheduleSource({ source, ...(o.model ? { defaultModel: o.model } : {}), ...columns });
+    const report = o.spendCap === undefined ? undefined : checked;
     const ledgerId = await withLedgerStore(env, async (ledger) => ledger.id);
     const { client, config, close } = await connectClient(env, { local: 'worker', log: (line) => stderr(`${line}\n`) });
     try {
@@ -271,6 +312,9 @@ const createCommand = defineCommand({
         ...columns,
         ...(o.paused ? { paused: true } : {}),
         ...(report ? { report } : {}),
+        timezone: o.timezone,
+        jitterMs: o.jitter,
+        ...(o.catchupWindow === undefined ? {} : { catchupWindowMs: o.catchupWindow }),
       });
       stdout(print(o.json, res, `schedule ${o.id} created`));
     } finally {
@@ -307,6 +351,7 @@ const describeCommand = defineCommand({
           d,
           [
             `${d.scheduleId}: ${d.paused ? 'paused' : 'active'}${d.note ? ` (${d.note})` : ''}`,
+            ...timingLines(d.timing),
             `next: ${d.nextRuns.join(', ') || '-'}`,
             ...d.recentRuns.map((r) => `ran ${r.scheduledAt}: ${r.workflowId}`),
           ].join('\n'),

@@ -1,6 +1,8 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { z } from 'zod';
+import { loadApiKey } from '../../api/api-key';
+import { loadServiceConfig } from '../../config/service-config';
 import { localHome, localPaths } from '../../local/home';
 import { ensureLocal, localStatus, localTemporalEnv, stopLocal, webUiOf, type LocalStatus } from '../../local/local';
 import { settingsPrint, workerVariables } from '../../local/settings';
@@ -73,7 +75,7 @@ function statusLines(status: LocalStatus, batches: Awaited<ReturnType<typeof lis
   if (worker?.running) {
     lines.push(`worker:  running, pid ${worker.pid}, since ${worker.startedAt}`);
     lines.push(`         settings: ${Object.keys(worker.settings.hashes).join(', ') || '(none)'}`);
-  } else lines.push('worker:  not running (imagebatch run starts it)');
+  } else lines.push('worker:  not running (imagebatch run or local start starts it)');
   if (batches) {
     lines.push(batches.length === 0 ? 'batches: none' : 'batches:');
     for (const b of batches) lines.push(`  ${b.batchId}\t${b.status}\t${b.startTime}`);
@@ -99,6 +101,25 @@ const stopCommand = defineCommand({
       ...(stopped.server === undefined ? [] : [`server (pid ${stopped.server})`]),
     ];
     stderr(`stopped the local ${what.join(' and ')}; running the same command again resumes its batches\n`);
+  },
+});
+
+/**
+ * `imagebatch local start`: the server and the worker, as `run` starts them, for schedules (their runs need a worker)
+ * or batches started elsewhere. The worker takes this shell's settings, the image-service key among them.
+ */
+const startCommand = defineCommand({
+  name: 'start',
+  description: "Start the local server and worker (schedules' runs need the worker), with this shell's settings",
+  options: [homeOption],
+  schema: z.object(homeSchema),
+  async run(opts, { stdout, stderr, env }) {
+    const home = pathsOf(opts.home, env).home;
+    // The worker's settings, checked as `run` checks them: a wrong one is one line naming it, before anything starts.
+    loadServiceConfig(env);
+    loadApiKey(env);
+    const { server, worker } = await ensureLocal(localOptions(env, 'worker', (line) => stderr(`${line}\n`), home));
+    stdout(`server: pid ${server.pid}, ${server.address}; worker: pid ${worker!.pid}\n`);
   },
 });
 
@@ -177,5 +198,5 @@ export const localCommands: CommandGroup = {
   name: 'local',
   description: 'The local Temporal server and worker that imagebatch run starts when no TEMPORAL_ADDRESS is set',
   summary: 'The local Temporal server and worker',
-  commands: [statusCommand, stopCommand, uiCommand, workerCommand],
+  commands: [statusCommand, startCommand, stopCommand, uiCommand, workerCommand],
 };

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { scheduledBatchWorkflow, type ScheduledBatchWorkflowInput } from '../../workflows';
 import { ID_PATTERN, type UserColumns } from '../../model';
 import type { BatchReport } from '../../batch';
-import { connectClient, withClient } from '../client';
+import { connectClient } from '../client';
 import { columnOptions, columnSchema, userColumnsInput } from '../columns';
 import { defineCommand, type CommandDefinition, type CommandGroup } from '../command';
 import { ID_RULE, batchId, dollars, duration, flag, positiveInt } from '../options';
@@ -23,6 +23,7 @@ import {
   timezone,
 } from '../schedule/guards';
 import { checkScheduleSource, isUrlSource } from '../schedule/source';
+import { withScheduleClient, workerMissing } from '../schedule/keep-alive';
 import { timingLines, timingOf, whenMemo, type ScheduleTiming } from '../schedule/timing';
 
 /** Overlap policies a person can choose (what happens when a run is due while the previous one runs). */
@@ -292,7 +293,9 @@ const createCommand = defineCommand({
     const checked = await checkScheduleSource({ source, ...(o.model ? { defaultModel: o.model } : {}), ...columns });
     const report = o.spendCap === undefined ? undefined : checked;
     const ledgerId = await withLedgerStore(env, async (ledger) => ledger.id);
-    const { client, config, close } = await connectClient(env, { local: 'worker', log: (line) => stderr(`${line}\n`) });
+    const log = (line: string) => stderr(`${line}\n`);
+    const connected = await connectClient(env, { local: 'worker', log });
+    const { client, config, close } = connected;
     try {
       const res = await createSchedule({
         client,
@@ -317,6 +320,8 @@ const createCommand = defineCommand({
         ...(o.catchupWindow === undefined ? {} : { catchupWindowMs: o.catchupWindow }),
       });
       stdout(print(o.json, res, `schedule ${o.id} created`));
+      const missing = o.paused ? undefined : await workerMissing(connected, env, log);
+      if (missing) log(`imagebatch: ${missing}`);
     } finally {
       await close();
     }
@@ -328,11 +333,12 @@ const lsCommand = defineCommand({
   description: 'Schedules and whether they are paused',
   options: [{ flags: '--json', description: 'print as JSON' }],
   schema: z.object({ json: flag }),
-  async run(o, { stdout, env }) {
-    await withClient(async (client) => {
+  async run(o, { stdout, stderr, env }) {
+    await withScheduleClient(env, stderr, async (client) => {
       const list = await listSchedules(client);
       stdout(print(o.json, list, list.map((s) => `${s.scheduleId}\t${s.paused ? 'paused' : 'active'}`).join('\n')));
-    }, env);
+      return list.some((s) => !s.paused);
+    });
   },
 });
 
@@ -342,8 +348,8 @@ const describeCommand = defineCommand({
   args: [{ name: 'id', description: 'the schedule id' }],
   options: [{ flags: '--json', description: 'print as JSON' }],
   schema: z.object({ id: batchId, json: flag }),
-  async run(o, { stdout, env }) {
-    await withClient(async (client) => {
+  async run(o, { stdout, stderr, env }) {
+    await withScheduleClient(env, stderr, async (client) => {
       const d = await describeSchedule(client, o.id);
       stdout(
         print(
@@ -357,7 +363,8 @@ const describeCommand = defineCommand({
           ].join('\n'),
         ),
       );
-    }, env);
+      return !d.paused;
+    });
   },
 });
 
@@ -367,11 +374,12 @@ const actionCommands = Object.values(ScheduleAction).map((action) =>
     description: `${action[0]!.toUpperCase()}${action.slice(1)} a schedule`,
     args: [{ name: 'id', description: 'the schedule id' }],
     schema: z.object({ id: batchId }),
-    async run(o, { stdout, env }) {
-      await withClient(async (client) => {
+    async run(o, { stdout, stderr, env }) {
+      await withScheduleClient(env, stderr, async (client) => {
         await controlSchedule(client, o.id, action);
         stdout(`schedule ${o.id}: ${action} done\n`);
-      }, env);
+        return action === ScheduleAction.Trigger || action === ScheduleAction.Unpause;
+      });
     },
   }),
 );

@@ -10,6 +10,7 @@ import {
   describeSchedule,
   type CreateScheduleOptions,
 } from '../../src/cli/commands/schedule';
+import { scheduleRuns, scheduleRunsLines } from '../../src/cli/schedule-runs';
 import { SCHEDULE_RUNS_INDEX, type ScheduledRunEntry } from '../../src/model';
 import { startSimulator, type Simulator } from '../../src/simulator';
 import type { ScheduledBatchResult } from '../../src/workflows';
@@ -181,6 +182,14 @@ describe('every scheduled run ends, says how, and writes its results (dev server
       ]);
       expect(runs[0]).toMatchObject({ rows: 3, succeeded: 1, notRun: 2, spentUsd: 0.04 });
       for (const run of runs) expect((await stat(path.join(outDir, run.runId, 'results.csv'))).isFile()).toBe(true);
+      // `schedule describe` shows each run's outcome and counts, the latest first, and the ticks skipped.
+      const view = await scheduleRuns(env().client, scheduleId);
+      expect(view.runs.map((r) => r.runId)).toEqual([runIdOf(second), runIdOf(first!)]);
+      expect(view.skipped).toEqual({ overlap: 0, missedCatchupWindow: 0 });
+      expect(scheduleRunsLines(view)).toContain(
+        `  ${runIdOf(first!)} paused at ${runs[0]!.endedAt}: 1 succeeded, 0 failed, 2 not run, ` +
+          '0 skipped as paid before, 0.04 USD (spend cap of 0.05 USD reached)',
+      );
       await controlSchedule(env().client, scheduleId, 'delete');
     });
   });

@@ -11,6 +11,7 @@ import { defineCommand, type CommandDefinition, type CommandGroup } from '../com
 import { ID_RULE, batchId, dollars, duration, flag, positiveInt } from '../options';
 import { checkPricesForCap, priceOptions, priceSchema, pricesInput } from '../prices';
 import { withLedgerStore } from '../ledger-store';
+import { scheduleRuns, scheduleRunsLines } from '../schedule-runs';
 
 /** Overlap policies a person can choose (what happens when a run is due while the previous one runs). */
 export const OVERLAP_POLICIES = [
@@ -294,21 +295,23 @@ const lsCommand = defineCommand({
 
 const describeCommand = defineCommand({
   name: 'describe',
-  description: 'Next runs and recent runs of a schedule',
+  description: 'Next runs, recent runs and how each ended, and the ticks skipped',
   args: [{ name: 'id', description: 'the schedule id' }],
   options: [{ flags: '--json', description: 'print as JSON' }],
   schema: z.object({ id: batchId, json: flag }),
   async run(o, { stdout, env }) {
     await withClient(async (client) => {
       const d = await describeSchedule(client, o.id);
+      const runs = await scheduleRuns(client, o.id);
       stdout(
         print(
           o.json,
-          d,
+          { ...d, runs },
           [
             `${d.scheduleId}: ${d.paused ? 'paused' : 'active'}${d.note ? ` (${d.note})` : ''}`,
             `next: ${d.nextRuns.join(', ') || '-'}`,
             ...d.recentRuns.map((r) => `ran ${r.scheduledAt}: ${r.workflowId}`),
+            ...scheduleRunsLines(runs),
           ].join('\n'),
         ),
       );

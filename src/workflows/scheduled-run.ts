@@ -1,5 +1,6 @@
 import {
   CancellationScope,
+  CancelledFailure,
   ParentClosePolicy,
   isCancellation,
   proxyActivities,
@@ -111,6 +112,8 @@ export async function scheduledRunThatEnds(
     held?.hold ?? (progress.status === 'cancelled' ? ScheduledRunOutcome.Cancelled : ScheduledRunOutcome.Completed);
   const reason = held?.reason;
   await record({ outcome, ...(reason ? { reason } : {}), file, rows, skipped, progress });
+  // A run cancelled through Temporal (a person, `cancel_other`) ends cancelled, as Temporal and `ls` show it.
+  if (CancellationScope.current().consideredCancelled) throw new CancelledFailure('the scheduled run was cancelled');
   return { batchId, rows, skipped, progress, outcome, ...(reason ? { reason } : {}) };
 }
 

@@ -5,6 +5,7 @@ import { type NativeConnection, Worker, type WorkerOptions } from '@temporalio/w
 import { createActivities, type ActivityDeps } from './activities';
 import { failureConverterPath } from './codec';
 import { metricsInterceptor, type WorkerMetrics } from './metrics';
+import { runResultsWriter } from './results';
 
 /** The task queue every imagebatch worker polls. */
 export const TASK_QUEUE = 'imagebatch';
@@ -101,7 +102,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
       ...options.extraActivities,
       ...createActivities({
         taskQueueRateLimited: Boolean(options.maxTaskQueueActivitiesPerSecond),
-        ...options.activityDeps,
+        ...withResultsWriter(options.activityDeps),
       }),
     },
     ...(workflowBundle ? { workflowBundle } : { workflowsPath }),
@@ -115,6 +116,12 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     ...(options.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
     ...(options.dataConverter ? { dataConverter: options.dataConverter } : {}),
   });
+}
+
+/** The activities' dependencies, with the writer of a scheduled run's result files when a client is given. */
+export function withResultsWriter(deps: ActivityDeps): ActivityDeps {
+  if (deps.writeResults || !deps.temporalClient) return deps;
+  return { ...deps, writeResults: runResultsWriter({ client: deps.temporalClient, ledger: deps.ledger }) };
 }
 
 /** The caller's interceptors, plus the metrics interceptor when metrics are on. */

@@ -1,6 +1,6 @@
 import { ApplicationFailure, ApplicationFailureCategory, type ApplicationFailureOptions } from '@temporalio/common';
 import type { FailureOutcome } from '../api/classify';
-import { endsKey, FailureType } from '../model';
+import { endsKey, FailureType, SCHEDULED_RUN_CANNOT_START } from '../model';
 
 /**
  * Where an outcome of the image service (src/api/classify.ts, plain data) becomes the `ApplicationFailure` an
@@ -138,5 +138,21 @@ export function failureWith(
     ...(change.details ? { details: change.details } : err.details ? { details: [...err.details] } : {}),
     ...(typeof err.nextRetryDelay === 'number' ? { nextRetryDelay: err.nextRetryDelay } : {}),
     ...(err.category ? { category: err.category } : {}),
+  });
+}
+
+/**
+ * A scheduled run that cannot start (its file missing, unreadable or invalid; `details` say which): never retried,
+ * so the run fails at once with the reason and the schedule's next tick runs.
+ */
+export function scheduledRunCannotStart(
+  message: string,
+  details: { code: string; reason: string },
+): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: SCHEDULED_RUN_CANNOT_START,
+    message,
+    nonRetryable: true,
+    details: [details],
   });
 }

@@ -10,6 +10,7 @@ import type { LedgerStore } from '../ledger';
 import { createBatchFileActivities } from './batch-file';
 import { createDoctorActivities } from './doctor';
 import { createScheduleActivities } from './schedule-activities';
+import { createScheduledRunActivities, type RunResultsWriter } from './scheduled-run-activities';
 import { createImageActivities } from './image-activities';
 import { requestFingerprinter } from './key-ledger';
 import { createLedgerActivities } from './ledger-activities';
@@ -77,8 +78,18 @@ export interface ActivityDeps {
    * @default Math.random
    */
   random?: () => number;
-  /** Temporal client for `lookupRow` (it only reads: no activity signals a workflow). */
+  /** Temporal client for `lookupRow` and a scheduled run's watch (they only read: no activity signals a workflow). */
   temporalClient?: Client;
+  /**
+   * Writes a scheduled run's result files when it ends (src/results, given by the worker: it sits above this layer).
+   * @default none: a run's line in its schedule's runs.jsonl is written, its result files are not (a warning says so)
+   */
+  writeResults?: RunResultsWriter;
+  /**
+   * How often a scheduled run asks its batch's progress, to end on a hold only a person lifts.
+   * @default RUN_WATCH_EVERY_MS (5 s)
+   */
+  scheduledRunWatchEveryMs?: number;
   /**
    * The ledger store (src/ledger): what was asked and paid, shared by every worker and command of the deployment.
    * The worker opens the one `IMAGEBATCH_LEDGER` names; tests give one of their own.
@@ -148,6 +159,13 @@ export function createActivitiesWithSteps(deps: ActivityDeps) {
       ledger: { store: deps.ledger, fingerprintOf },
       ...(deps.temporalClient ? { temporalClient: deps.temporalClient } : {}),
     }),
+    ...createScheduledRunActivities({
+      outputRoot,
+      logger: deps.logger ?? activityLogger,
+      ...(deps.temporalClient ? { temporalClient: deps.temporalClient } : {}),
+      ...(deps.writeResults ? { writeResults: deps.writeResults } : {}),
+      ...(deps.scheduledRunWatchEveryMs ? { watchEveryMs: deps.scheduledRunWatchEveryMs } : {}),
+    }),
     ...createRowActivities({
       outputRoot,
       now,
@@ -171,6 +189,7 @@ export function createActivitiesWithSteps(deps: ActivityDeps) {
 }
 
 export type Activities = ReturnType<typeof createActivities>;
+export type { RunResultsWriter, RunWatch } from './scheduled-run-activities';
 /** The activities of {@link createActivitiesWithSteps}, for tests that drive one request at a time. */
 export type StepActivities = ReturnType<typeof createActivitiesWithSteps>;
 

@@ -3,7 +3,10 @@ import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { msToNumber } from '@temporalio/common/lib/time';
 import { eachRow, fileFingerprint, rowMayBePaid } from '../ledger';
+import { BatchFileError, BatchFileErrorReason } from '../batch';
 import { prepareScheduledInput, type PreparedInput, type ScheduleLedger } from '../schedules/prepare';
+import { ScheduledRunCannotStartError, type SourceCheckOptions } from '../schedules/source-check';
+import { scheduledRunCannotStart } from './failures';
 import { promptWorkflowId } from '../model';
 import { CREATE_IMAGE_START_TO_CLOSE } from '../workflows/timeouts';
 import { whileHeartbeating } from './heartbeat';
@@ -15,6 +18,11 @@ export interface PrepareScheduledRunInput {
   batchId: string;
   skipSucceeded: boolean;
   defaultModel?: string;
+  /**
+   * Check the file as `imagebatch run` would, with the schedule's columns, before anything starts.
+   * @default not checked (runs of workflows from before patch `scheduled-run-ends`)
+   */
+  check?: SourceCheckOptions;
 }
 
 /**
@@ -50,8 +58,9 @@ export function createScheduleActivities(deps: {
           ? { rowSettled: (batchId: string, rowId: string) => rowSettled(client, batchId, rowId, now()) }
           : {}),
         ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
+        ...(input.check ? { check: input.check } : {}),
       });
-      const run = await whileHeartbeating(ctx, prepared);
+      const run = await whileHeartbeating(ctx, prepared).catch(cannotStart);
       // The run is a batch of its own in the store: `results` finds its file and folder there for as long as it lasts.
       await deps.ledger.store.append([
         {
@@ -82,6 +91,20 @@ export function createScheduleActivities(deps: {
       return whileHeartbeating(Context.current(), count());
     },
   };
+}
+
+/**
+ * A source that is missing, unreadable or invalid fails the run at once (non-retryable): retried, it held the run,
+ * and under the `skip` overlap policy every later tick, for the retry policy's 20 minutes.
+ */
+function cannotStart(err: unknown): never {
+  if (err instanceof ScheduledRunCannotStartError) {
+    throw scheduledRunCannotStart(err.message, { code: err.code, reason: err.reason });
+  }
+  if (err instanceof BatchFileError && err.reason === BatchFileErrorReason.Unreadable) {
+    throw scheduledRunCannotStart(err.message, { code: err.code, reason: err.reason });
+  }
+  throw err;
 }
 
 /** Whether row `rowId` of run `batchId` is over for good: its workflow closed long ago, or Temporal forgot it. */

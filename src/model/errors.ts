@@ -62,6 +62,8 @@ export const ErrorCode = {
   LedgerMismatch: 'LEDGER_MISMATCH',
   /** Before a batch starts, the worker found the service unusable: not reachable, or the key refused. */
   ServiceUnusable: 'SERVICE_UNUSABLE',
+  /** A scheduled run cannot start: its file is missing, cannot be read, or has problems. */
+  ScheduledRunCannotStart: 'SCHEDULED_RUN_CANNOT_START',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

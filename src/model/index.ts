@@ -20,3 +20,4 @@ export * from './row';
 export * from './stop-loss';
 export * from './service-check';
 export * from './window';
+export * from './scheduled-run';

@@ -8,6 +8,12 @@ import type { BatchCursor } from '../model';
 import { isKnownColumn, readBatchPage } from '../batch';
 import { CLAIMS_DIR, claimFileName, claimOwner, markScheduleRun, releaseRow } from '../ledger/claims';
 import { eachRow, importJsonlLedger, rowMayBePaid, type Fingerprinter, type LedgerStore } from '../ledger';
+import {
+  CannotStartReason,
+  checkScheduledSource,
+  ScheduledRunCannotStartError,
+  type SourceCheckOptions,
+} from './source-check';
 
 /** The record of succeeded row ids that schedules wrote before the ledgers; still read, no longer written. */
 export const LEGACY_SUCCEEDED_IDS_FILE = 'succeeded-ids.txt';
@@ -44,6 +50,12 @@ export interface PrepareInput {
    */
   rowSettled?: (batchId: string, rowId: string) => Promise<boolean>;
   defaultModel?: string;
+  /**
+   * Check the source as `imagebatch run` would before anything starts, with the schedule's columns: a file with
+   * problems throws {@link ScheduledRunCannotStartError} naming them.
+   * @default not checked (the runs of schedules made before it: invalid rows are only counted)
+   */
+  check?: SourceCheckOptions;
   /** The ledger store, and how a request's fingerprint is made (for the `ledger.jsonl` files of earlier versions). */
   ledger: ScheduleLedger;
   /**
@@ -91,6 +103,7 @@ export async function prepareScheduledInput(input: PrepareInput, dispatcher?: Di
         dispatcher,
       )
     : input.source;
+  if (input.check) await checkScheduledSource(source, input.check);
   const done = input.skipSucceeded ? await paidRowIds(scheduleDir, input.ledger) : new Set<string>();
   const claimNames = input.skipSucceeded ? await claimFileNames(scheduleDir) : new Set<string>();
   const out: string[][] = [[...COLUMNS]];
@@ -200,7 +213,12 @@ async function download(url: string, dest: string, maxBytes: number, dispatcher?
   });
   if (res.statusCode !== 200) {
     await res.body.dump();
-    throw new Error(`fetching the batch source ${url}: HTTP ${res.statusCode}`);
+    const message = `fetching the batch source ${url}: HTTP ${res.statusCode}`;
+    // A 4xx says the source is not there for this request: the run cannot start (the next tick asks again).
+    if (res.statusCode >= 400 && res.statusCode < 500) {
+      throw new ScheduledRunCannotStartError(CannotStartReason.Unreadable, message);
+    }
+    throw new Error(message);
   }
   const declared = Number(res.headers['content-length'] ?? NaN);
   if (declared > maxBytes) {

@@ -1,7 +1,8 @@
-import { ParentClosePolicy, executeChild, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { ParentClosePolicy, executeChild, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { batchWorkflow, type BatchWorkflowInput } from './batch-workflow';
-import { batchWorkflowId, type BatchProgress } from '../model';
+import { batchWorkflowId, type BatchProgress, type ScheduledRunOutcome } from '../model';
+import { SCHEDULED_RUN_ENDS, scheduledRunThatEnds } from './scheduled-run';
 import { HEARTBEAT_TIMEOUT } from './timeouts';
 
 export interface ScheduledBatchWorkflowInput extends Omit<BatchWorkflowInput, 'batchId' | 'file' | 'outDir' | 'state'> {
@@ -23,6 +24,10 @@ export interface ScheduledBatchResult {
   rows: number;
   skipped: number;
   progress: BatchProgress;
+  /** How the run ended (absent in runs from before patch `scheduled-run-ends`). */
+  outcome?: ScheduledRunOutcome;
+  /** Why it paused or stopped, when it did. */
+  reason?: string;
 }
 
 // Both heartbeat while they work (a source download, every row's result), so a dead worker shows within seconds.
@@ -46,6 +51,8 @@ export async function scheduledBatchWorkflow(input: ScheduledBatchWorkflowInput)
     .workflowId.replace(/^schedule\//, '')
     .replace(/[^A-Za-z0-9._:-]/g, '-')
     .slice(-128);
+  // Every run ends and says how, and writes its results (src/workflows/scheduled-run.ts).
+  if (patched(SCHEDULED_RUN_ENDS)) return scheduledRunThatEnds(input, batchId);
   const { scheduleId: _scheduleId, source, outDir, skipSucceeded, ...batchOptions } = input;
   const prepared = await prepareScheduledRun({
     source,

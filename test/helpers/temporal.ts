@@ -3,8 +3,8 @@ import { randomUUID } from 'node:crypto';
 import { Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll } from 'vitest';
 import { executableFor, temporalCliPath, testServerPath } from '../../src/temporal/toolchain';
-import { workflowsPath } from '../../src/worker';
-import { createActivities } from '../../src/activities';
+import { withResultsWriter, workflowsPath } from '../../src/worker';
+import { createActivities, type ActivityDeps } from '../../src/activities';
 import { defaultServiceConfig, type ServiceConfig } from '../../src/config/service-config';
 import { DEMO_API_KEY } from '../../src/simulator';
 import { refuseInUnitProject } from './project';
@@ -78,6 +78,8 @@ export async function simulatorWorker(
     ledger?: LedgerStore;
     /** A queue to join (another worker's, stopped): @default a new one, named after `prefix` */
     taskQueue?: string;
+    /** Further activity dependencies (a scheduled run's watch interval). @default none */
+    activityDeps?: Partial<ActivityDeps>;
   },
 ): Promise<{ worker: Worker; taskQueue: string; ledger: LedgerStore }> {
   const taskQueue = options.taskQueue ?? `${options.prefix}-${randomUUID()}`;
@@ -86,13 +88,16 @@ export async function simulatorWorker(
     connection: env().nativeConnection,
     taskQueue,
     workflowBundle: await workflowBundle(),
-    activities: createActivities({
-      config: defaultServiceConfig({ baseUrl: options.baseUrl, minPollIntervalMs: 200, ...options.config }),
-      apiKey: () => DEMO_API_KEY,
-      outputRoot: options.outputRoot,
-      temporalClient: env().client,
-      ledger,
-    }),
+    activities: createActivities(
+      withResultsWriter({
+        config: defaultServiceConfig({ baseUrl: options.baseUrl, minPollIntervalMs: 200, ...options.config }),
+        apiKey: () => DEMO_API_KEY,
+        outputRoot: options.outputRoot,
+        temporalClient: env().client,
+        ledger,
+        ...options.activityDeps,
+      }),
+    ),
   });
   return { worker, taskQueue, ledger };
 }

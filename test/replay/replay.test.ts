@@ -66,6 +66,8 @@ const EXPECTED = [
   // Recorded after the `window-sawtooth` patch (a limit that binds for good no longer starves the window).
   'v11-window-sawtooth-batch-window-grows-then-quota-cuts',
   'v11-row-reports-refused-prompt-quota-reports-limit',
+  // Recorded after the `scheduled-run-ends` patch (a scheduled run held by its spend cap ends `paused`).
+  'v12-scheduled-run-ends-scheduled-cap-paused',
 ];
 
 type History = temporal.api.history.v1.History;
@@ -164,6 +166,16 @@ describe('replay of recorded histories', () => {
     expect(row.some((t) => t.includes('row-reports-refused'))).toBe(true);
     expect(row).toContain('{"limit":"concurrency","refused":true}');
     expect(texts).toContain('{"limit":"concurrency","refused":true}');
+  });
+
+  it("the scheduled-run-ends history holds the patch's marker, the watch, the record, and ends paused", () => {
+    const name = 'v12-scheduled-run-ends-scheduled-cap-paused';
+    const texts = payloadTexts(fixtures.find((f) => f.name === name)!.json);
+    const json = JSON.stringify(fixtures.find((f) => f.name === name)!.json);
+    expect(texts.some((t) => t.includes('scheduled-run-ends'))).toBe(true);
+    expect(json).toContain('"watchScheduledBatch"');
+    expect(json).toContain('"recordScheduledRun"');
+    expect(texts.some((t) => t.includes('"outcome":"paused"'))).toBe(true);
   });
 
   it('the histories hold no API key', () => {

@@ -25,6 +25,7 @@ import {
 import { checkScheduleSource, isUrlSource } from '../schedule/source';
 import { withScheduleClient, workerMissing } from '../schedule/keep-alive';
 import { timingLines, timingOf, whenMemo, type ScheduleTiming } from '../schedule/timing';
+import { scheduleRuns, scheduleRunsLines } from '../schedule-runs';
 
 /** Overlap policies a person can choose (what happens when a run is due while the previous one runs). */
 export const OVERLAP_POLICIES = [
@@ -344,22 +345,24 @@ const lsCommand = defineCommand({
 
 const describeCommand = defineCommand({
   name: 'describe',
-  description: 'Next runs and recent runs of a schedule',
+  description: 'Next runs, recent runs and how each ended, and the ticks skipped',
   args: [{ name: 'id', description: 'the schedule id' }],
   options: [{ flags: '--json', description: 'print as JSON' }],
   schema: z.object({ id: batchId, json: flag }),
   async run(o, { stdout, stderr, env }) {
     await withScheduleClient(env, stderr, async (client) => {
       const d = await describeSchedule(client, o.id);
+      const runs = await scheduleRuns(client, o.id);
       stdout(
         print(
           o.json,
-          d,
+          { ...d, runs },
           [
             `${d.scheduleId}: ${d.paused ? 'paused' : 'active'}${d.note ? ` (${d.note})` : ''}`,
             ...timingLines(d.timing),
             `next: ${d.nextRuns.join(', ') || '-'}`,
             ...d.recentRuns.map((r) => `ran ${r.scheduledAt}: ${r.workflowId}`),
+            ...scheduleRunsLines(runs),
           ].join('\n'),
         ),
       );

@@ -1,8 +1,8 @@
 /**
  * The key's request rate, learnt from its 429s (issue #32). The interface does not show the rate, so the pace is
  * open until the service first answers `429 ERR_RATE_LIMIT`; it is then set just under the rate the service let
- * through. While it binds it is raised fast back to the highest rate cut at lately, so that a storm of 429s that
- * passes costs seconds, not minutes. A fast raise that meets a 429 tells that the rate may have gone down for good:
+ * through. While it binds, after a deep drop, it is raised fast back to the highest rate cut at lately, so that a
+ * storm of 429s that passes costs seconds, not minutes. A fast raise that meets a 429 tells that the rate may have gone down for good:
  * the next fast raise waits twice as long, and slow raises go on meanwhile, as TCP backs off its retransmissions.
  * Past the level it comes back to, the pace rises slowly, so that a rate that went up is found again; past a level
  * that was only what this worker had to send when the service refused (its pace held nothing back), it goes on
@@ -28,6 +28,12 @@ export const LEARNED_RATE = {
   quietMs: 5_000,
   /** No fast raise for this long after a cut at first, in ms; doubled after each fast raise cut short. */
   fastQuietMs: 2_000,
+  /**
+   * Fast raises come back only from a deep drop: the last cut's rate under this share of the highest lately (a storm
+   * of 429s, a rate halved). Nearer, the rate measured at cuts varies with the service's bursts, and the slow raises
+   * serve.
+   */
+  deepDrop: 0.7,
   /** The longest wait before a fast raise, in ms. */
   fastQuietMaxMs: 8_000,
   /** Raises happen at most once in this many ms, and only while the pace held a request back in it. */
@@ -162,7 +168,8 @@ export class LearnedRate {
     const top = this.topLevel();
     const resume = top.perSec * LEARNED_RATE.resumeShare;
     let raised: number;
-    if ((pace < resume || !top.bound) && quiet >= this.fastQuietMs) {
+    const deep = last < top.perSec * LEARNED_RATE.deepDrop;
+    if (((pace < resume && deep) || !top.bound) && quiet >= this.fastQuietMs) {
       // Doubling: back to the level, or on past a level that was only what this worker sent.
       raised =
         pace < resume ? Math.min(resume, pace * (1 + LEARNED_RATE.fastRaise)) : pace * (1 + LEARNED_RATE.fastRaise);

@@ -73,6 +73,25 @@ describe('LearnedRate', () => {
     for (const s of [28, 39, 50]) expect(run.paceAt[s]).toBeGreaterThan(0.9 * 20 * LEARNED_RATE.under);
   });
 
+  it('storms that come while the worker sends little: its first rate is what it sent, not the limit', () => {
+    // A storm every 3 to 9 s, 1.5 to 4 s long, at 2/s; 1,000/s between. The worker has 12 requests a second to send.
+    let seed = 7;
+    const random = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+    const storms: [number, number][] = [];
+    for (let t = 10_000; t < 300_000;) {
+      t += 3000 + random() * 6000;
+      const length = 1500 + random() * 2500;
+      storms.push([t, t + length]);
+      t += length;
+    }
+    const stormy = (t: number) => (storms.some(([from, to]) => t >= from && t < to) ? 2 : 1000);
+    const run = runAgainst(new LearnedRate(), stormy, 300_000, 1000, 12);
+    const passed = run.passedIn.reduce((sum, n) => sum + (n ?? 0), 0);
+    const stormMs = storms.reduce((sum, [from, to]) => sum + Math.min(to, 300_000) - from, 0);
+    const most = (12 * (300_000 - stormMs) + 2 * stormMs) / 1000; // all it had to send outside storms, 2/s in them
+    expect(passed / most).toBeGreaterThan(0.8);
+  });
+
   it('a steady rate: 429s under 0.5% of requests, and 97% of the rate used', () => {
     const run = runAgainst(new LearnedRate(), () => 20, 300_000);
     const passed = run.passedIn.reduce((sum, n) => sum + (n ?? 0), 0);

@@ -265,7 +265,7 @@ export class ImageApiClient {
           this.holds.holdSubmissions(keyId, now + outcome.retryAfterMs);
           this.logger.info('image api: submissions held', { keyId, waitMs: outcome.retryAfterMs });
         } else {
-          if (outcome.httpStatus === 429 && this.config.learnLimits) this.learntPace(keyId, now);
+          if (outcome.httpStatus === 429 && this.config.learnLimits) this.learntPace(keyId, now, outcome.retryAfterMs);
           this.holds.holdKey(keyId, now + outcome.retryAfterMs);
           this.logger.info('image api: key held', {
             keyId,
@@ -321,17 +321,13 @@ export class ImageApiClient {
     return probe ? { ...outcome, probe } : outcome;
   }
 
-  /** A 429 of the key's rate: the learnt pace is cut, and the log says to what. */
-  private learntPace(keyId: string, now: number): void {
+  /** A 429 of the key's rate, holding the key for `holdMs`: the learnt pace is cut, and the log says to what. */
+  private learntPace(keyId: string, now: number, holdMs: number): void {
     const rate = this.holds.rateOf(keyId);
     const before = rate.perSecond;
-    rate.limited(now);
+    rate.limited(now, holdMs);
     if (rate.perSecond !== before) {
-      this.logger.info('image api: pace learnt from a 429', {
-        keyId,
-        perSecond: Number(rate.perSecond?.toFixed(2)),
-        level: Number(rate.level.toFixed(2)),
-      });
+      this.logger.info('image api: pace learnt from a 429', { keyId, perSecond: Number(rate.perSecond?.toFixed(2)) });
     }
   }
 

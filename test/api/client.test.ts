@@ -1,6 +1,6 @@
 import { MockAgent } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ImageApiClient, LocalHoldCode } from '../../src/api/client';
+import { ImageApiClient, LocalHoldCode, silentLogger } from '../../src/api/client';
 import { keyFingerprint } from '../../src/api/api-key';
 import { ErrorCode } from '../../src/api/contract';
 import { HoldRegistry } from '../../src/api/holds';
@@ -20,7 +20,12 @@ const accepted = (id = 'cr_1'): StubReply => ({ status: 202, body: { id, status:
 async function setup(
   reply: (req: { method: string; url: string }, i: number) => StubReply,
   overrides: Partial<ServiceConfig> = {},
-  extra: { apiKey?: () => string; holds?: HoldRegistry; sleep?: (ms: number) => Promise<void> } = {},
+  extra: {
+    apiKey?: () => string;
+    holds?: HoldRegistry;
+    sleep?: (ms: number) => Promise<void>;
+    info?: (message: string) => void;
+  } = {},
 ) {
   const server = await startStub(reply);
   servers.push(server);
@@ -31,6 +36,7 @@ async function setup(
     now: () => clock.t,
     ...(extra.holds ? { holds: extra.holds } : {}),
     ...(extra.sleep ? { sleep: extra.sleep } : {}),
+    ...(extra.info ? { logger: { ...silentLogger, info: extra.info } } : {}),
   });
   clients.push(client);
   return { server, client, clock };
@@ -433,5 +439,18 @@ describe('ImageApiClient: limits learnt from 429s (issue #32)', () => {
     clock.t += 1000;
     expect(await client.submit({ idempotencyKey: 'k1', request })).toMatchObject({ kind: 'accepted' });
     expect(server.requests).toHaveLength(3);
+  });
+
+  it('IMAGEGEN_LEARN_LIMITS=off: a rate 429 learns no pace, and the log says none was learnt', async () => {
+    const logged: string[] = [];
+    const { client } = await setup(
+      (_r, i) => (i === 3 ? rateLimited : accepted(`c${i}`)),
+      { learnLimits: false },
+      { info: (message) => void logged.push(message) },
+    );
+    for (let i = 0; i < 4; i += 1) await client.submit({ idempotencyKey: `k${i}`, request });
+    expect(client.holds.rateOf(keyFingerprint(SECRET_KEY)).perSecond).toBeUndefined();
+    expect(logged).not.toContain('image api: pace learnt from a 429');
+    expect(logged).toContain('image api: key held');
   });
 });

@@ -1,34 +1,12 @@
 import { ParentClosePolicy, executeChild, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { batchWorkflow, type BatchWorkflowInput } from './batch-workflow';
-import { batchWorkflowId, type BatchProgress, type ScheduledRunOutcome } from '../model';
+import { batchWorkflow } from './batch-workflow';
+import { batchWorkflowId } from '../model';
+import type { ScheduledBatchResult, ScheduledBatchWorkflowInput } from './scheduled-batch-types';
 import { SCHEDULED_RUN_ENDS, scheduledRunThatEnds } from './scheduled-run';
 import { HEARTBEAT_TIMEOUT } from './timeouts';
 
-export interface ScheduledBatchWorkflowInput extends Omit<BatchWorkflowInput, 'batchId' | 'file' | 'outDir' | 'state'> {
-  /** The schedule's id: runs are named after it. */
-  scheduleId: string;
-  /** A path the workers can read, or an http(s) URL, read afresh on every run. */
-  source: string;
-  /** The schedule's output folder; each run writes below it, in a folder named after its batch id. */
-  outDir: string;
-  /**
-   * Leave out rows whose id succeeded in an earlier run of this schedule.
-   * @default false
-   */
-  skipSucceeded?: boolean;
-}
-
-export interface ScheduledBatchResult {
-  batchId: string;
-  rows: number;
-  skipped: number;
-  progress: BatchProgress;
-  /** How the run ended (absent in runs from before patch `scheduled-run-ends`). */
-  outcome?: ScheduledRunOutcome;
-  /** Why it paused or stopped, when it did. */
-  reason?: string;
-}
+export type { ScheduledBatchResult, ScheduledBatchWorkflowInput } from './scheduled-batch-types';
 
 // Both heartbeat while they work (a source download, every row's result), so a dead worker shows within seconds.
 const { prepareScheduledRun, recordSucceededRows } = proxyActivities<Activities>({

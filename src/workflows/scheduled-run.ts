@@ -10,7 +10,7 @@ import type { Activities, RunWatch } from '../activities';
 import { batchWorkflowId, ScheduledRunOutcome, type BatchProgress } from '../model';
 import { batchWorkflow } from './batch-workflow';
 import { cancelSignal } from './definitions';
-import type { ScheduledBatchResult, ScheduledBatchWorkflowInput } from './scheduled-batch-workflow';
+import type { ScheduledBatchResult, ScheduledBatchWorkflowInput } from './scheduled-batch-types';
 import { workflowNow } from './time';
 import { HEARTBEAT_TIMEOUT } from './timeouts';
 

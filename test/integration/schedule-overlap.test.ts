@@ -10,7 +10,7 @@ import {
   createSchedule,
   describeSchedule,
   type OverlapPolicyName,
-} from '../../src/cli/commands/schedule';
+} from '../../src/cli/schedule/manage';
 import { CreationOutcome, startSimulator, type Simulator } from '../../src/simulator';
 import type { ScheduledBatchResult } from '../../src/workflows';
 import { parseIdempotencyKey } from '../../src/model';

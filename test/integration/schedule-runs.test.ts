@@ -9,7 +9,7 @@ import {
   createSchedule,
   describeSchedule,
   type CreateScheduleOptions,
-} from '../../src/cli/commands/schedule';
+} from '../../src/cli/schedule/manage';
 import { scheduleRuns, scheduleRunsLines } from '../../src/cli/schedule-runs';
 import { SCHEDULE_RUNS_INDEX, type ScheduledRunEntry } from '../../src/model';
 import { startSimulator, type Simulator } from '../../src/simulator';

@@ -1,223 +1,32 @@
 import path from 'node:path';
-import { type Client, type ScheduleDescription, ScheduleOverlapPolicy } from '@temporalio/client';
-import type { Duration } from '@temporalio/common';
 import { z } from 'zod';
-import { scheduledBatchWorkflow, type ScheduledBatchWorkflowInput } from '../../workflows';
-import { ID_PATTERN, type UserColumns } from '../../model';
-import type { BatchReport } from '../../batch';
 import { connectClient } from '../client';
 import { columnOptions, columnSchema, userColumnsInput } from '../columns';
 import { defineCommand, type CommandDefinition, type CommandGroup } from '../command';
-import { ID_RULE, batchId, dollars, duration, flag, positiveInt } from '../options';
-import { checkPricesForCap, priceOptions, priceSchema, pricesInput } from '../prices';
+import { batchId, dollars, duration, flag, positiveInt } from '../options';
+import { priceOptions, priceSchema, pricesInput } from '../prices';
 import { withLedgerStore } from '../ledger-store';
 import {
   ALLOW_FREQUENT_FLAG,
-  DEFAULT_JITTER_MS,
   DEFAULT_TIMEZONE,
   catchupWindow,
   checkGuards,
-  defaultCatchupWindowMs,
-  intervalOf,
   jitter,
   timezone,
 } from '../schedule/guards';
 import { checkScheduleSource, isUrlSource } from '../schedule/source';
 import { withScheduleClient, workerMissing } from '../schedule/keep-alive';
-import { timingLines, timingOf, whenMemo, type ScheduleTiming } from '../schedule/timing';
+import { timingLines } from '../schedule/timing';
+import {
+  OVERLAP_POLICIES,
+  ScheduleAction,
+  controlSchedule,
+  createSchedule,
+  describeSchedule,
+  listSchedules,
+  type ScheduleSpec,
+} from '../schedule/manage';
 import { scheduleRuns, scheduleRunsLines } from '../schedule-runs';
-
-/** Overlap policies a person can choose (what happens when a run is due while the previous one runs). */
-export const OVERLAP_POLICIES = [
-  'skip',
-  'buffer_one',
-  'buffer_all',
-  'cancel_other',
-  'terminate_other',
-  'allow_all',
-] as const;
-export type OverlapPolicyName = (typeof OVERLAP_POLICIES)[number];
-
-/** When a schedule runs: a cron expression, or an interval (at least a second; the CLI checks it). */
-export type ScheduleSpec = { cron: string; every?: never } | { every: Duration; cron?: never };
-
-export type CreateScheduleOptions = ScheduleSpec & CreateScheduleSettings;
-
-export interface CreateScheduleSettings {
-  client: Client;
-  taskQueue: string;
-  scheduleId: string;
-  /** A file path the workers can read, or an http(s) URL. */
-  source: string;
-  outDir: string;
-  /** @default 'skip' */
-  overlap?: OverlapPolicyName;
-  skipSucceeded?: boolean;
-  defaultModel?: string;
-  concurrency?: number;
-  maxAttempts?: number;
-  spendCapUsd?: number;
-  /** Prices per image by model for models the catalog shows no price for (`--price`). */
-  prices?: Record<string, number>;
-  /** Create it paused. */
-  paused?: boolean;
-  /** The IANA time zone cron times are read in. @default 'UTC' */
-  timezone?: string;
-  /**
-   * How late a run missed while the server was down is still taken.
-   * @default one interval of the schedule, from 1 minute to 1 day
-   */
-  catchupWindowMs?: number;
-  /** Each run starts up to this much later, at random. @default 0 */
-  jitterMs?: number;
-  /** Columns the user owns (`--carry`, `--column`). @default none */
-  userColumns?: UserColumns;
-  /**
-   * The id of the ledger store the runs are recorded in (the command's `IMAGEBATCH_LEDGER`): a worker on another
-   * store sends nothing for them.
-   * @default any store
-   */
-  ledgerId?: string;
-  /**
-   * The report of a local `source` whose prices a cap needs, read before connecting (see {@link capReport}).
-   * @default read here when needed
-   */
-  report?: BatchReport;
-}
-
-/**
- * The report of the file a cap needs the prices of: a local file when there is a spend cap (a URL's rows are held by
- * each run's batch until their price is known). A command reads it before it connects: a missing file is said at once.
- */
-export async function capReport(
-  options: Pick<CreateScheduleSettings, 'source' | 'spendCapUsd' | 'defaultModel' | 'userColumns'>,
-): Promise<BatchReport | undefined> {
-  if (options.spendCapUsd === undefined) return undefined;
-  return checkScheduleSource(options);
-}
-
-/** `imagebatch schedule create`: a Temporal Schedule that starts a fresh batch from the source on each tick. */
-export async function createSchedule(options: CreateScheduleOptions): Promise<{ scheduleId: string }> {
-  if (!ID_PATTERN.test(options.scheduleId)) {
-    throw new Error(`schedule id ${JSON.stringify(options.scheduleId)} ${ID_RULE}`);
-  }
-  const input: ScheduledBatchWorkflowInput = {
-    scheduleId: options.scheduleId,
-    source: options.source,
-    outDir: options.outDir,
-    skipSucceeded: options.skipSucceeded ?? false,
-    ...(options.defaultModel ? { defaultModel: options.defaultModel } : {}),
-    ...(options.concurrency ? { concurrency: options.concurrency } : {}),
-    ...(options.maxAttempts ? { maxAttempts: options.maxAttempts } : {}),
-    ...(options.spendCapUsd === undefined ? {} : { spendCapUsd: options.spendCapUsd }),
-    ...(options.prices ? { prices: options.prices } : {}),
-    ...(options.userColumns ? { userColumns: options.userColumns } : {}),
-    // Each run asks for new images by intent (a pipeline runs again to get new ones): no earlier request serves it.
-    ledger: { ...(options.ledgerId ? { storeId: options.ledgerId } : {}), newImages: true },
-  };
-  // A cap is kept only with a price for every model: a local file is checked now.
-  const report = options.report ?? (await capReport(options));
-  if (report) await checkPricesForCap(options.client, options.taskQueue, report.models, options.prices ?? {});
-  const when = options.cron !== undefined ? { cron: options.cron } : { every: options.every };
-  const interval = intervalOf(when);
-  await options.client.schedule.create({
-    scheduleId: options.scheduleId,
-    spec: {
-      ...(options.cron !== undefined ? { cronExpressions: [options.cron] } : { intervals: [{ every: options.every }] }),
-      timezone: options.timezone ?? DEFAULT_TIMEZONE,
-      jitter: options.jitterMs ?? DEFAULT_JITTER_MS,
-    },
-    action: {
-      type: 'startWorkflow',
-      workflowType: scheduledBatchWorkflow,
-      workflowId: `schedule/${options.scheduleId}`,
-      taskQueue: options.taskQueue,
-      args: [input],
-    },
-    policies: {
-      overlap: overlapOf(options.overlap ?? 'skip'),
-      catchupWindow: options.catchupWindowMs ?? defaultCatchupWindowMs('ms' in interval ? interval.ms : Infinity),
-    },
-    memo: whenMemo(
-      options.cron !== undefined ? { cron: options.cron } : { everyMs: 'ms' in interval ? interval.ms : 0 },
-    ),
-    state: { paused: options.paused ?? false, note: `imagebatch schedule for ${options.source}` },
-  });
-  return { scheduleId: options.scheduleId };
-}
-
-function overlapOf(name: OverlapPolicyName) {
-  switch (name) {
-    case 'skip':
-      return ScheduleOverlapPolicy.SKIP;
-    case 'buffer_one':
-      return ScheduleOverlapPolicy.BUFFER_ONE;
-    case 'buffer_all':
-      return ScheduleOverlapPolicy.BUFFER_ALL;
-    case 'cancel_other':
-      return ScheduleOverlapPolicy.CANCEL_OTHER;
-    case 'terminate_other':
-      return ScheduleOverlapPolicy.TERMINATE_OTHER;
-    case 'allow_all':
-      return ScheduleOverlapPolicy.ALLOW_ALL;
-  }
-}
-
-export interface ScheduleSummary {
-  scheduleId: string;
-  paused: boolean;
-  note?: string;
-  nextRuns: string[];
-  recentRuns: { scheduledAt: string; workflowId: string }[];
-  /** When it runs, in which time zone, its catch-up window and jitter. */
-  timing: ScheduleTiming;
-}
-
-function summarize(d: ScheduleDescription): ScheduleSummary {
-  return {
-    scheduleId: d.scheduleId,
-    paused: d.state.paused,
-    ...(d.state.note ? { note: d.state.note } : {}),
-    nextRuns: d.info.nextActionTimes.slice(0, 3).map((t) => t.toISOString()),
-    recentRuns: d.info.recentActions.map((a) => ({
-      scheduledAt: a.scheduledAt.toISOString(),
-      workflowId: a.action.workflow.workflowId,
-    })),
-    timing: timingOf(d),
-  };
-}
-
-export async function describeSchedule(client: Client, scheduleId: string): Promise<ScheduleSummary> {
-  return summarize(await client.schedule.getHandle(scheduleId).describe());
-}
-
-export async function listSchedules(client: Client): Promise<{ scheduleId: string; paused: boolean }[]> {
-  const out: { scheduleId: string; paused: boolean }[] = [];
-  for await (const s of client.schedule.list()) out.push({ scheduleId: s.scheduleId, paused: s.state.paused });
-  return out;
-}
-
-export const ScheduleAction = { Pause: 'pause', Unpause: 'unpause', Trigger: 'trigger', Delete: 'delete' } as const;
-export type ScheduleAction = (typeof ScheduleAction)[keyof typeof ScheduleAction];
-
-/**
- * `imagebatch schedule pause|unpause|trigger|delete ID`. A trigger follows the schedule's own overlap policy (the
- * SDK's default for a trigger is `allow_all`, which would start a run alongside a running one whatever the
- * schedule says).
- */
-export async function controlSchedule(client: Client, scheduleId: string, action: ScheduleAction): Promise<void> {
-  const handle = client.schedule.getHandle(scheduleId);
-  switch (action) {
-    case ScheduleAction.Pause:
-      return handle.pause('paused from the command line');
-    case ScheduleAction.Unpause:
-      return handle.unpause('unpaused from the command line');
-    case ScheduleAction.Trigger:
-      return handle.trigger((await handle.describe()).policies.overlap);
-    case ScheduleAction.Delete:
-      return handle.delete();
-  }
-}
 
 const print = (json: boolean | undefined, data: unknown, text: string) =>
   json ? `${JSON.stringify(data)}\n` : text.endsWith('\n') || text === '' ? text : `${text}\n`;

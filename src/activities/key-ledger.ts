@@ -107,14 +107,15 @@ export function createKeyLedger(deps: KeyLedgerDeps) {
     // A run of a schedule sends a row only while it holds the row's claim: two overlapping runs never both pay.
     if (!(await store.key(input.idempotencyKey))) {
       const scheduleDir = await scheduleDirOf(outDir);
-      const claim = scheduleDir ? await claimRow(scheduleDir, input.rowId, input.batchId) : { ok: true as const };
+      const owner = { batchId: input.batchId, rowId: input.rowId };
+      const claim = scheduleDir ? await claimRow(scheduleDir, print.fingerprint, owner) : { ok: true as const };
       if (!claim.ok) {
         return fail({
           kind: 'rejected',
           details: {
             httpStatus: 0,
             code: 'LEDGER',
-            message: `row ${input.rowId} is being run by ${claim.owner}, another run of this schedule: not sent here`,
+            message: `the same request is being run by row ${claim.owner.rowId} of ${claim.owner.batchId}, another run of this schedule: not sent here`,
             fieldErrors: [],
           },
         });

@@ -81,10 +81,17 @@ export function createLedgerActivities(deps: {
       const corrected = open.length > 0 ? recordWithUnsentKeys(input.record, known) : undefined;
       const record = corrected ?? input.record;
       await deps.ledger.append([{ type: 'row', by: input.by ?? 'row', record }], deps.now());
-      // A row of a schedule's run that ended holding no money gives its claim back: a later run may try it again.
+      // A row of a schedule's run that ended holding no money gives its request's claim back: a later run may try
+      // it again. Its request is the one its keys were sent with (a row that sent nothing leaves its claim to the
+      // next run's preparation, which gives it back once the row is over for good).
       if (record.keys.every((k) => NO_MONEY_HELD.has(k.outcome))) {
         const scheduleDir = await scheduleDirOf(path.resolve(deps.outputRoot, input.outDir));
-        if (scheduleDir) await releaseRow(scheduleDir, record.rowId, record.batchId);
+        if (scheduleDir) {
+          const row = await deps.ledger.row(record.batchId, record.rowId);
+          for (const print of new Set(row?.keys.map((k) => k.fingerprint))) {
+            await releaseRow(scheduleDir, print, record.batchId);
+          }
+        }
       }
       return corrected;
     },

@@ -3,13 +3,14 @@ import { link, mkdir, open, readFile, rename, unlink, writeFile } from 'node:fs/
 import path from 'node:path';
 
 /**
- * Claims of rows across the runs of one schedule. Each run of a schedule is a batch of its own (a fresh batch id, so
- * fresh idempotency keys): two runs that overlap (`allow_all`, or a run started while a cancelled or terminated one
- * still has rows in flight) could both pay for one row. Before a row of a run sends a key, it claims the row in the
- * schedule's folder; a row claimed by another run is not sent. The claim is given back only when the row ended
- * with no money held (refused, or refunded), so a later run may retry it; a row that may have been paid keeps it.
+ * Claims of requests across the runs of one schedule. Each run of a schedule is a batch of its own (a fresh batch
+ * id, so fresh idempotency keys): two runs that overlap (`allow_all`, or a run started while a cancelled or
+ * terminated one still has rows in flight) could both pay for one request. Before a row of a run sends a key, it
+ * claims its request (the request's fingerprint: what it asks, whatever the row's id or line) in the schedule's
+ * folder; a request claimed by another run is not sent. The claim is given back only when the row ended with no
+ * money held (refused, or refunded), so a later run may retry it; a request that may have been paid keeps it.
  *
- * A claim is one file, `<scheduleDir>/claims/<row id, encoded>`, holding the owner's batch id. It is created
+ * A claim is one file, `<scheduleDir>/claims/<fingerprint, encoded>`, holding the owner's batch and row. It is created
  * exclusively: written whole under a temporary name, then hard-linked to its name, which fails if the name exists
  * (atomic on local file systems and NFS alike, and a reader never sees a claim half written); where hard links are
  * not supported, it is created with O_EXCL. Several workers on a shared volume claim in the same folder.
@@ -30,9 +31,18 @@ interface ScheduleRunMarker {
 
 interface ClaimContent {
   v: typeof MARKER_VERSION;
+  /** What is claimed: the request's fingerprint. */
+  print: string;
+  /** The row of the owner that claimed it. */
   rowId: string;
   batchId: string;
   at: string;
+}
+
+/** Who holds a claim: a run (its batch id) and its row. */
+export interface ClaimOwner {
+  batchId: string;
+  rowId: string;
 }
 
 /** Marks `runDir` as the output folder of run `batchId` of the schedule whose folder is `scheduleDir`. */
@@ -78,27 +88,28 @@ export async function scheduleDirOf(outDir: string): Promise<string | undefined>
 const LONG_NAME = 200;
 
 /**
- * The claim file's name of a row id: lower-case letters, digits and `-` as they are, every other byte as `_` and two
+ * The claim file's name of what is claimed (a request's fingerprint; a row id in the claims of earlier versions):
+ * lower-case letters, digits and `-` as they are, every other byte as `_` and two
  * lower-case hex digits, so names differ on case-insensitive file systems, `.` and `..` never occur, and nothing
  * but `[a-z0-9_-]` is used. A name longer than 200 characters is the SHA-256 of the id, with the suffix `.sha256`
  * (no escaped name holds a `.`).
  */
-export function claimFileName(rowId: string): string {
+export function claimFileName(print: string): string {
   let name = '';
-  for (const byte of Buffer.from(rowId, 'utf8')) {
+  for (const byte of Buffer.from(print, 'utf8')) {
     const c = String.fromCharCode(byte);
     name += /[a-z0-9-]/.test(c) ? c : `_${byte.toString(16).padStart(2, '0')}`;
   }
   if (name.length <= LONG_NAME) return name;
-  return `${createHash('sha256').update(rowId, 'utf8').digest('hex')}.sha256`;
+  return `${createHash('sha256').update(print, 'utf8').digest('hex')}.sha256`;
 }
 
 const claimsDirOf = (scheduleDir: string) => path.join(scheduleDir, CLAIMS_DIR);
-const claimFileOf = (scheduleDir: string, rowId: string) => path.join(claimsDirOf(scheduleDir), claimFileName(rowId));
+const claimFileOf = (scheduleDir: string, print: string) => path.join(claimsDirOf(scheduleDir), claimFileName(print));
 
-/** The batch id that holds `rowId`'s claim, or undefined when the row is free. */
-export async function claimOwner(scheduleDir: string, rowId: string): Promise<string | undefined> {
-  const file = claimFileOf(scheduleDir, rowId);
+/** The run and row that hold the claim of request `print`, or undefined when it is free. */
+export async function claimOwner(scheduleDir: string, print: string): Promise<ClaimOwner | undefined> {
+  const file = claimFileOf(scheduleDir, print);
   // A claim made with O_EXCL (no hard links) may be seen before its content: wait for it a little.
   for (let tries = 0; ; tries++) {
     let text: string;
@@ -110,7 +121,7 @@ export async function claimOwner(scheduleDir: string, rowId: string): Promise<st
     }
     try {
       const claim = JSON.parse(text) as Partial<ClaimContent>;
-      if (typeof claim.batchId === 'string') return claim.batchId;
+      if (typeof claim.batchId === 'string') return { batchId: claim.batchId, rowId: claim.rowId ?? '' };
     } catch {
       // read again
     }
@@ -120,37 +131,38 @@ export async function claimOwner(scheduleDir: string, rowId: string): Promise<st
 }
 
 /**
- * Claims `rowId` for `batchId` in the schedule folder, atomically (an exclusively created file under
- * <scheduleDir>/claims/); ok when it is free or already this batch's.
+ * Claims request `print` for row `rowId` of run `batchId` in the schedule folder, atomically (an exclusively created
+ * file under <scheduleDir>/claims/); ok when it is free or already this run's (another row of the run asking the
+ * same thing is served by the ledger store, which pays a request once).
  */
 export async function claimRow(
   scheduleDir: string,
-  rowId: string,
-  batchId: string,
-): Promise<{ ok: true } | { ok: false; owner: string }> {
+  print: string,
+  owner: ClaimOwner,
+): Promise<{ ok: true } | { ok: false; owner: ClaimOwner }> {
   const dir = claimsDirOf(scheduleDir);
-  const file = claimFileOf(scheduleDir, rowId);
-  const content: ClaimContent = { v: MARKER_VERSION, rowId, batchId, at: new Date().toISOString() };
+  const file = claimFileOf(scheduleDir, print);
+  const content: ClaimContent = { v: MARKER_VERSION, print, ...owner, at: new Date().toISOString() };
   const text = `${JSON.stringify(content)}\n`;
   await mkdir(dir, { recursive: true });
   for (;;) {
     const created = await createExclusive(dir, file, text);
     if (created) return { ok: true };
-    const owner = await claimOwner(scheduleDir, rowId);
-    if (owner === undefined) continue; // given back between the two: try again
-    return owner === batchId ? { ok: true } : { ok: false, owner };
+    const held = await claimOwner(scheduleDir, print);
+    if (held === undefined) continue; // given back between the two: try again
+    return held.batchId === owner.batchId ? { ok: true } : { ok: false, owner: held };
   }
 }
 
 /**
- * Gives the claim back (only if `batchId` holds it): called when the row ended with no money held, so a later run may
- * retry it.
+ * Gives the claim of request `print` back (only if run `batchId` holds it): called when the row ended with no money
+ * held, so a later run may retry it.
  */
-export async function releaseRow(scheduleDir: string, rowId: string, batchId: string): Promise<void> {
+export async function releaseRow(scheduleDir: string, print: string, batchId: string): Promise<void> {
   // Only the owner removes a claim, and no other run can take it while it exists: read, then remove, is safe.
-  if ((await claimOwner(scheduleDir, rowId)) !== batchId) return;
+  if ((await claimOwner(scheduleDir, print))?.batchId !== batchId) return;
   try {
-    await unlink(claimFileOf(scheduleDir, rowId));
+    await unlink(claimFileOf(scheduleDir, print));
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { stringify } from 'csv-stringify/sync';
 import { request, type Dispatcher } from 'undici';
-import type { BatchCursor } from '../model';
+import type { BatchCursor, CreationRequest } from '../model';
 import { isKnownColumn, readBatchPage } from '../batch';
 import { CLAIMS_DIR, claimFileName, claimOwner, markScheduleRun, releaseRow } from '../ledger/claims';
 import { eachRow, importJsonlLedger, rowMayBePaid, type Fingerprinter, type LedgerStore } from '../ledger';
@@ -39,8 +39,9 @@ export interface PrepareInput {
    */
   batchId?: string;
   /**
-   * Leave out every row that an earlier run may have paid for (its ledger says so), or that another run holds
-   * the claim of; mark the run so that its rows claim themselves before they send.
+   * Leave out every row whose request (its fingerprint: what it asks, not its id or line) an earlier run may have
+   * paid for (its ledger says so), or that another run holds the claim of; mark the run so that its rows claim
+   * their request before they send.
    */
   skipSucceeded: boolean;
   /**
@@ -82,12 +83,13 @@ const COLUMNS = ['id', 'prompt', 'model', 'negative_prompt', 'width', 'height', 
 
 /**
  * Makes the input of one scheduled run: fetches the source (file or URL), and writes the rows to run, with their
- * ids. With `skipSucceeded`, rows are identified across runs by their id (each run has its own batch id), and a
- * row is left out when any run's ledger says it may have been paid for (succeeded, unknown, timed out, images
- * unsaved, in flight, or sent with no answer known), or when another run holds its claim; a row that ended with
- * nothing held (refused, refunded) runs again. So a growing file only pays for its new rows, and a cancelled,
- * terminated or failed run, whose ledger was written row by row as it went, is never paid for again. The copy
- * also pins the run to the file as it was when the run started.
+ * ids. With `skipSucceeded`, rows are identified across runs by what they ask (the request's fingerprint, as the
+ * ledger store keeps it), not by their id or line: a row is left out when any run's ledger says its request may
+ * have been paid for (succeeded, unknown, timed out, images unsaved, in flight, or sent with no answer known), or
+ * when another run holds the request's claim; a request that ended with nothing held (refused, refunded) runs
+ * again. So a growing or reordered file only pays for its new and changed requests, a row inserted into a file
+ * without ids shifts nothing, and a cancelled, terminated or failed run, whose ledger was written row by row as it
+ * went, is never paid for again. The copy also pins the run to the file as it was when the run started.
  */
 export async function prepareScheduledInput(input: PrepareInput, dispatcher?: Dispatcher): Promise<PreparedInput> {
   await mkdir(input.runDir, { recursive: true });
@@ -104,8 +106,9 @@ export async function prepareScheduledInput(input: PrepareInput, dispatcher?: Di
       )
     : input.source;
   if (input.check) await checkScheduledSource(source, input.check);
-  const done = input.skipSucceeded ? await paidRowIds(scheduleDir, input.ledger) : new Set<string>();
+  const paid = input.skipSucceeded ? await paidRequests(scheduleDir, input.ledger) : undefined;
   const claimNames = input.skipSucceeded ? await claimFileNames(scheduleDir) : new Set<string>();
+  const userColumns = { ...input.check?.userColumns, readAll: true };
   const out: string[][] = [[...COLUMNS]];
   // The user's own columns (`--carry`, `--column`) are copied as they are, after ours: the run's batch checks them
   // against its options when it reads the copy.
@@ -119,7 +122,7 @@ export async function prepareScheduledInput(input: PrepareInput, dispatcher?: Di
     const page = await readBatchPage(source, cursor, {
       maxRows: 1000,
       ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
-      userColumns: { readAll: true },
+      userColumns,
     });
     if (own === undefined) {
       own = [...new Set(page.nextCursor.header.filter((c) => c !== '' && !isKnownColumn(c)))];
@@ -127,17 +130,18 @@ export async function prepareScheduledInput(input: PrepareInput, dispatcher?: Di
     }
     invalid += page.invalidRows;
     for (const row of page.rows) {
-      if (done.has(row.rowId)) {
+      const print = paid ? printOf(input.ledger.fingerprintOf, row.request) : undefined;
+      if (paid && ((print !== undefined && paid.prints.has(print)) || paid.ids.has(row.rowId))) {
         skipped += 1;
         continue;
       }
-      if (claimNames.has(claimFileName(row.rowId))) {
-        const owner = await claimOwner(scheduleDir, row.rowId);
-        if (owner !== undefined && owner !== batchId) {
+      if (print !== undefined && claimNames.has(claimFileName(print))) {
+        const owner = await claimOwner(scheduleDir, print);
+        if (owner !== undefined && owner.batchId !== batchId) {
           // Another run holds it, and no ledger says it may be paid: it is being run now, unless its row is over
           // for good (then it ended with nothing held, and its claim was never given back).
-          if (input.rowSettled && (await input.rowSettled(owner, row.rowId))) {
-            await releaseRow(scheduleDir, row.rowId, owner);
+          if (input.rowSettled && (await input.rowSettled(owner.batchId, owner.rowId))) {
+            await releaseRow(scheduleDir, print, owner.batchId);
             released += 1;
           } else {
             skipped += 1;
@@ -164,26 +168,53 @@ export async function prepareScheduledInput(input: PrepareInput, dispatcher?: Di
   return { file, rows: out.length - 1, skipped, claimed, released, invalid };
 }
 
+/** What the runs of a schedule may have paid for. */
+export interface PaidRequests {
+  /** The fingerprints of the requests any run may have paid for. */
+  prints: Set<string>;
+  /**
+   * Ids of rows that may have been paid for with no request known: a record with no key of its own in the store
+   * (rebuilt by a batch's safety net), and the old record of succeeded ids. Matched by id: never paid again.
+   */
+  ids: Set<string>;
+}
+
 /**
- * Ids of the rows that any run of the schedule may have paid for: every run's rows in the ledger store (a run's
- * batch id is its folder's name), row by row ({@link rowMayBePaid}), and the old record of succeeded ids.
+ * What any run of the schedule may have paid for: every run's rows in the ledger store (a run's batch id is its
+ * folder's name), row by row ({@link rowMayBePaid}), by the fingerprints of their keys' requests.
  */
-export async function paidRowIds(scheduleDir: string, ledger: ScheduleLedger): Promise<Set<string>> {
-  const ids = await readIds(path.join(scheduleDir, LEGACY_SUCCEEDED_IDS_FILE));
+export async function paidRequests(scheduleDir: string, ledger: ScheduleLedger): Promise<PaidRequests> {
+  const paid: PaidRequests = {
+    prints: new Set(),
+    ids: await readIds(path.join(scheduleDir, LEGACY_SUCCEEDED_IDS_FILE)),
+  };
   let entries;
   try {
     entries = await readdir(scheduleDir, { withFileTypes: true });
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return ids;
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return paid;
     throw err;
   }
   for (const entry of entries) {
     if (!entry.isDirectory() || entry.name === CLAIMS_DIR) continue;
     // A run of an earlier version kept its ledger in its folder: taken in once.
     await importJsonlLedger(ledger.store, path.join(scheduleDir, entry.name), ledger.fingerprintOf);
-    for await (const row of eachRow(ledger.store, entry.name)) if (rowMayBePaid(row)) ids.add(row.rowId);
+    for await (const row of eachRow(ledger.store, entry.name)) {
+      if (!rowMayBePaid(row)) continue;
+      if (row.keys.length === 0) paid.ids.add(row.rowId);
+      for (const key of row.keys) paid.prints.add(key.fingerprint);
+    }
   }
-  return ids;
+  return paid;
+}
+
+/** A row's fingerprint with the worker's settings; undefined when they cannot shape it (its key will say why). */
+function printOf(fingerprintOf: Fingerprinter, request: CreationRequest): string | undefined {
+  try {
+    return fingerprintOf(request).fingerprint;
+  } catch {
+    return undefined;
+  }
 }
 
 async function claimFileNames(scheduleDir: string): Promise<Set<string>> {

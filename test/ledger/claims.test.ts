@@ -60,39 +60,46 @@ describe('the schedule folder of a run', () => {
   });
 });
 
-describe('claims of rows', () => {
+/** Claims `subject` (a request's print) for run `batchId`; the owner told as its batch id. */
+async function claim(s: string, subject: string, batchId: string) {
+  const answer = await claimRow(s, subject, { batchId, rowId: subject });
+  return answer.ok ? answer : { ok: false, owner: answer.owner.batchId };
+}
+const ownerOf = async (s: string, subject: string) => (await claimOwner(s, subject))?.batchId;
+
+describe('claims of requests', () => {
   it('a free row is claimed; again by the same run is ok; another run is told the owner', async () => {
     const s = await freshSchedule();
-    expect(await claimRow(s, 'row-1', 'run-a')).toEqual({ ok: true });
-    expect(await claimRow(s, 'row-1', 'run-a')).toEqual({ ok: true });
-    expect(await claimRow(s, 'row-1', 'run-b')).toEqual({ ok: false, owner: 'run-a' });
-    expect(await claimRow(s, 'row-2', 'run-b')).toEqual({ ok: true });
-    expect(await claimOwner(s, 'row-1')).toBe('run-a');
-    expect(await claimOwner(s, 'row-3')).toBeUndefined();
+    expect(await claim(s, 'row-1', 'run-a')).toEqual({ ok: true });
+    expect(await claim(s, 'row-1', 'run-a')).toEqual({ ok: true });
+    expect(await claim(s, 'row-1', 'run-b')).toEqual({ ok: false, owner: 'run-a' });
+    expect(await claim(s, 'row-2', 'run-b')).toEqual({ ok: true });
+    expect(await ownerOf(s, 'row-1')).toBe('run-a');
+    expect(await ownerOf(s, 'row-3')).toBeUndefined();
   });
 
   it('a release by the owner frees the row for another run; a release by anyone else changes nothing', async () => {
     const s = await freshSchedule();
-    await claimRow(s, 'r', 'run-a');
+    await claim(s, 'r', 'run-a');
     await releaseRow(s, 'r', 'run-b');
-    expect(await claimRow(s, 'r', 'run-b')).toEqual({ ok: false, owner: 'run-a' });
+    expect(await claim(s, 'r', 'run-b')).toEqual({ ok: false, owner: 'run-a' });
     await releaseRow(s, 'r', 'run-a');
     await releaseRow(s, 'r', 'run-a'); // twice: nothing to give back
     await releaseRow(s, 'never-claimed', 'run-a');
-    expect(await claimOwner(s, 'r')).toBeUndefined();
-    expect(await claimRow(s, 'r', 'run-b')).toEqual({ ok: true });
-    expect(await claimRow(s, 'r', 'run-a')).toEqual({ ok: false, owner: 'run-b' });
+    expect(await ownerOf(s, 'r')).toBeUndefined();
+    expect(await claim(s, 'r', 'run-b')).toEqual({ ok: true });
+    expect(await claim(s, 'r', 'run-a')).toEqual({ ok: false, owner: 'run-b' });
   });
 
   it('of many runs claiming one row at once, exactly one wins and every other is told the same owner', async () => {
     const s = await freshSchedule();
     for (let round = 0; round < 5; round++) {
       const rowId = `row-${round}`;
-      const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => claimRow(s, rowId, `run-${i}`)));
+      const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => claim(s, rowId, `run-${i}`)));
       const winners = answers.flatMap((a, i) => (a.ok ? [`run-${i}`] : []));
       expect(winners).toHaveLength(1);
       for (const a of answers) if (!a.ok) expect(a.owner).toBe(winners[0]);
-      expect(await claimOwner(s, rowId)).toBe(winners[0]);
+      expect(await ownerOf(s, rowId)).toBe(winners[0]);
     }
     // No temporary file is left behind.
     expect((await readdir(path.join(s, CLAIMS_DIR))).filter((f) => f.startsWith('.'))).toEqual([]);
@@ -109,7 +116,7 @@ describe('claims of rows', () => {
       `const { claimRow } = await import(${JSON.stringify(claimsModule)});
        const [scheduleDir, batchId, ...rows] = process.argv.slice(2);
        process.once('message', async () => {
-         const answers = await Promise.all(rows.map((r) => claimRow(scheduleDir, r, batchId)));
+         const answers = await Promise.all(rows.map((r) => claimRow(scheduleDir, r, { batchId, rowId: r })));
          process.send(rows.filter((_, i) => answers[i].ok), () => process.exit(0));
        });
        process.send('ready');`,
@@ -129,7 +136,7 @@ describe('claims of rows', () => {
     const won = (await Promise.all(results)) as string[][];
     expect(won.flat().sort()).toEqual([...rows].sort());
     for (const [i, list] of won.entries()) {
-      for (const r of list) expect(await claimOwner(s, r)).toBe(`p${i + 1}`);
+      for (const r of list) expect(await ownerOf(s, r)).toBe(`p${i + 1}`);
     }
   });
 
@@ -152,8 +159,8 @@ describe('claims of rows', () => {
       'x'.repeat(128),
     ];
     for (const id of ids) expect(ID_PATTERN.test(id)).toBe(true);
-    for (const [i, id] of ids.entries()) expect(await claimRow(s, id, `run-${i}`)).toEqual({ ok: true });
-    for (const [i, id] of ids.entries()) expect(await claimOwner(s, id)).toBe(`run-${i}`);
+    for (const [i, id] of ids.entries()) expect(await claim(s, id, `run-${i}`)).toEqual({ ok: true });
+    for (const [i, id] of ids.entries()) expect(await ownerOf(s, id)).toBe(`run-${i}`);
     const names = ids.map(claimFileName);
     expect(new Set(names).size).toBe(ids.length);
     for (const name of names) {

@@ -77,6 +77,14 @@ describe('the input of a scheduled run', () => {
   });
 });
 
+/** The request of row `id` of the sources below. */
+const requestOf = (id: string) => ({ prompt: `a picture called ${id}`, model: 'flux-dev' });
+/** The claim of the request of row `id`, held by row `id` of run `batchId`. */
+const claim = (scheduleDir: string, id: string, batchId: string) =>
+  claimRow(scheduleDir, testPrint(requestOf(id)).fingerprint, { batchId, rowId: id });
+const ownerOf = async (scheduleDir: string, id: string) =>
+  (await claimOwner(scheduleDir, testPrint(requestOf(id)).fingerprint))?.batchId;
+
 /** One key of a row as a run's ledger tells it: sent, maybe accepted, maybe ended. */
 function keyEvents(
   batchId: string,
@@ -84,7 +92,7 @@ function keyEvents(
   n: number,
   end?: { accepted?: boolean; outcome?: KeyOutcomeT },
 ): NewLedgerEvent[] {
-  const request = { prompt: `prompt of ${rowId}`, model: 'flux-dev' };
+  const request = requestOf(rowId);
   const ids = { batchId, rowId, idempotencyKey: `ib.${batchId}.${rowId}.a${n}` };
   return [
     { type: 'sending', ...ids, request, ...testPrint(request) },
@@ -99,7 +107,7 @@ function rowRecordOf(batchId: string, rowId: string, state: RowState, outcomes: 
     idempotencyKey: `ib.${batchId}.${rowId}.a${i + 1}`,
     outcome,
   }));
-  return rowRecord({ batchId, rowId, state, prompt: `prompt of ${rowId}`, keys });
+  return rowRecord({ batchId, rowId, state, prompt: requestOf(rowId).prompt, keys });
 }
 
 describe('what --skip-succeeded leaves out: every row any earlier run may have paid for, from their ledgers', () => {
@@ -182,9 +190,9 @@ describe('what --skip-succeeded leaves out: every row any earlier run may have p
 
   it('skips rows another run holds the claim of (being run now), not the ones this run holds', async () => {
     const scheduleDir = await scheduleWithHistory('claimed');
-    await claimRow(scheduleDir, 'n', 'run2'); // run2 is running row n now
-    await claimRow(scheduleDir, 'o', 'run3'); // this run's own claim (an earlier attempt of the activity)
-    await claimRow(scheduleDir, 'a', 'run1'); // a paid row keeps its claim: skipped either way
+    await claim(scheduleDir, 'n', 'run2'); // run2 is running row n now
+    await claim(scheduleDir, 'o', 'run3'); // this run's own claim (an earlier attempt of the activity)
+    await claim(scheduleDir, 'a', 'run1'); // a paid row keeps its claim: skipped either way
     const prepared = await prepareScheduledInput({
       source: await source('claimed'),
       runDir: path.join(scheduleDir, 'run3'),
@@ -197,9 +205,9 @@ describe('what --skip-succeeded leaves out: every row any earlier run may have p
 
   it('gives back a claim whose row ended long ago with nothing held, and runs the row again', async () => {
     const scheduleDir = await scheduleWithHistory('stale');
-    await claimRow(scheduleDir, 'n', 'run2'); // run2's row n closed long ago without sending
-    await claimRow(scheduleDir, 'o', 'run2'); // run2's row o still runs
-    await claimRow(scheduleDir, 'a', 'run1'); // paid: never given back, whatever its workflow
+    await claim(scheduleDir, 'n', 'run2'); // run2's row n closed long ago without sending
+    await claim(scheduleDir, 'o', 'run2'); // run2's row o still runs
+    await claim(scheduleDir, 'a', 'run1'); // paid: never given back, whatever its workflow
     const asked: string[] = [];
     const prepared = await prepareScheduledInput({
       source: await source('stale'),
@@ -214,8 +222,86 @@ describe('what --skip-succeeded leaves out: every row any earlier run may have p
     expect(await inputIds(prepared.file)).toEqual(['h', 'i', 'j', 'n', 'p']);
     expect(prepared).toMatchObject({ skipped: 11, claimed: 1, released: 1 });
     expect(asked.sort()).toEqual(['run2/n', 'run2/o']);
-    expect(await claimOwner(scheduleDir, 'n')).toBeUndefined();
-    expect(await claimOwner(scheduleDir, 'o')).toBe('run2');
-    expect(await claimOwner(scheduleDir, 'a')).toBe('run1');
+    expect(await ownerOf(scheduleDir, 'n')).toBeUndefined();
+    expect(await ownerOf(scheduleDir, 'o')).toBe('run2');
+    expect(await ownerOf(scheduleDir, 'a')).toBe('run1');
+  });
+});
+
+describe('a request is known by what it asks, not by its id or line (issue 33)', () => {
+  const noIds = (prompts: string[]) => `prompt,model\n${prompts.map((p) => `${p},flux-dev`).join('\n')}\n`;
+  const paidRun = async (scheduleDir: string, batchId: string, rows: [string, string][]) => {
+    await mkdir(path.join(scheduleDir, batchId), { recursive: true });
+    for (const [rowId, prompt] of rows) {
+      const request = { prompt, model: 'flux-dev' };
+      const ids = { batchId, rowId, idempotencyKey: `ib.${batchId}.${rowId}.a1` };
+      await store.append([
+        { type: 'sending', ...ids, request, ...testPrint(request) },
+        { type: 'accepted', ...ids, creationId: `c-${batchId}-${rowId}`, costUsd: 0.01 },
+        { type: 'ended', ...ids, outcome: KeyOutcome.Succeeded },
+      ]);
+    }
+  };
+  const prompts = async (file: string) =>
+    (await readFile(file, 'utf8'))
+      .trim()
+      .split('\n')
+      .slice(1)
+      .map((l) => l.split(',')[1]);
+
+  it('a row inserted at the top of a file without ids runs, and the rows it shifted are not paid again', async () => {
+    const scheduleDir = path.join(dir, 'inserted');
+    // The first run paid for the file's two rows, under their positional ids.
+    await paidRun(scheduleDir, 'run1', [
+      ['row-1', 'a red kite'],
+      ['row-2', 'a blue boat'],
+    ]);
+    const file = path.join(dir, 'inserted.csv');
+    await writeFile(file, noIds(['a green field', 'a red kite', 'a blue boat']));
+    const prepared = await prepareScheduledInput({
+      source: file,
+      runDir: path.join(scheduleDir, 'run2'),
+      skipSucceeded: true,
+      ledger: ledger(),
+    });
+    expect(await prompts(prepared.file)).toEqual(['a green field']);
+    expect(prepared).toMatchObject({ rows: 1, skipped: 2 });
+  });
+
+  it('an edited prompt under the same id runs; a paid prompt under a new id does not', async () => {
+    const scheduleDir = path.join(dir, 'edited');
+    await paidRun(scheduleDir, 'run1', [
+      ['a', 'a red kite'],
+      ['b', 'a blue boat'],
+    ]);
+    const file = path.join(dir, 'edited.csv');
+    await writeFile(file, 'id,prompt,model\na,a red kite at dusk,flux-dev\nb2,a blue boat,flux-dev\n');
+    const prepared = await prepareScheduledInput({
+      source: file,
+      runDir: path.join(scheduleDir, 'run2'),
+      skipSucceeded: true,
+      ledger: ledger(),
+    });
+    expect(await prompts(prepared.file)).toEqual(['a red kite at dusk']);
+    expect(prepared).toMatchObject({ rows: 1, skipped: 1 });
+  });
+
+  it('a request another run holds the claim of is left out, whatever id it has in this file', async () => {
+    const scheduleDir = path.join(dir, 'claimed-by-content');
+    await mkdir(scheduleDir, { recursive: true });
+    await claimRow(scheduleDir, testPrint({ prompt: 'a red kite', model: 'flux-dev' }).fingerprint, {
+      batchId: 'run1',
+      rowId: 'row-1',
+    });
+    const file = path.join(dir, 'claimed-by-content.csv');
+    await writeFile(file, noIds(['a green field', 'a red kite']));
+    const prepared = await prepareScheduledInput({
+      source: file,
+      runDir: path.join(scheduleDir, 'run2'),
+      skipSucceeded: true,
+      ledger: ledger(),
+    });
+    expect(await prompts(prepared.file)).toEqual(['a green field']);
+    expect(prepared).toMatchObject({ rows: 1, skipped: 1, claimed: 1 });
   });
 });

@@ -6,8 +6,9 @@ import { eachRow, fileFingerprint, rowMayBePaid } from '../ledger';
 import { BatchFileError, BatchFileErrorReason } from '../batch';
 import { prepareScheduledInput, type PreparedInput, type ScheduleLedger } from '../schedules/prepare';
 import { ScheduledRunCannotStartError, type SourceCheckOptions } from '../schedules/source-check';
+import { scheduleSpend } from '../schedules/budget';
 import { scheduledRunCannotStart } from './failures';
-import { promptWorkflowId } from '../model';
+import { budgetLeft, promptWorkflowId, type BudgetCheck, type ScheduleBudget } from '../model';
 import { CREATE_IMAGE_START_TO_CLOSE } from '../workflows/timeouts';
 import { whileHeartbeating } from './heartbeat';
 
@@ -23,6 +24,17 @@ export interface PrepareScheduledRunInput {
    * @default not checked (runs of workflows from before patch `scheduled-run-ends`)
    */
   check?: SourceCheckOptions;
+  /**
+   * The schedule's budget: the run is told what is left of it (its spend cap), from what every run of the schedule
+   * spent this day and month.
+   * @default no budget
+   */
+  budget?: ScheduleBudget;
+}
+
+/** A prepared run, and what is left of its schedule's budget when it has one. */
+export interface PreparedRun extends PreparedInput {
+  budget?: BudgetCheck;
 }
 
 /**
@@ -44,7 +56,7 @@ export function createScheduleActivities(deps: {
 }) {
   const now = deps.now ?? Date.now;
   return {
-    async prepareScheduledRun(input: PrepareScheduledRunInput): Promise<PreparedInput> {
+    async prepareScheduledRun(input: PrepareScheduledRunInput): Promise<PreparedRun> {
       const ctx = Context.current();
       const outDir = path.resolve(deps.outputRoot, input.outDir);
       const client = deps.temporalClient;
@@ -70,10 +82,13 @@ export function createScheduleActivities(deps: {
           fingerprint: await fileFingerprint(run.file),
           outDir: path.join(outDir, input.batchId),
           ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
-          newImages: true,
+          newImages: !input.skipSucceeded,
         },
       ]);
-      return run;
+      if (!input.budget) return run;
+      const zone = input.budget.timezone ?? 'UTC';
+      const spent = await whileHeartbeating(ctx, scheduleSpend(outDir, deps.ledger.store, now(), zone));
+      return { ...run, budget: budgetLeft(input.budget, spent) };
     },
 
     /**

@@ -106,7 +106,8 @@ export function createScheduledRunActivities(deps: {
       } else {
         deps.logger.warn('no results writer on this worker: the run has no result files', { runId: input.runId });
       }
-      const counts = input.progress ? runCounts(input.progress) : { succeeded: 0, failed: 0, notRun: 0 };
+      // A run that ended before its batch started (its budget spent) ran none of its rows.
+      const counts = input.progress ? runCounts(input.progress) : { succeeded: 0, failed: 0, notRun: input.rows };
       const entry: ScheduledRunEntry = {
         runId: input.runId,
         outcome: input.outcome,

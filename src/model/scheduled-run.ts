@@ -1,6 +1,6 @@
 /** How a scheduled run ended, and the line each run leaves in its schedule's index of runs. */
 import type { BatchProgress, WaitReason } from './progress';
-import { RowState } from './record';
+import { RowState, roundUsd } from './record';
 
 /** How a run of a schedule ended. */
 export const ScheduledRunOutcome = {
@@ -108,4 +108,55 @@ export function runCounts(progress: BatchProgress): Pick<ScheduledRunEntry, 'suc
     failed: c[RowState.Failed] + c[RowState.Unknown] + c[RowState.ImagesUnsaved] + c[RowState.Cancelled],
     notRun: c[RowState.NotRun],
   };
+}
+
+/** What a schedule's runs may spend together, in a day or a month of its time zone. */
+export interface ScheduleBudget {
+  /** Most its runs spend in one day (USD). @default no budget per day */
+  perDayUsd?: number;
+  /** Most its runs spend in one calendar month (USD). @default no budget per month */
+  perMonthUsd?: number;
+  /** The IANA time zone the day and the month are read in: the schedule's. @default 'UTC' */
+  timezone?: string;
+}
+
+/** What the runs of a schedule spent in the day and the month a run starts in. */
+export interface BudgetSpent {
+  dayUsd: number;
+  monthUsd: number;
+  /** Keys that may hold money and whose cost no one knows (no cost shown, no list price recorded). */
+  unknownKeys: number;
+}
+
+/** A run's check of its schedule's budget: what is left of it (the run's spend cap), or why nothing is. */
+export type BudgetCheck = { leftUsd: number; spent: BudgetSpent } | { leftUsd: 0; spent: BudgetSpent; reason: string };
+
+/**
+ * What is left of `budget` after `spent`: the least of what is left of the day's and the month's. Nothing is left
+ * when a key's cost is unknown: the budget could not be kept.
+ */
+export function budgetLeft(budget: ScheduleBudget, spent: BudgetSpent): BudgetCheck {
+  const zone = budget.timezone ?? 'UTC';
+  if (spent.unknownKeys > 0) {
+    const keys = `${spent.unknownKeys} key${spent.unknownKeys === 1 ? '' : 's'}`;
+    return {
+      leftUsd: 0,
+      spent,
+      reason: `the schedule's budget: ${keys} of this period may hold money of unknown cost`,
+    };
+  }
+  const limits = [
+    ...(budget.perDayUsd === undefined ? [] : [{ what: 'day', of: budget.perDayUsd, spent: spent.dayUsd }]),
+    ...(budget.perMonthUsd === undefined ? [] : [{ what: 'month', of: budget.perMonthUsd, spent: spent.monthUsd }]),
+  ];
+  let left = Infinity;
+  for (const limit of limits) {
+    const rest = roundUsd(limit.of - limit.spent);
+    if (rest <= 0) {
+      const reason = `the schedule's budget of ${limit.of} USD a ${limit.what} (${zone}) is spent: ${roundUsd(limit.spent)} USD`;
+      return { leftUsd: 0, spent, reason };
+    }
+    left = Math.min(left, rest);
+  }
+  return { leftUsd: left, spent };
 }

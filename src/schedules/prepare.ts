@@ -14,6 +14,7 @@ import {
   ScheduledRunCannotStartError,
   type SourceCheckOptions,
 } from './source-check';
+import { runBatchIds } from './budget';
 
 /** The record of succeeded row ids that schedules wrote before the ledgers; still read, no longer written. */
 export const LEGACY_SUCCEEDED_IDS_FILE = 'succeeded-ids.txt';
@@ -188,18 +189,10 @@ export async function paidRequests(scheduleDir: string, ledger: ScheduleLedger):
     prints: new Set(),
     ids: await readIds(path.join(scheduleDir, LEGACY_SUCCEEDED_IDS_FILE)),
   };
-  let entries;
-  try {
-    entries = await readdir(scheduleDir, { withFileTypes: true });
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return paid;
-    throw err;
-  }
-  for (const entry of entries) {
-    if (!entry.isDirectory() || entry.name === CLAIMS_DIR) continue;
+  for (const batchId of await runBatchIds(scheduleDir)) {
     // A run of an earlier version kept its ledger in its folder: taken in once.
-    await importJsonlLedger(ledger.store, path.join(scheduleDir, entry.name), ledger.fingerprintOf);
-    for await (const row of eachRow(ledger.store, entry.name)) {
+    await importJsonlLedger(ledger.store, path.join(scheduleDir, batchId), ledger.fingerprintOf);
+    for await (const row of eachRow(ledger.store, batchId)) {
       if (!rowMayBePaid(row)) continue;
       if (row.keys.length === 0) paid.ids.add(row.rowId);
       for (const key of row.keys) paid.prints.add(key.fingerprint);

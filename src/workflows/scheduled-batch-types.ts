@@ -1,4 +1,4 @@
-import type { BatchProgress, ScheduledRunOutcome } from '../model';
+import type { BatchProgress, ScheduleBudget, ScheduledRunOutcome } from '../model';
 import type { BatchWorkflowInput } from './batch-workflow';
 
 /** The input and result of a scheduled run, apart from its workflow so that both of its paths can name them. */
@@ -14,13 +14,19 @@ export interface ScheduledBatchWorkflowInput extends Omit<BatchWorkflowInput, 'b
    * @default false
    */
   skipSucceeded?: boolean;
+  /**
+   * What the schedule's runs may spend together in a day or a month (patch `scheduled-run-budget`).
+   * @default no budget
+   */
+  budget?: ScheduleBudget;
 }
 
 export interface ScheduledBatchResult {
   batchId: string;
   rows: number;
   skipped: number;
-  progress: BatchProgress;
+  /** The batch's last progress; absent when the run ended before its batch started (its budget spent). */
+  progress?: BatchProgress;
   /** How the run ended (absent in runs from before patch `scheduled-run-ends`). */
   outcome?: ScheduledRunOutcome;
   /** Why it paused or stopped, when it did. */

@@ -3,6 +3,7 @@ import {
   CancelledFailure,
   ParentClosePolicy,
   isCancellation,
+  patched,
   proxyActivities,
   startChild,
 } from '@temporalio/workflow';
@@ -22,6 +23,13 @@ import { HEARTBEAT_TIMEOUT } from './timeouts';
  * files and its line in the schedule's runs.jsonl.
  */
 export const SCHEDULED_RUN_ENDS = 'scheduled-run-ends';
+
+/**
+ * Patch: a schedule's budget (per day, per month) is kept. The run is told what is left of it when it is prepared:
+ * with nothing left it ends `paused` before its batch starts; otherwise what is left is its batch's spend cap (or
+ * the run's own cap, when that is less).
+ */
+export const SCHEDULED_RUN_BUDGET = 'scheduled-run-budget';
 
 /**
  * One attempt of the watch lasts at most this long (a batch may run for days); it is then started again. Its
@@ -51,7 +59,8 @@ export async function scheduledRunThatEnds(
   batchId: string,
 ): Promise<ScheduledBatchResult> {
   const startedAtMs = workflowNow();
-  const { scheduleId: _scheduleId, source, outDir, skipSucceeded, ...batchOptions } = input;
+  const { scheduleId: _scheduleId, source, outDir, skipSucceeded, budget: _budget, ...batchOptions } = input;
+  const budget = input.budget !== undefined && patched(SCHEDULED_RUN_BUDGET) ? input.budget : undefined;
   const model = input.defaultModel ? { defaultModel: input.defaultModel } : {};
   type Ending = Omit<Parameters<typeof recordScheduledRun>[0], 'outDir' | 'runId' | 'startedAtMs' | 'endedAtMs'>;
   // Written whatever ended the run, a cancel included.
@@ -69,18 +78,28 @@ export async function scheduledRunThatEnds(
       skipSucceeded: skipSucceeded ?? false,
       ...model,
       check: { ...model, ...(input.userColumns ? { userColumns: input.userColumns } : {}) },
+      ...(budget ? { budget } : {}),
     });
   } catch (err) {
     await record({ outcome: outcomeOfError(err), reason: reasonOf(err), rows: 0, skipped: 0 });
     throw err;
   }
   const { file, rows, skipped } = prepared;
+  if (prepared.budget && 'reason' in prepared.budget) {
+    // Nothing left of the schedule's budget: the run ends before its batch starts (its rows `not_run`).
+    const { reason } = prepared.budget;
+    await record({ outcome: ScheduledRunOutcome.Paused, reason, file, rows, skipped });
+    return { batchId, rows, skipped, outcome: ScheduledRunOutcome.Paused, reason };
+  }
+  const cap = capWithin(input.spendCapUsd, prepared.budget?.leftUsd);
   const runDir = `${outDir}/${batchId}`;
   const child = await startChild(batchWorkflow, {
     workflowId: batchWorkflowId(batchId),
     parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
     memo: { batchId, file, outDir: runDir, defaultModel: input.defaultModel ?? '' },
-    args: [{ ...batchOptions, batchId, file, outDir: runDir }],
+    args: [
+      { ...batchOptions, ...(cap.usd === undefined ? {} : { spendCapUsd: cap.usd }), batchId, file, outDir: runDir },
+    ],
   });
 
   const watch = new CancellationScope();
@@ -110,11 +129,19 @@ export async function scheduledRunThatEnds(
   watch.cancel();
   const outcome =
     held?.hold ?? (progress.status === 'cancelled' ? ScheduledRunOutcome.Cancelled : ScheduledRunOutcome.Completed);
-  const reason = held?.reason;
+  const reason = held && cap.fromBudget ? `${held.reason} (what was left of the schedule's budget)` : held?.reason;
   await record({ outcome, ...(reason ? { reason } : {}), file, rows, skipped, progress });
   // A run cancelled through Temporal (a person, `cancel_other`) ends cancelled, as Temporal and `ls` show it.
   if (CancellationScope.current().consideredCancelled) throw new CancelledFailure('the scheduled run was cancelled');
   return { batchId, rows, skipped, progress, outcome, ...(reason ? { reason } : {}) };
+}
+
+/** The batch's spend cap: the run's own, or what is left of the schedule's budget when that is less. */
+function capWithin(runCapUsd: number | undefined, budgetLeftUsd: number | undefined) {
+  if (budgetLeftUsd === undefined || (runCapUsd !== undefined && runCapUsd <= budgetLeftUsd)) {
+    return { usd: runCapUsd, fromBudget: false };
+  }
+  return { usd: budgetLeftUsd, fromBudget: true };
 }
 
 function outcomeOfError(err: unknown): ScheduledRunOutcome {

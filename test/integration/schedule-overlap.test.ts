@@ -142,7 +142,7 @@ async function scenario(policy: OverlapPolicyName): Promise<void> {
       outDir,
       every: '1h',
       paused: true,
-      skipSucceeded: true,
+      eachRun: 'new',
       defaultModel: 'sdxl',
       concurrency: 3,
       overlap: policy,

@@ -12,7 +12,7 @@ import {
 } from '../../src/cli/schedule/manage';
 import { scheduleRuns, scheduleRunsLines } from '../../src/cli/schedule-runs';
 import { SCHEDULE_RUNS_INDEX, type ScheduledRunEntry } from '../../src/model';
-import { startSimulator, type Simulator } from '../../src/simulator';
+import { DEMO_ACCOUNT_ID, startSimulator, type Simulator } from '../../src/simulator';
 import type { ScheduledBatchResult } from '../../src/workflows';
 import { createLocalEnv, simulatorWorker, useTestEnv } from '../helpers/temporal';
 
@@ -122,7 +122,7 @@ describe('every scheduled run ends, says how, and writes its results (dev server
       const second = (await runIds(scheduleId, 2)).find((id) => id !== first)!;
       const result = (await env().client.workflow.getHandle(second).result()) as ScheduledBatchResult;
       expect(result.outcome).toBe('completed');
-      expect(result.progress.counts.succeeded).toBe(1);
+      expect(result.progress?.counts.succeeded).toBe(1);
       const runs = await index(outDir);
       expect(runs.map((r) => [r.runId, r.outcome])).toEqual([
         [runIdOf(first!), 'failed'],
@@ -171,7 +171,7 @@ describe('every scheduled run ends, says how, and writes its results (dev server
       expect(await closed(first!)).toBe('COMPLETED');
       const result = (await env().client.workflow.getHandle(first!).result()) as ScheduledBatchResult;
       expect(result).toMatchObject({ outcome: 'paused', reason: 'spend cap of 0.05 USD reached' });
-      expect(result.progress.counts).toMatchObject({ succeeded: 1, not_run: 2 });
+      expect(result.progress?.counts).toMatchObject({ succeeded: 1, not_run: 2 });
       await triggerAgain(scheduleId);
       const second = (await runIds(scheduleId, 2)).find((id) => id !== first)!;
       expect(await closed(second)).toBe('COMPLETED');
@@ -190,6 +190,77 @@ describe('every scheduled run ends, says how, and writes its results (dev server
         `  ${runIdOf(first!)} paused at ${runs[0]!.endedAt}: 1 succeeded, 0 failed, 2 not run, ` +
           '0 skipped as paid before, 0.04 USD (spend cap of 0.05 USD reached)',
       );
+      await controlSchedule(env().client, scheduleId, 'delete');
+    });
+  });
+
+  it('a run whose batch the service stops ends stopped, and the next trigger runs', async () => {
+    const file = path.join(dir, 'stopped.csv');
+    await writeFile(file, 'id,prompt\na,a red kite over a beach\nb,a green tram in the fog\n');
+    await (
+      await newWorker()
+    ).runUntil(async () => {
+      const { scheduleId, outDir } = await schedule(file);
+      // An empty wallet: the service answers 402, which stops the batch until a person acts.
+      sim.setWallet(DEMO_ACCOUNT_ID, 0);
+      try {
+        await controlSchedule(env().client, scheduleId, 'trigger');
+        const [first] = await runIds(scheduleId, 1);
+        expect(await closed(first!)).toBe('COMPLETED');
+        const result = (await env().client.workflow.getHandle(first!).result()) as ScheduledBatchResult;
+        expect(result.outcome).toBe('stopped');
+        expect(result.reason).toContain('the service stopped the batch: HTTP 402');
+      } finally {
+        sim.setWallet(DEMO_ACCOUNT_ID, 100);
+      }
+      await triggerAgain(scheduleId);
+      const [, second] = await runIds(scheduleId, 2);
+      expect(await closed(second!)).toBe('COMPLETED');
+      const runs = await index(outDir);
+      expect(runs.map((r) => r.outcome)).toEqual(['stopped', 'completed']);
+      expect(runs[0]).toMatchObject({ rows: 2, succeeded: 0, spentUsd: 0 });
+      expect(runs[1]).toMatchObject({ rows: 2, succeeded: 2 });
+      for (const run of runs) expect((await stat(path.join(outDir, run.runId, 'results.csv'))).isFile()).toBe(true);
+      await controlSchedule(env().client, scheduleId, 'delete');
+    });
+  });
+
+  it("a schedule's budget a day caps its runs together: the run that finds it spent ends before its batch", async () => {
+    const file = path.join(dir, 'budget.csv');
+    await writeFile(file, 'id,prompt\na,a white owl at night\nb,a stone bridge in rain\nc,a paper boat\n');
+    await (
+      await newWorker()
+    ).runUntil(async () => {
+      // flux-dev costs 0.04 an image: the day's budget pays for one row, whichever run sends it.
+      const { scheduleId, outDir } = await schedule(file, { budget: { perDayUsd: 0.04 } });
+      expect((await describeSchedule(env().client, scheduleId)).asks).toEqual({
+        eachRun: 'all',
+        budget: { perDayUsd: 0.04, timezone: 'UTC' },
+      });
+      await controlSchedule(env().client, scheduleId, 'trigger');
+      const [first] = await runIds(scheduleId, 1);
+      expect(await closed(first!)).toBe('COMPLETED');
+      const capped = (await env().client.workflow.getHandle(first!).result()) as ScheduledBatchResult;
+      expect(capped).toMatchObject({
+        outcome: 'paused',
+        reason: "spend cap of 0.04 USD reached (what was left of the schedule's budget)",
+      });
+      expect(capped.progress?.counts).toMatchObject({ succeeded: 1, not_run: 2 });
+      await triggerAgain(scheduleId);
+      const second = (await runIds(scheduleId, 2)).find((id) => id !== first)!;
+      expect(await closed(second)).toBe('COMPLETED');
+      const spent = (await env().client.workflow.getHandle(second).result()) as ScheduledBatchResult;
+      expect(spent).toMatchObject({
+        outcome: 'paused',
+        reason: "the schedule's budget of 0.04 USD a day (UTC) is spent: 0.04 USD",
+      });
+      expect(spent.progress).toBeUndefined();
+      const runs = await index(outDir);
+      expect(runs[1]).toMatchObject({ runId: runIdOf(second), rows: 3, succeeded: 0, notRun: 3, spentUsd: 0 });
+      expect((await stat(path.join(outDir, runs[1]!.runId, 'results.csv'))).isFile()).toBe(true);
+      // One creation in all for the schedule: the budget was never passed.
+      const charged = sim.ledger.byIdempotencyKey().filter((k) => k.creationIds.length > 0);
+      expect(charged.filter((k) => runs.some((r) => k.idempotencyKey.includes(r.runId)))).toHaveLength(1);
       await controlSchedule(env().client, scheduleId, 'delete');
     });
   });

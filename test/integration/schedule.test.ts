@@ -68,14 +68,14 @@ describe('schedules (dev server)', () => {
         outDir: path.join(dir, 'out'),
         every: '1h',
         paused: true,
-        skipSucceeded: true,
+        eachRun: 'new',
         defaultModel: 'flux-dev',
         overlap: 'buffer_one',
       });
       await controlSchedule(env().client, scheduleId, 'trigger');
       const [first] = await waitForRuns(scheduleId, 1);
       expect(first!.rows).toBe(3);
-      expect(first!.progress.counts.succeeded).toBe(3);
+      expect(first!.progress?.counts.succeeded).toBe(3);
 
       await appendFile(file, 'd,a yellow kayak on a lake\ne,an orange lantern at night\n');
       // A second trigger of the same instant would be dropped as a duplicate: wait a second.
@@ -85,7 +85,7 @@ describe('schedules (dev server)', () => {
       const second = runs.find((r) => r.batchId !== first!.batchId)!;
       expect(second.skipped).toBe(3);
       expect(second.rows).toBe(2);
-      expect(second.progress.counts.succeeded).toBe(2);
+      expect(second.progress?.counts.succeeded).toBe(2);
       await controlSchedule(env().client, scheduleId, 'delete');
     });
     // Five creations in all: one per row, never one again for a row that had succeeded.

@@ -35,7 +35,7 @@ import {
 import { ROW_REPORTS_LIMIT } from '../../src/workflows/prompt-workflow';
 import { lazyTempLedger } from '../helpers/ledger';
 import { expectState, hasPatch, recordAdaptiveWindow, recordNotSent, waitFor } from './recorded-scenarios';
-import { recordScheduledCapPaused } from './recorded-schedule';
+import { recordScheduledBudget, recordScheduledCapPaused } from './recorded-schedule';
 
 // IMAGEBATCH_HISTORIES_DIR records elsewhere (e.g. to add a new version's histories beside the old ones).
 const HISTORIES_DIR = process.env.IMAGEBATCH_HISTORIES_DIR ?? path.join(__dirname, 'histories');
@@ -355,6 +355,7 @@ async function main(): Promise<void> {
       await recordNotSent({ client, native, save, outputRoot });
       await recordAdaptiveWindow({ client, native, baseUrl: sim.baseUrl, save, outputRoot });
       await recordScheduledCapPaused({ client, taskQueue: TASK_QUEUE, outputRoot, save });
+      await recordScheduledBudget({ client, taskQueue: TASK_QUEUE, outputRoot, save });
     });
 
     await mkdir(HISTORIES_DIR, { recursive: true });

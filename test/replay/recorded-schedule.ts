@@ -9,7 +9,7 @@ import {
   type ScheduledBatchResult,
   type ScheduledBatchWorkflowInput,
 } from '../../src/workflows';
-import { SCHEDULED_RUN_ENDS } from '../../src/workflows/scheduled-run';
+import { SCHEDULED_RUN_BUDGET, SCHEDULED_RUN_ENDS } from '../../src/workflows/scheduled-run';
 import { hasPatch } from './recorded-scenarios';
 
 type Save = (name: string, handle: WorkflowHandle, runId?: string) => Promise<void>;
@@ -35,10 +35,55 @@ export async function recordScheduledCapPaused(ctx: {
     ] as [ScheduledBatchWorkflowInput],
   });
   const result: ScheduledBatchResult = await run.result();
-  if (result.outcome !== 'paused' || result.progress.counts.succeeded !== 1) {
+  if (result.outcome !== 'paused' || result.progress?.counts.succeeded !== 1) {
     throw new Error(`scheduled run held by its cap: ${JSON.stringify(result)}`);
   }
   if (!hasPatch(await run.fetchHistory(), SCHEDULED_RUN_ENDS))
     throw new Error('scheduled run: no scheduled-run-ends marker');
   await ctx.save('scheduled-cap-paused', run);
+}
+
+/**
+ * Two scheduled runs of one schedule with a budget of 0.04 USD a day (patch `scheduled-run-budget`): the first is
+ * told all of it is left, so its batch's cap is 0.04, one row succeeds and the run ends `paused`; the second finds
+ * the day's budget spent and ends `paused` before its batch starts.
+ */
+export async function recordScheduledBudget(ctx: {
+  client: Client;
+  taskQueue: string;
+  outputRoot: string;
+  save: Save;
+}): Promise<void> {
+  const file = path.join(ctx.outputRoot, 'budget.csv');
+  await writeFile(file, 'id,prompt\na,a white owl at night\nb,a stone bridge in rain\n');
+  const input: ScheduledBatchWorkflowInput = {
+    scheduleId: 'replay-budget',
+    source: file,
+    outDir: 'budget',
+    defaultModel: 'flux-dev',
+    budget: { perDayUsd: 0.04, timezone: 'UTC' },
+  };
+  const start = (at: string) =>
+    ctx.client.workflow.start(scheduledBatchWorkflow, {
+      taskQueue: ctx.taskQueue,
+      workflowId: `schedule/replay-budget-${at}`,
+      args: [input] as [ScheduledBatchWorkflowInput],
+    });
+  const first = await start('2025-01-01T00:00:00Z');
+  const capped: ScheduledBatchResult = await first.result();
+  if (capped.outcome !== 'paused' || capped.progress?.counts.succeeded !== 1) {
+    throw new Error(`scheduled run capped by its budget: ${JSON.stringify(capped)}`);
+  }
+  const second = await start('2025-01-01T01:00:00Z');
+  const spent: ScheduledBatchResult = await second.result();
+  if (spent.outcome !== 'paused' || spent.progress !== undefined) {
+    throw new Error(`scheduled run with its budget spent: ${JSON.stringify(spent)}`);
+  }
+  for (const run of [first, second]) {
+    if (!hasPatch(await run.fetchHistory(), SCHEDULED_RUN_BUDGET)) {
+      throw new Error('scheduled run: no scheduled-run-budget marker');
+    }
+  }
+  await ctx.save('scheduled-budget-capped', first);
+  await ctx.save('scheduled-budget-spent', second);
 }

@@ -68,6 +68,10 @@ const EXPECTED = [
   'v11-row-reports-refused-prompt-quota-reports-limit',
   // Recorded after the `scheduled-run-ends` patch (a scheduled run held by its spend cap ends `paused`).
   'v12-scheduled-run-ends-scheduled-cap-paused',
+  // Recorded after the `scheduled-run-budget` patch (a schedule's budget a day: the first run capped by it, the next
+  // ending before its batch).
+  'v13-scheduled-run-budget-scheduled-budget-capped',
+  'v13-scheduled-run-budget-scheduled-budget-spent',
 ];
 
 type History = temporal.api.history.v1.History;
@@ -176,6 +180,16 @@ describe('replay of recorded histories', () => {
     expect(json).toContain('"watchScheduledBatch"');
     expect(json).toContain('"recordScheduledRun"');
     expect(texts.some((t) => t.includes('"outcome":"paused"'))).toBe(true);
+  });
+
+  it("the scheduled-run-budget histories hold the patch's marker; the second run starts no batch", () => {
+    const fixture = (name: string) => fixtures.find((f) => f.name === name)!.json;
+    const capped = payloadTexts(fixture('v13-scheduled-run-budget-scheduled-budget-capped'));
+    expect(capped.some((t) => t.includes('scheduled-run-budget'))).toBe(true);
+    expect(capped.some((t) => t.includes("what was left of the schedule's budget"))).toBe(true);
+    const spent = fixture('v13-scheduled-run-budget-scheduled-budget-spent');
+    expect(payloadTexts(spent).some((t) => t.includes('USD a day (UTC) is spent'))).toBe(true);
+    expect(JSON.stringify(spent)).not.toContain('START_CHILD_WORKFLOW_EXECUTION_INITIATED');
   });
 
   it('the histories hold no API key', () => {

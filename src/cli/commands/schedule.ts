@@ -18,7 +18,10 @@ import { checkScheduleSource, isUrlSource } from '../schedule/source';
 import { withScheduleClient, workerMissing } from '../schedule/keep-alive';
 import { timingLines } from '../schedule/timing';
 import {
+  DEFAULT_EACH_RUN,
+  EACH_RUN,
   OVERLAP_POLICIES,
+  asksLines,
   ScheduleAction,
   controlSchedule,
   createSchedule,
@@ -56,13 +59,18 @@ const createCommand = defineCommand({
     // The policies are in docs/design.md, and in the error a wrong value gets: the help fits one screen.
     { flags: '--overlap <policy>', description: 'due during a run: docs/design.md', default: 'skip' },
     {
-      flags: '--skip-succeeded',
-      description: 'leave out rows an earlier run may have paid for',
+      flags: '--each-run <all|new>',
+      description: 'all rows as new images, or only new/changed requests',
+      default: DEFAULT_EACH_RUN,
     },
+    // The name of earlier versions: the same as --each-run new.
+    { flags: '--skip-succeeded', description: 'the same as --each-run new', hidden: true },
     { flags: '--model <id>', description: 'model of rows that name none' },
     { flags: '--concurrency <n>', description: 'rows in flight at most' },
     { flags: '--max-attempts <n>', description: 'attempts per row' },
     { flags: '--spend-cap <usd>', description: 'spend cap of each run' },
+    { flags: '--budget-per-day <usd>', description: 'most all runs spend in a day (--timezone)' },
+    { flags: '--budget-per-month <usd>', description: 'most all runs spend in a month (--timezone)' },
     ...priceOptions(),
     ...columnOptions(false),
     { flags: '--paused', description: 'create it paused' },
@@ -82,11 +90,16 @@ const createCommand = defineCommand({
       overlap: z.enum(OVERLAP_POLICIES, {
         error: (issue) => `must be one of ${OVERLAP_POLICIES.join(', ')} (got ${JSON.stringify(issue.input)})`,
       }),
+      eachRun: z.enum(EACH_RUN, {
+        error: (issue) => `must be one of ${EACH_RUN.join(', ')} (got ${JSON.stringify(issue.input)})`,
+      }),
       skipSucceeded: flag,
       model: z.string().optional(),
       concurrency: positiveInt.optional(),
       maxAttempts: positiveInt.optional(),
       spendCap: dollars.optional(),
+      budgetPerDay: dollars.optional(),
+      budgetPerMonth: dollars.optional(),
       ...priceSchema,
       ...columnSchema,
       paused: flag,
@@ -101,7 +114,8 @@ const createCommand = defineCommand({
     const source = isUrlSource(o.file) ? o.file : path.resolve(o.file);
     // A local file is checked now, before anything connects: nothing is created for a file that would fail each run.
     const checked = await checkScheduleSource({ source, ...(o.model ? { defaultModel: o.model } : {}), ...columns });
-    const report = o.spendCap === undefined ? undefined : checked;
+    const budget = budgetOf(o.budgetPerDay, o.budgetPerMonth);
+    const report = o.spendCap === undefined && budget === undefined ? undefined : checked;
     const ledgerId = await withLedgerStore(env, async (ledger) => ledger.id);
     const log = (line: string) => stderr(`${line}\n`);
     const connected = await connectClient(env, { local: 'worker', log });
@@ -116,7 +130,8 @@ const createCommand = defineCommand({
         outDir: path.resolve(o.out),
         overlap: o.overlap,
         ...spec,
-        ...(o.skipSucceeded ? { skipSucceeded: true } : {}),
+        eachRun: o.skipSucceeded ? 'new' : o.eachRun,
+        ...(budget ? { budget } : {}),
         ...(o.model ? { defaultModel: o.model } : {}),
         ...(o.concurrency ? { concurrency: o.concurrency } : {}),
         ...(o.maxAttempts ? { maxAttempts: o.maxAttempts } : {}),
@@ -137,6 +152,11 @@ const createCommand = defineCommand({
     }
   },
 });
+
+const budgetOf = (perDayUsd: number | undefined, perMonthUsd: number | undefined) =>
+  perDayUsd === undefined && perMonthUsd === undefined
+    ? undefined
+    : { ...(perDayUsd === undefined ? {} : { perDayUsd }), ...(perMonthUsd === undefined ? {} : { perMonthUsd }) };
 
 const lsCommand = defineCommand({
   name: 'ls',
@@ -169,6 +189,7 @@ const describeCommand = defineCommand({
           [
             `${d.scheduleId}: ${d.paused ? 'paused' : 'active'}${d.note ? ` (${d.note})` : ''}`,
             ...timingLines(d.timing),
+            ...asksLines(d.asks),
             `next: ${d.nextRuns.join(', ') || '-'}`,
             ...d.recentRuns.map((r) => `ran ${r.scheduledAt}: ${r.workflowId}`),
             ...scheduleRunsLines(runs),

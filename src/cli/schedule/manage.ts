@@ -1,7 +1,7 @@
 import { type Client, type ScheduleDescription, ScheduleOverlapPolicy } from '@temporalio/client';
 import type { Duration } from '@temporalio/common';
 import { scheduledBatchWorkflow, type ScheduledBatchWorkflowInput } from '../../workflows';
-import { ID_PATTERN, type UserColumns } from '../../model';
+import { ID_PATTERN, type ScheduleBudget, type UserColumns } from '../../model';
 import type { BatchReport } from '../../batch';
 import { ID_RULE } from '../options';
 import { checkPricesForCap } from '../prices';
@@ -22,6 +22,15 @@ export const OVERLAP_POLICIES = [
 ] as const;
 export type OverlapPolicyName = (typeof OVERLAP_POLICIES)[number];
 
+/**
+ * What each run of a schedule asks for. `all`: every row of the file, as new images (a pipeline that runs again to
+ * get new ones). `new`: only the requests no earlier run of the schedule may have paid for (new and changed rows,
+ * known by what they ask, not by id or line); a request paid for elsewhere (another batch) is served from the store.
+ */
+export const EACH_RUN = ['all', 'new'] as const;
+export type EachRun = (typeof EACH_RUN)[number];
+export const DEFAULT_EACH_RUN: EachRun = 'all';
+
 /** When a schedule runs: a cron expression, or an interval (at least a second; the CLI checks it). */
 export type ScheduleSpec = { cron: string; every?: never } | { every: Duration; cron?: never };
 
@@ -36,7 +45,10 @@ export interface CreateScheduleSettings {
   outDir: string;
   /** @default 'skip' */
   overlap?: OverlapPolicyName;
-  skipSucceeded?: boolean;
+  /** @default 'all' */
+  eachRun?: EachRun;
+  /** What the runs may spend together in a day or a month (the schedule's time zone). @default no budget */
+  budget?: Omit<ScheduleBudget, 'timezone'>;
   defaultModel?: string;
   concurrency?: number;
   maxAttempts?: number;
@@ -74,9 +86,9 @@ export interface CreateScheduleSettings {
  * each run's batch until their price is known). A command reads it before it connects: a missing file is said at once.
  */
 export async function capReport(
-  options: Pick<CreateScheduleSettings, 'source' | 'spendCapUsd' | 'defaultModel' | 'userColumns'>,
+  options: Pick<CreateScheduleSettings, 'source' | 'spendCapUsd' | 'budget' | 'defaultModel' | 'userColumns'>,
 ): Promise<BatchReport | undefined> {
-  if (options.spendCapUsd === undefined) return undefined;
+  if (options.spendCapUsd === undefined && options.budget === undefined) return undefined;
   return checkScheduleSource(options);
 }
 
@@ -85,19 +97,21 @@ export async function createSchedule(options: CreateScheduleOptions): Promise<{ 
   if (!ID_PATTERN.test(options.scheduleId)) {
     throw new Error(`schedule id ${JSON.stringify(options.scheduleId)} ${ID_RULE}`);
   }
+  const eachRun = options.eachRun ?? DEFAULT_EACH_RUN;
   const input: ScheduledBatchWorkflowInput = {
     scheduleId: options.scheduleId,
     source: options.source,
     outDir: options.outDir,
-    skipSucceeded: options.skipSucceeded ?? false,
+    skipSucceeded: eachRun === 'new',
     ...(options.defaultModel ? { defaultModel: options.defaultModel } : {}),
     ...(options.concurrency ? { concurrency: options.concurrency } : {}),
     ...(options.maxAttempts ? { maxAttempts: options.maxAttempts } : {}),
     ...(options.spendCapUsd === undefined ? {} : { spendCapUsd: options.spendCapUsd }),
     ...(options.prices ? { prices: options.prices } : {}),
     ...(options.userColumns ? { userColumns: options.userColumns } : {}),
-    // Each run asks for new images by intent (a pipeline runs again to get new ones): no earlier request serves it.
-    ledger: { ...(options.ledgerId ? { storeId: options.ledgerId } : {}), newImages: true },
+    ...(options.budget ? { budget: { ...options.budget, timezone: options.timezone ?? DEFAULT_TIMEZONE } } : {}),
+    // `all` asks for new images by intent (a pipeline runs again to get new ones): no earlier request serves it.
+    ledger: { ...(options.ledgerId ? { storeId: options.ledgerId } : {}), newImages: eachRun === 'all' },
   };
   // A cap is kept only with a price for every model: a local file is checked now.
   const report = options.report ?? (await capReport(options));
@@ -155,6 +169,40 @@ export interface ScheduleSummary {
   recentRuns: { scheduledAt: string; workflowId: string }[];
   /** When it runs, in which time zone, its catch-up window and jitter. */
   timing: ScheduleTiming;
+  /** What each run asks for, and what the runs may spend. */
+  asks: ScheduleAsks;
+}
+
+export interface ScheduleAsks {
+  eachRun: EachRun;
+  spendCapUsd?: number;
+  budget?: ScheduleBudget;
+}
+
+/** What each run asks for and may spend, from the run input the schedule keeps. */
+function asksOf(d: ScheduleDescription): ScheduleAsks {
+  const input = (d.action.args?.[0] ?? {}) as Partial<ScheduledBatchWorkflowInput>;
+  return {
+    eachRun: input.skipSucceeded ? 'new' : 'all',
+    ...(input.spendCapUsd === undefined ? {} : { spendCapUsd: input.spendCapUsd }),
+    ...(input.budget ? { budget: input.budget } : {}),
+  };
+}
+
+/** `describe`'s lines of what each run asks for and may spend. */
+export function asksLines(a: ScheduleAsks): string[] {
+  const each =
+    a.eachRun === 'new'
+      ? 'only the requests no earlier run may have paid for (new and changed rows, by what they ask)'
+      : 'every row, as new images';
+  const budget = a.budget
+    ? [
+        ...(a.budget.perDayUsd === undefined ? [] : [`${a.budget.perDayUsd} USD a day`]),
+        ...(a.budget.perMonthUsd === undefined ? [] : [`${a.budget.perMonthUsd} USD a month`]),
+      ].join(', ') + ` for all runs (${a.budget.timezone ?? DEFAULT_TIMEZONE})`
+    : 'none';
+  const cap = a.spendCapUsd === undefined ? 'none' : `${a.spendCapUsd} USD`;
+  return [`each run: ${each}`, `spend cap of a run: ${cap}; budget: ${budget}`];
 }
 
 function summarize(d: ScheduleDescription): ScheduleSummary {
@@ -168,6 +216,7 @@ function summarize(d: ScheduleDescription): ScheduleSummary {
       workflowId: a.action.workflow.workflowId,
     })),
     timing: timingOf(d),
+    asks: asksOf(d),
   };
 }
 

@@ -29,8 +29,8 @@ export const RATE_LIMITED_SERVICE = {
  */
 export const WORKER_RATE = 19;
 /**
- * The service of the concurrency-bound case: 8 creations in flight per account (gaps.md's default) and a rate
- * ten times what the quota lets a batch use, so that the quota binds.
+ * The service of the concurrency-bound case: 8 creations in flight per account (contract-defaults.md's default) and a
+ * rate ten times what the quota lets a batch use, so that the quota binds.
  */
 export const QUOTA_BOUND_SERVICE = { accountConcurrency: 8, requestsPerSecond: 200 } as const;
 

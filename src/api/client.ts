@@ -368,7 +368,7 @@ export function requestBody(r: CreationRequest, shape: RequestShape = DEFAULT_RE
   return buildRequestBody(r, shape);
 }
 
-/** gaps.md: 1..255 printable ASCII characters. */
+/** contract-defaults.md: 1..255 printable ASCII characters. */
 export function idempotencyKeyProblem(key: string): string | undefined {
   if (key.length === 0) return 'empty';
   if (key.length > 255) return `${key.length} characters (at most 255)`;

@@ -60,7 +60,7 @@ export function isRetryableFailureMessage(error: string): boolean {
 /** The status every naming shares for a failed creation. */
 export const FAILED_STATUS = 'failed';
 
-/** Status namings of the simulator: the default, and the second one gaps.md asks for. */
+/** Status namings of the simulator: the default, and the second one contract-defaults.md asks for. */
 export const StatusNaming = {
   default: { queued: 'queued', running: 'running', succeeded: 'succeeded', failed: FAILED_STATUS },
   alternate: { queued: 'pending', running: 'processing', succeeded: 'completed', failed: FAILED_STATUS },

@@ -9,7 +9,7 @@ import { valuesAt } from './record-path';
 
 /**
  * Where a creation record may carry what it cost (USD, the whole creation), tried in order: `IMAGEGEN_COST_FIELDS`.
- * The first is gaps.md's; the others are names services commonly use, at the root or nested.
+ * The first is contract-defaults.md's; the others are names services commonly use, at the root or nested.
  */
 export const DEFAULT_COST_FIELDS: readonly string[] = [
   'cost_usd',
@@ -28,7 +28,7 @@ export const DEFAULT_COST_FIELDS: readonly string[] = [
 
 /**
  * Where a model record of the catalog may carry its price (USD per image), tried in order: `IMAGEGEN_PRICE_FIELDS`.
- * The first is gaps.md's.
+ * The first is contract-defaults.md's.
  */
 export const DEFAULT_PRICE_FIELDS: readonly string[] = [
   'price_usd',

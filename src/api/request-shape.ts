@@ -25,7 +25,7 @@ export const MAX_TEMPLATE_BYTES = 8 * 1024;
 /** Names that would reach an object's prototype if used as keys. */
 const FORBIDDEN_SEGMENTS: ReadonlySet<string> = new Set(['__proto__', 'prototype', 'constructor']);
 
-/** The body as documented (gaps.md): every field under its own name. */
+/** The body as documented (contract-defaults.md): every field under its own name. */
 export const IDENTITY_FIELDS: RequestFields = Object.freeze(
   Object.fromEntries(REQUEST_SOURCES.map((s) => [s, s])) as Record<RequestSource, string>,
 );

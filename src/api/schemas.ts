@@ -13,8 +13,8 @@ import {
 import { childLocation, valuesAt } from './record-path';
 
 /**
- * Schemas of the service's bodies: they accept the documented fields (service-interface.md and gaps.md) and
- * ignore any others, so that a service adding fields breaks nothing.
+ * Schemas of the service's bodies: they accept the documented fields (service-interface.md and contract-defaults.md)
+ * and ignore any others, so that a service adding fields breaks nothing.
  */
 
 /** The error envelope: `{ error: { code, message, details } }`. */
@@ -30,16 +30,16 @@ export type ErrorEnvelope = z.infer<typeof ErrorEnvelope>;
 /** The plain authentication-failure body: `{ detail }`. */
 export const AuthFailureBody = z.looseObject({ detail: z.string() });
 
-/** Where a creation record carries its id, tried in order: `IMAGEGEN_ID_FIELDS`. gaps.md's. */
+/** Where a creation record carries its id, tried in order: `IMAGEGEN_ID_FIELDS`. contract-defaults.md's. */
 export const DEFAULT_ID_FIELDS: readonly string[] = ['id'];
-/** Where a creation record carries its status: `IMAGEGEN_STATUS_FIELDS`. gaps.md's. */
+/** Where a creation record carries its status: `IMAGEGEN_STATUS_FIELDS`. contract-defaults.md's. */
 export const DEFAULT_STATUS_FIELDS: readonly string[] = ['status'];
-/** Where a failed creation's record carries the error text: `IMAGEGEN_ERROR_FIELDS`. gaps.md's. */
+/** Where a failed creation's record carries the error text: `IMAGEGEN_ERROR_FIELDS`. contract-defaults.md's. */
 export const DEFAULT_ERROR_FIELDS: readonly string[] = ['error'];
 /**
  * Where a succeeded creation's record carries its images, tried in order: `IMAGEGEN_IMAGE_FIELDS`. The first is
- * gaps.md's; the others are shapes services commonly use (a list of URLs, OpenAI's `data[]` of `url` or `b64_json`,
- * Replicate's `output`).
+ * contract-defaults.md's; the others are shapes services commonly use (a list of URLs, OpenAI's `data[]` of `url` or
+ * `b64_json`, Replicate's `output`).
  */
 export const DEFAULT_IMAGE_FIELDS: readonly string[] = [
   'images[].url',

@@ -43,7 +43,7 @@ export const ProblemCode = {
   TooManyFields: 'csv.too_many_fields',
   /** Any other CSV syntax error reported by the parser. */
   Malformed: 'csv.malformed',
-  /** A cell breaks the submit-body rules (gaps.md, "Submit request body"). */
+  /** A cell breaks the submit-body rules (contract-defaults.md, "The submit body"). */
   FieldInvalid: 'row.field_invalid',
   /** Neither a `model` cell nor a batch default model. */
   ModelMissing: 'row.model_missing',

@@ -10,7 +10,7 @@ import {
 } from './header';
 import { type BatchProblem, ProblemCode, preview } from './problems';
 
-/** Submit-body limits (gaps.md, "Submit request body"). Lengths count Unicode code points, not UTF-16 units. */
+/** Submit-body limits (contract-defaults.md, "The submit body"). Lengths count Unicode code points, not UTF-16 units. */
 export const FieldLimit = {
   promptMax: 4000,
   negativePromptMax: 2000,

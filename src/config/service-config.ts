@@ -10,7 +10,7 @@ import { parseAllowList } from '../api/download-guard';
 import { parseRequestFields, parseRequestTemplate, templateClash, type RequestFields } from '../api/request-shape';
 
 /**
- * Configuration of the image-service client. Every choice that gaps.md calls a default can be overridden from
+ * Configuration of the image-service client. Every choice that contract-defaults.md calls a default can be overridden from
  * the environment; {@link loadServiceConfig} validates all of it at start-up and names the variable at fault.
  * The API key is not part of this object (see `src/api/api-key.ts`): configuration may be logged, the key never.
  */
@@ -185,7 +185,7 @@ export interface ServiceConfig {
    */
   maxAmbiguousTries: number;
   /**
-   * How long the service remembers an idempotency key (gaps.md: 24 h). A key first sent longer ago than this, whose
+   * How long the service remembers an idempotency key (contract-defaults.md: 24 h). A key first sent longer ago than this, whose
    * outcome is not known, is never sent again (the service may take it as new, and charge it again): the row is
    * reported `unknown`. `IMAGEGEN_IDEMPOTENCY_WINDOW_MS`.
    * @default 86_400_000 (24 h)
@@ -240,7 +240,7 @@ export interface ServiceConfig {
    * model, negative_prompt, width, height, seed, num_images, the target a name or a dotted path that makes nested
    * objects (`prompt=input.text,num_images=n`). Unlisted fields keep their names. `IMAGEGEN_REQUEST_FIELDS`.
    * Changing it while rows are in flight makes their retries a 400 (same key, another body).
-   * @default every field under its own name (gaps.md)
+   * @default every field under its own name (contract-defaults.md)
    */
   requestFields: RequestFields;
   /**

@@ -60,7 +60,7 @@ export const OTHER_LABEL = 'other';
 
 /**
  * The values of label `reason` of {@link MetricName.TooManyRequests}: the documented `details.reason`s
- * (service-interface.md, gaps.md), the two 429 codes (the label when a 429 gives no reason) and `unknown` (neither).
+ * (service-interface.md, contract-defaults.md), the two 429 codes (the label when a 429 gives no reason) and `unknown` (neither).
  * Anything else the service says is {@link OTHER_LABEL}: a label value never comes from the service as it is, or a
  * hostile service could make one series per answer.
  */

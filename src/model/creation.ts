@@ -17,7 +17,7 @@ export interface ReusedFrom {
   creationId?: string;
 }
 
-/** The body fields a row may carry (gaps.md, "Submit request body"). */
+/** The body fields a row may carry (contract-defaults.md, "The submit body"). */
 export interface CreationRequest {
   prompt: string;
   model: string;

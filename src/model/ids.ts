@@ -16,7 +16,7 @@ export function batchWorkflowId(batchId: string): string {
 
 /**
  * The longest workflow id (and idempotency key) imagebatch makes: SQL stores of Temporal keep workflow ids in
- * VARCHAR(255) (PostgreSQL refuses a longer one), and gaps.md bounds a key to 255 printable characters. The cluster's
+ * VARCHAR(255) (PostgreSQL refuses a longer one), and contract-defaults.md bounds a key to 255 printable characters. The cluster's
  * dynamic config sets `limit.maxIDLength` to it (deploy/dynamicconfig/imagebatch.yaml).
  */
 export const MAX_ID_LENGTH = 255;
@@ -43,7 +43,7 @@ const MAX_KEY_LENGTH = MAX_ID_LENGTH;
 /**
  * The idempotency key of one attempt of one row: `ib/<batch>/<row>/a<attempt>`. One-to-one: ids never contain `/`,
  * so the parts read back unambiguously and no two rows share a key. When batch and row ids are both long enough to
- * pass the 255 printable characters of gaps.md, the batch id is replaced by `~` and a digest of it (ids never start
+ * pass the 255 printable characters of contract-defaults.md, the batch id is replaced by `~` and a digest of it (ids never start
  * with `~`): the keys of one batch stay one-to-one by construction, those of two batches differ by the digest.
  */
 export function idempotencyKeyFor(batchId: string, rowId: string, attempt: number): string {

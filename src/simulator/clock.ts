@@ -25,7 +25,7 @@ export class ManualClock implements Clock {
   }
 }
 
-/** `Retry-After` in whole seconds, at least 1 (gaps.md), for a wait of `ms` milliseconds. */
+/** `Retry-After` in whole seconds, at least 1 (contract-defaults.md), for a wait of `ms` milliseconds. */
 export function retryAfterSeconds(ms: number): number {
   return Math.max(1, Math.ceil(ms / 1000));
 }

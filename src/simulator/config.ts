@@ -8,7 +8,7 @@ import { type Clock } from './clock';
 import { FaultKind, PROBABILISTIC_FAULTS, type Fault, type ScriptRule } from './faults';
 
 /**
- * The simulator's configuration: every default is the one gaps.md fixes. Validated with zod so that a
+ * The simulator's configuration: every default is the one contract-defaults.md fixes. Validated with zod so that a
  * wrong config file says which field is wrong; plaintext keys are hashed at load and then dropped, so the
  * running simulator, like the real service, only ever holds hashes.
  */
@@ -18,7 +18,7 @@ export const DEMO_API_KEY = `${SIMULATOR_KEY_PREFIX}live_DemoKey0ImageBatch0Simu
 export const DEMO_ACCOUNT_ID = 'acct_demo';
 export const DEMO_KEY_ID = 'key_demo';
 
-/** Idempotency storage variants of gaps.md: (a) only 202s are stored, (b) every judged response is. */
+/** Idempotency storage variants of contract-defaults.md: (a) only 202s are stored, (b) every judged response is. */
 export const IdempotencyVariant = {
   AcceptedOnly: 'accepted-only',
   AllJudged: 'all-judged',
@@ -121,7 +121,7 @@ export const limitsSchema = z.strictObject({
   modelCapacity: positiveInt.nullable().default(null),
 });
 
-/** The fields a creation record may have besides its status (gaps.md "Creation record", and the shapes' own). */
+/** The fields a creation record may have besides its status (contract-defaults.md, "The creation record", and the shapes' own). */
 const RECORD_FIELDS: ReadonlySet<string> = new Set([
   'id',
   'status',
@@ -172,7 +172,7 @@ export const simulatorConfigSchema = z
     pricing: z
       .strictObject({
         /**
-         * 'default' (gaps.md: creation `cost_usd`, model `price_usd`), 'renamed' (other names, nested), 'amount'
+         * 'default' (contract-defaults.md: creation `cost_usd`, model `price_usd`), 'renamed' (other names, nested), 'amount'
          * (`cost` and `price` as `{ "amount": "0.04", "currency": "USD" }`), 'hidden' (none).
          */
         fields: z.enum(['default', 'renamed', 'amount', 'hidden']).default('default'),
@@ -192,7 +192,7 @@ export const simulatorConfigSchema = z
       })
       .prefault({}),
     /**
-     * Where the submit body's fields are (the interface does not show them). Default: gaps.md's flat body, and any
+     * Where the submit body's fields are (the interface does not show them). Default: contract-defaults.md's flat body, and any
      * other field is rejected. `fields` moves a field to another name or a dotted path (`{ "prompt": "input.text" }`);
      * `extraFields` are fields besides them, by dotted path, that are accepted (`optional`) or demanded (`required`:
      * a 400 without it), such as the ones `IMAGEGEN_REQUEST_TEMPLATE` and `--column` add. Any other field is still
@@ -215,7 +215,7 @@ export const simulatorConfigSchema = z
     records: z
       .strictObject({
         /**
-         * 'default' (gaps.md: `images[].url`), 'nested' (`result.files[].href`), 'inline-base64' (`data[].b64_json`
+         * 'default' (contract-defaults.md: `images[].url`), 'nested' (`result.files[].href`), 'inline-base64' (`data[].b64_json`
          * holding the PNG bytes), 'data-uri' (`images[].url` as `data:image/png;base64,...`), 'none' (a success
          * that shows no image at all), 'queue' (`result.artifact_location`, beside a web page's link `links.web`).
          */

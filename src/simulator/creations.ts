@@ -40,7 +40,7 @@ export function phaseAt(c: Creation, now: number): Phase {
   return now >= c.runningAt ? Phase.Running : Phase.Queued;
 }
 
-/** The public creation record (gaps.md "Creation record") in the chosen status naming. */
+/** The public creation record (contract-defaults.md, "The creation record") in the chosen status naming. */
 export function creationRecord(c: Creation, now: number, naming: StatusNamingName, filesUrl: string): object {
   const phase = phaseAt(c, now);
   const updatedAt = phase === Phase.Queued ? c.acceptedAt : phase === Phase.Running ? c.runningAt : c.finishedAt;

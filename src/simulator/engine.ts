@@ -50,7 +50,7 @@ const IDEMPOTENCY_FIELD = DEFAULT_IDEMPOTENCY_HEADER;
 const MAX_PENDING_WAITS = 1000;
 
 /**
- * The service's rules, independent of HTTP plumbing. Checks run in the order gaps.md gives: authentication
+ * The service's rules, independent of HTTP plumbing. Checks run in the order contract-defaults.md gives: authentication
  * (done by the server), rate limit, quota, idempotency look-up, validation, wallet and budget, charge, start.
  */
 export class SimulatorEngine {
@@ -251,7 +251,7 @@ export class SimulatorEngine {
   }
 
   /**
-   * A submit response as sent: a 202's creation record (stored in gaps.md's form) with its cost as priced and its
+   * A submit response as sent: a 202's creation record (stored in contract-defaults.md's form) with its cost as priced and its
    * status and images where `records` puts them.
    */
   private sent(response: ApiResponse): ApiResponse {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 /**
- * How the files port serves images (config `files`): gaps.md's default serves `/files/<creation>-<n>.png` as
+ * How the files port serves images (config `files`): contract-defaults.md's default serves `/files/<creation>-<n>.png` as
  * `image/png` for as long as the creation is kept. A service's CDN may instead redirect to the file, call it
  * `application/octet-stream`, and let it expire soon after the creation ended.
  */

@@ -2,7 +2,7 @@ import { type SimulatorConfig } from './config';
 
 /**
  * How prices appear in the HTTP bodies (config `pricing`). Creation records are built, and stored for idempotent
- * replays (and so in the state file), in gaps.md's form with `cost_usd`; they are shown as the setting says only
+ * replays (and so in the state file), in contract-defaults.md's form with `cost_usd`; they are shown as the setting says only
  * when sent, so a replayed 202 looks like a fresh one under the current setting. Charges never depend on this.
  */
 

@@ -4,7 +4,7 @@ import { showCost } from './pricing';
 
 /**
  * How a creation record shows its images and its status (config `records`). Records are built, and stored for
- * idempotent replays (and so in the state file), in gaps.md's form (`status`, `images[].url`); they are shown as the
+ * idempotent replays (and so in the state file), in contract-defaults.md's form (`status`, `images[].url`); they are shown as the
  * setting says only when sent, like prices (see `pricing.ts`), so a replayed 202 looks like a fresh one under the
  * current setting. Nothing else (charges, the files port) depends on this.
  */

@@ -1,5 +1,5 @@
 /**
- * Validation of the submit body (gaps.md "Submit request body"). Hand-written rather than zod so that every
+ * Validation of the submit body (contract-defaults.md, "The submit body"). Hand-written rather than zod so that every
  * problem is reported at once, with the field name and a message a person can act on, and so that no input
  * shape (arrays, nulls, huge numbers, prototype keys) can make it throw.
  */
@@ -26,7 +26,7 @@ const KNOWN_FIELDS = new Set(['prompt', 'model', 'negative_prompt', 'width', 'he
 export const DEFAULT_SIZE = 1024;
 const MAX_SEED = 2 ** 32 - 1;
 
-/** 1..255 printable ASCII characters (gaps.md). */
+/** 1..255 printable ASCII characters (contract-defaults.md). */
 export function idempotencyKeyProblem(value: string): string | undefined {
   if (value.length < 1 || value.length > 255) return 'must be 1 to 255 characters';
   if (!/^[\x20-\x7e]+$/.test(value)) return 'must contain printable ASCII characters only';
@@ -71,7 +71,7 @@ export interface RequestLayout {
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
- * Reads a body laid out as `layout` says into the flat body gaps.md describes, reporting (by dotted path) every
+ * Reads a body laid out as `layout` says into the flat body contract-defaults.md describes, reporting (by dotted path) every
  * field that is not a known one, and every required extra field that is missing. Field errors of the flat body are
  * then named by their paths.
  */
@@ -109,7 +109,7 @@ function flatten(
   return { flat, pathOf: (field) => layout.fields[field] ?? field };
 }
 
-/** Validates a parsed JSON value as a submit body, laid out as gaps.md says or as `layout` says. */
+/** Validates a parsed JSON value as a submit body, laid out as contract-defaults.md says or as `layout` says. */
 export function validateCreationBody(body: unknown, layout?: RequestLayout): ValidationResult {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     return { ok: false, errors: [{ field: 'body', message: 'must be a JSON object' }] };

@@ -4,7 +4,7 @@ import { parseModels } from '../../src/api/schemas';
 
 describe('readUsd: a price the service may or may not show', () => {
   it.each([
-    ['gaps.md', { cost_usd: 0.04 }, 0.04],
+    ['contract-defaults.md', { cost_usd: 0.04 }, 0.04],
     ['a decimal string', { cost_usd: '0.040000' }, 0.04],
     ['another name', { cost: 0.02 }, 0.02],
     ['an amount object in USD', { charge: { amount: '0.040000', currency: 'USD' } }, 0.04],

@@ -121,7 +121,7 @@ describe('the creation record through the settings', () => {
 describe('images at the configured paths', () => {
   it.each([
     [
-      'gaps.md: images[].url, with width and height',
+      'contract-defaults.md: images[].url, with width and height',
       { images: [{ url: 'https://f/0.png', width: 8, height: 4 }, { nope: 1 }, { url: 'https://f/2.png' }] },
       [
         { url: 'https://f/0.png', width: 8, height: 4, source: 'images[0].url' },

@@ -23,7 +23,7 @@ function fieldErrors(cells: Partial<Record<string, string>>): string[] {
   return result.ok ? [] : result.problems.map((p) => `${p.field}: ${p.message}`);
 }
 
-describe('row field rules (gaps.md, "Submit request body")', () => {
+describe('row field rules (contract-defaults.md, "The submit body")', () => {
   it('builds the request from trimmed cells and leaves empty optional cells out', () => {
     const result = row({ prompt: '  a cat \n', model: ' flux ', width: ' 512 ', seed: '0', negative_prompt: '  ' });
     expect(result).toEqual({

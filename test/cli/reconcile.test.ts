@@ -12,7 +12,8 @@ import { chargedKeys, startStack, type CliStack } from './stack';
 /**
  * `imagebatch reconcile BATCH` against the simulator: the rows of a batch whose money is unresolved are resolved
  * with their own keys, never a new one, or reported. The simulator stores every judged response under its key
- * (variant b of gaps.md), so a key that was accepted replays its 202 and one that met a 500 replays the 500.
+ * (variant b of contract-defaults.md), so a key that was accepted replays its 202 and one that met a 500 replays the
+ * 500.
  *
  * Run 1's worker gives up on a key after one unknown outcome and saves no image (its download limit is 16 bytes):
  * - `acc`: accepted and charged, then the connection reset before the 202 came back: unknown;

@@ -208,7 +208,7 @@ const input: fc.Arbitrary<ClassifyInput> = fc
     return out;
   });
 
-/** The kinds the contract allows for each request and status (service-interface.md, gaps.md). */
+/** The kinds the contract allows for each request and status (service-interface.md, contract-defaults.md). */
 function allowedKinds(i: ClassifyInput): Outcome['kind'][] {
   const s = i.status;
   if (s === undefined || i.error !== undefined) return ['ambiguous'];

@@ -6,8 +6,8 @@ import { runs } from './runs';
 
 /**
  * The CSV reader and validator on hostile files. Well-formed CSV carrying wrong values in every column is checked
- * against an independent reading of the rules (gaps.md, "Submit request body"): every bad cell is reported with
- * its line and field, every good row comes back exactly. Token soup with long runs, odd line ends, NUL bytes and
+ * against an independent reading of the rules (contract-defaults.md, "The submit body"): every bad cell is reported
+ * with its line and field, every good row comes back exactly. Token soup with long runs, odd line ends, NUL bytes and
  * byte-order marks must give well-formed problems or rows, never a throw, within a bound per case.
  */
 

@@ -12,7 +12,8 @@ import { cancelSignal, progressQuery } from '../../src/workflows';
 import { createLocalEnv, simulatorWorker, useTestEnv } from '../helpers/temporal';
 
 /**
- * Records shaped otherwise than gaps.md's, on the dev server against the simulator (its `records` switches):
+ * Records shaped otherwise than contract-defaults.md's, on the dev server against the simulator (its `records`
+ * switches):
  * - images under another path (`result.files[].href`): found by the tolerant search with the default settings
  *   (each image says it was discovered, and where), and at that path once `IMAGEGEN_IMAGE_FIELDS` names it; the file
  *   on disk is the very file the record points at;

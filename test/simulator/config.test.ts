@@ -7,7 +7,7 @@ import { DEMO_API_KEY, hashApiKey, resolveConfig, SimulatorConfigError, startSim
 import { call, expectLedgerConsistent, PROMPT, startTestSim, submit } from './helpers';
 
 describe('simulator config', () => {
-  it('has the defaults of gaps.md', () => {
+  it('has the defaults of contract-defaults.md', () => {
     const cfg = resolveConfig();
     expect(cfg.limits).toEqual({
       requestsPerSecond: 10,

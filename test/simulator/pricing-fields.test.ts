@@ -7,8 +7,8 @@ import { FaultKind, ManualClock, resolveConfig, SimulatorConfigError, type Simul
 import { call, expectError, expectLedgerConsistent, netCharged, PROMPT, startTestSim, submit } from './helpers';
 
 /**
- * The `pricing` switches: how a price is shown (gaps.md's `cost_usd` / `price_usd`, other names, or none) and
- * whether a creation's cost is on its 202 at all. Only the HTTP bodies change; charging and the ledger do not.
+ * The `pricing` switches: how a price is shown (contract-defaults.md's `cost_usd` / `price_usd`, other names, or none)
+ * and whether a creation's cost is on its 202 at all. Only the HTTP bodies change; charging and the ledger do not.
  */
 
 const running: Simulator[] = [];
@@ -225,7 +225,7 @@ describe('pricing and the state file', () => {
 });
 
 describe('pricing config', () => {
-  it('defaults to the gaps.md fields, shown always', () => {
+  it('defaults to the contract-defaults.md fields, shown always', () => {
     expect(resolveConfig().pricing).toEqual({ fields: 'default', costOn: 'always' });
   });
 

@@ -14,7 +14,8 @@ import { call, expectLedgerConsistent, PROMPT, startTestSim, submit } from './he
 
 /**
  * The `records` switches: where a creation record shows its images (`imageShape`) and its status (`statusField`).
- * Only the HTTP bodies change; what is stored (and replayed) is gaps.md's record, shown as the setting says.
+ * Only the HTTP bodies change; what is stored (and replayed) is contract-defaults.md's record, shown as the setting
+ * says.
  */
 
 const running: Simulator[] = [];
@@ -67,7 +68,7 @@ function classifyPoll(text: string, statusFields?: string[]): Outcome {
 }
 
 describe('records.imageShape: where the images are', () => {
-  it('default: images[].url, as gaps.md says (and the record is exactly as before)', async () => {
+  it('default: images[].url, as contract-defaults.md says (and the record is exactly as before)', async () => {
     const { sim, body } = await succeeded({});
     const images = body.images as { url: string; width: number; height: number }[];
     expect(images).toEqual(

@@ -14,6 +14,7 @@ export * from './errors';
 export * from './failure';
 export * from './ids';
 export * from './ledger';
+export * from './limits';
 export * from './progress';
 export * from './record';
 export * from './row';

@@ -7,8 +7,7 @@ import { BatchFileError, BatchFileErrorReason } from '../batch';
 import { prepareScheduledInput, type PreparedInput, type ScheduleLedger } from '../schedules/prepare';
 import { ScheduledRunCannotStartError, type SourceCheckOptions } from '../schedules/source-check';
 import { scheduledRunCannotStart } from './failures';
-import { promptWorkflowId } from '../model';
-import { CREATE_IMAGE_START_TO_CLOSE } from '../workflows/timeouts';
+import { CREATE_IMAGE_START_TO_CLOSE, promptWorkflowId } from '../model';
 import { whileHeartbeating } from './heartbeat';
 
 export interface PrepareScheduledRunInput {

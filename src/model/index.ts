@@ -13,6 +13,7 @@ export * from './creation';
 export * from './errors';
 export * from './failure';
 export * from './ids';
+export * from './images-asked';
 export * from './ledger';
 export * from './limits';
 export * from './progress';

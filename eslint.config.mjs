@@ -2,16 +2,88 @@
 import js from '@eslint/js';
 import prettier from 'eslint-config-prettier';
 import importX from 'eslint-plugin-import-x';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import ts from 'typescript';
 import tseslint from 'typescript-eslint';
 
 const nodeBuiltins = (await import('node:module')).builtinModules;
 
+/** The files of ours (relative imports, type-only ones included) that each file imports, kept while unchanged. */
+const importsRead = new Map();
+
+/** The TypeScript file a relative specifier names, or undefined (a package, or no such file). */
+function ourFile(from, specifier) {
+  if (!specifier.startsWith('.')) return undefined;
+  const base = path.resolve(path.dirname(from), specifier).replace(/\.js$/, '');
+  return [`${base}.ts`, path.join(base, 'index.ts')].find((f) => existsSync(f));
+}
+
+/** What `file` imports of ours, read from disk (`seen` holds what one check has read already). */
+function importsOf(file, seen) {
+  const known = seen.get(file);
+  if (known) return known;
+  const mtimeMs = statSync(file).mtimeMs;
+  let read = importsRead.get(file);
+  if (read?.mtimeMs !== mtimeMs) {
+    const { importedFiles } = ts.preProcessFile(readFileSync(file, 'utf8'), true, true);
+    const files = importedFiles.map((f) => ourFile(file, f.fileName)).filter((f) => f !== undefined);
+    read = { mtimeMs, files: [...new Set(files)] };
+    importsRead.set(file, read);
+  }
+  seen.set(file, read.files);
+  return read.files;
+}
+
+/** The shortest chain of imports from `start` back to `goal`, or undefined. */
+function routeBack(start, goal, seen) {
+  const cameFrom = new Map([[start, '']]);
+  const queue = [start];
+  while (queue.length > 0) {
+    const file = /** @type {string} */ (queue.shift());
+    if (file === goal) {
+      const route = [];
+      for (let f = file; f !== ''; f = /** @type {string} */ (cameFrom.get(f))) route.unshift(f);
+      return route;
+    }
+    for (const next of importsOf(file, seen)) {
+      if (cameFrom.has(next)) continue;
+      cameFrom.set(next, file);
+      queue.push(next);
+    }
+  }
+  return undefined;
+}
+
+/**
+ * No circle of imports between our files, type-only imports included: import-x/no-cycle skips those (it has no
+ * option to count them), and a circle of types is still a circle in the design (the layers, docs/design.md).
+ * @type {import('eslint').Rule.RuleModule}
+ */
+const noCircle = {
+  meta: { type: 'problem', schema: [], messages: { circle: 'Import circle (type imports count): {{route}}.' } },
+  create(context) {
+    const file = context.physicalFilename;
+    const seen = new Map();
+    /** @param {any} node an import or export declaration with a source */
+    const check = (node) => {
+      const target = node.source && ourFile(file, String(node.source.value));
+      const route = target && routeBack(target, file, seen);
+      if (!route) return;
+      const names = [file, ...route].map((f) => path.relative(context.cwd, f));
+      context.report({ node, messageId: 'circle', data: { route: names.join(' -> ') } });
+    };
+    return { ImportDeclaration: check, ExportNamedDeclaration: check, ExportAllDeclaration: check };
+  },
+};
+
 /**
  * The layers of src/, lowest first (docs/design.md has the map). A folder imports from itself, from src/model, and
- * from the folders in `may`; from those in `types`, types only, but for the files in `values`. Any other folder of
- * ours is refused. src/cli may import anything, and nothing but src/cli imports from it (bin/ runs it);
- * src/worker.ts sits just below the CLI. `packages`: 'none' (nothing outside the folder), 'no-temporal', or any.
- * @type {Record<string, { may: string[]; types?: string[]; values?: string[]; packages?: 'none' | 'no-temporal' }>}
+ * from the folders in `may`; from those in `types`, types only. Any other folder of ours is refused, so no import
+ * runs back up. src/cli may import anything, and nothing but src/cli imports from it (bin/ runs it); src/worker.ts
+ * sits just below the CLI. `packages`: 'none' (nothing outside the folder), 'no-temporal', or any but
+ * `@temporalio/workflow` (src/workflows' own).
+ * @type {Record<string, { may: string[]; types?: string[]; packages?: 'none' | 'no-temporal' }>}
  */
 const layers = {
   // The domain's types and pure rules.
@@ -26,23 +98,21 @@ const layers = {
   local: { may: ['util', 'temporal', 'config'] },
   batch: { may: ['util'], packages: 'no-temporal' },
   ledger: { may: ['util'], packages: 'no-temporal' },
+  // A row's record as Temporal holds it: read by the activities and by the result files.
+  'row-lookup': { may: [] },
   schedules: { may: ['util', 'batch', 'ledger'], packages: 'no-temporal' },
   simulator: { may: ['util', 'api'], packages: 'no-temporal' },
-  // The workflow interface activities serve (signal names, activity bounds) is the one exception to types only.
-  activities: {
-    may: ['util', 'api', 'config', 'batch', 'ledger', 'schedules'],
-    types: ['workflows'],
-    values: ['workflows/definitions', 'workflows/timeouts'],
-  },
+  // The names and bounds of the workflow interface (signals, queries, createImage's timeout) are in src/model.
+  activities: { may: ['util', 'api', 'config', 'batch', 'ledger', 'schedules', 'row-lookup'] },
   workflows: { may: [], types: ['activities'] },
-  metrics: { may: ['util', 'api', 'config', 'activities'] },
-  results: { may: ['util', 'api', 'batch', 'ledger', 'activities'] },
+  metrics: { may: ['util', 'api', 'config'] },
+  results: { may: ['util', 'api', 'batch', 'ledger', 'row-lookup'] },
 };
 const ourFolders = [...Object.keys(layers), 'cli', 'worker'];
 
 /** The `patterns` of no-restricted-imports that keep folder `name` in its layer. */
 function layerPatterns(name) {
-  const { may, types = [], values = [], packages } = layers[name];
+  const { may, types = [], packages } = layers[name];
   const up = '^(\\.\\./)+';
   const patterns = [];
   const refused = ourFolders.filter((f) => f !== name && f !== 'model' && !may.includes(f) && !types.includes(f));
@@ -54,9 +124,8 @@ function layerPatterns(name) {
     });
   }
   for (const f of types) {
-    const except = values.filter((v) => v.startsWith(`${f}/`)).map((v) => v.slice(f.length + 1));
     patterns.push({
-      regex: `${up}${f}${except.length > 0 ? `(?!/(${except.join('|')})$)` : ''}(/|$)`,
+      regex: `${up}${f}(/|$)`,
       allowTypeImports: true,
       message: `src/${name} imports only types from src/${f}.`,
     });
@@ -65,6 +134,12 @@ function layerPatterns(name) {
     patterns.push({ regex: '^(?!\\./)', message: `src/${name} imports nothing outside itself.` });
   if (packages === 'no-temporal') {
     patterns.push({ group: ['@temporalio/*'], message: `src/${name} knows nothing of Temporal.` });
+  }
+  if (packages === undefined && name !== 'workflows') {
+    patterns.push({
+      group: ['@temporalio/workflow', '@temporalio/workflow/*'],
+      message: `Only src/workflows runs in the workflow sandbox: src/${name} names signals and queries (src/model).`,
+    });
   }
   return patterns;
 }
@@ -146,14 +221,15 @@ export default tseslint.config(
     },
   },
   {
-    // No import cycles between files of ours (type-only imports are skipped: they vanish at run time).
+    // No import cycles between files of ours: import-x/no-cycle for those that run (it skips type-only imports, which
+    // vanish at run time), imagebatch/no-circle for every one, types included.
     files: ['src/**/*.ts'],
-    plugins: { 'import-x': importX },
+    plugins: { 'import-x': importX, imagebatch: { rules: { 'no-circle': noCircle } } },
     settings: {
       'import-x/extensions': ['.ts', '.js', '.mjs'],
       'import-x/resolver-next': [importX.createNodeResolver({ extensions: ['.ts', '.js', '.json'] })],
     },
-    rules: { 'import-x/no-cycle': ['error', { ignoreExternal: true }] },
+    rules: { 'import-x/no-cycle': ['error', { ignoreExternal: true }], 'imagebatch/no-circle': 'error' },
   },
   {
     // A preload script (`node -r`): linted without types, outside the default project (its count is capped).

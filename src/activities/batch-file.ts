@@ -3,10 +3,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
 import { BatchFileError, BatchFileErrorReason, readBatchPage } from '../batch';
 import { whileHeartbeating } from './heartbeat';
-import type { ReadBatchPageInput, ReadBatchPageResult } from '../model';
-
-/** The failure type of a batch file that cannot be read (gone, unreadable, changed since the first page). */
-export const BATCH_FILE_FAILURE = 'Batch.File';
+import { BATCH_FILE_FAILURE, type ReadBatchPageInput, type ReadBatchPageResult } from '../model';
 
 /** The page-reading activity: one page of validated rows, resumed exactly at the cursor. */
 export function createBatchFileActivities(deps: { outputRoot: string }) {

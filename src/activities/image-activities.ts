@@ -27,7 +27,7 @@ import { ErrorCode } from '../api/contract';
 import type { ApiKeyProvider } from '../api/api-key';
 import type { ServiceConfig } from '../config/service-config';
 import type { Fingerprinter, LedgerKey, LedgerStore } from '../ledger';
-import { formatWait } from '../workflows/timeouts';
+import { formatWait } from '../model';
 import { clipSource, describeImageUrl, downloadImages, guardedDownloadDispatcher } from './download';
 import { imagesRefusedStop } from './images-refused';
 import { redactedFailure } from './redacted-failure';

@@ -1,5 +1,5 @@
 import { ApplicationFailure } from '@temporalio/common';
-import { FailureType, type ImageRef } from '../model';
+import { FailureType, imagesAskedFor, type ImageRef } from '../model';
 import { MAX_LISTED_IMAGES } from '../api/schemas';
 
 /**
@@ -13,11 +13,6 @@ import { MAX_LISTED_IMAGES } from '../api/schemas';
 
 /** Images accepted beyond the number asked for. */
 export const EXTRA_IMAGES_ALLOWED = 2;
-
-/** The number of images asked for: `num_images` when it is a positive whole number, else 1 (the service's default). */
-export function imagesAskedFor(numImages: unknown): number {
-  return typeof numImages === 'number' && Number.isInteger(numImages) && numImages >= 1 ? numImages : 1;
-}
 
 /**
  * Throws a non-retryable DownloadFailed when a creation lists more images than `numImages` allows. Candidates (URLs

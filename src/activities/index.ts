@@ -7,10 +7,11 @@ import type { HoldRegistry } from '../api/holds';
 import { PollPlan } from '../api/poll-plan';
 import { loadServiceConfig, type ServiceConfig } from '../config/service-config';
 import type { LedgerStore } from '../ledger';
+import type { RunResultsWriter } from '../model';
 import { createBatchFileActivities } from './batch-file';
 import { createDoctorActivities } from './doctor';
 import { createScheduleActivities } from './schedule-activities';
-import { createScheduledRunActivities, type RunResultsWriter } from './scheduled-run-activities';
+import { createScheduledRunActivities } from './scheduled-run-activities';
 import { createImageActivities } from './image-activities';
 import { requestFingerprinter } from './key-ledger';
 import { createLedgerActivities } from './ledger-activities';
@@ -189,7 +190,7 @@ export function createActivitiesWithSteps(deps: ActivityDeps) {
 }
 
 export type Activities = ReturnType<typeof createActivities>;
-export type { RunResultsWriter, RunWatch } from './scheduled-run-activities';
+export type { RunWatch } from './scheduled-run-activities';
 /** The activities of {@link createActivitiesWithSteps}, for tests that drive one request at a time. */
 export type StepActivities = ReturnType<typeof createActivitiesWithSteps>;
 

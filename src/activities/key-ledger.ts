@@ -24,7 +24,7 @@ import {
   type LedgerStore,
   type RequestPrint,
 } from '../ledger';
-import { formatWait } from '../workflows/timeouts';
+import { formatWait } from '../model';
 import { toApplicationFailure } from './failures';
 import { allSaved, copyImages } from './saved-images';
 

@@ -8,8 +8,13 @@ import { prepareScheduledInput, type PreparedInput, type ScheduleLedger } from '
 import { ScheduledRunCannotStartError, type SourceCheckOptions } from '../schedules/source-check';
 import { scheduleSpend } from '../schedules/budget';
 import { scheduledRunCannotStart } from './failures';
-import { budgetLeft, promptWorkflowId, type BudgetCheck, type ScheduleBudget } from '../model';
-import { CREATE_IMAGE_START_TO_CLOSE } from '../workflows/timeouts';
+import {
+  CREATE_IMAGE_START_TO_CLOSE,
+  budgetLeft,
+  promptWorkflowId,
+  type BudgetCheck,
+  type ScheduleBudget,
+} from '../model';
 import { whileHeartbeating } from './heartbeat';
 
 export interface PrepareScheduledRunInput {

@@ -8,29 +8,18 @@ import {
   holdText,
   runCounts,
   runShouldEnd,
+  QueryName,
   SCHEDULE_RUNS_INDEX,
   type BatchProgress,
+  type RunResultsWriter,
   type ScheduledRunEntry,
   type ScheduledRunOutcome,
 } from '../model';
-import { progressQuery } from '../workflows/definitions';
 import type { Logger } from '../api/client';
 import { whileHeartbeating } from './heartbeat';
 
 /** How often a scheduled run asks its batch's progress while it runs. */
 export const RUN_WATCH_EVERY_MS = 5_000;
-
-/**
- * Writes a run's result files (results.csv, results.jsonl, errors.csv, unresolved.csv, index.html) into `outDir`, as
- * `imagebatch results` does. Given by the worker (src/results sits above the activities); `file` is absent for a run
- * that never started (its files list no row).
- */
-export type RunResultsWriter = (run: {
-  batchId: string;
-  outDir: string;
-  file?: string;
-  defaultModel?: string;
-}) => Promise<{ resultsCsv: string }>;
 
 /** What a scheduled run's watch saw: its batch held by something only a person lifts, or its batch closed. */
 export type RunWatch =
@@ -80,7 +69,7 @@ export function createScheduledRunActivities(deps: {
         ctx.heartbeat();
         const { status } = await handle.describe();
         if (status.name !== 'RUNNING') return { closed: true };
-        const progress = await handle.query(progressQuery).catch(() => undefined);
+        const progress = await handle.query<BatchProgress>(QueryName.Progress).catch(() => undefined);
         const hold = progress && runShouldEnd(progress) ? holdOutcome(progress.waiting) : undefined;
         if (hold) return { hold, reason: holdText(progress?.waiting) };
         await ctx.sleep(deps.watchEveryMs ?? RUN_WATCH_EVERY_MS);

@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import { durationMs } from '../config/duration';
-import { ID_PATTERN } from '../model';
-import { formatWait } from '../workflows/timeouts';
+import { formatWait, ID_PATTERN } from '../model';
 import { OptionError } from './errors';
 
 /**

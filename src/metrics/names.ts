@@ -1,6 +1,5 @@
-import { BATCH_FILE_FAILURE } from '../activities/batch-file';
 import { ErrorCode } from '../api/contract';
-import { FailureType } from '../model';
+import { BATCH_FILE_FAILURE, FailureType } from '../model';
 
 /**
  * The names and label values of imagebatch's own metrics, as Prometheus shows them next to the Temporal

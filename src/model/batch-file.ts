@@ -4,6 +4,9 @@
  */
 import type { BatchRowInput } from './row';
 
+/** The failure type of a batch file that cannot be read (gone, unreadable, changed since the first page). */
+export const BATCH_FILE_FAILURE = 'Batch.File';
+
 /** Size and modification time: enough to notice that a file was replaced or edited between two pages. */
 export interface FileStamp {
   size: number;

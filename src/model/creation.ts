@@ -6,7 +6,7 @@
  * activity retries with `nextRetryDelay`: durable, and adding no history events.
  */
 
-import type { BindingLimit } from './progress';
+import type { BindingLimit } from './limits';
 
 /** An earlier request with the same fingerprint that served a row instead of a key of its own. */
 export interface ReusedFrom {

@@ -1,5 +1,6 @@
 /** A batch as it runs: its progress, why it waits, and what a resume may change. */
 import type { BatchStopDetails } from './failure';
+import type { BindingLimit } from './limits';
 import type { RowState } from './record';
 import type { CanaryPhase, StopLossTrip } from './stop-loss';
 
@@ -16,21 +17,6 @@ export type WaitReason =
   /** The canary row is in flight: the others start once it has ended `succeeded`. */
   | { kind: 'canary'; rowId: string }
   | { kind: 'reading' };
-
-/**
- * The limit of the service that binds a worker's keys, as the worker judges it from what it met in the last half
- * minute: `concurrency`, the account's quota of creations in flight (a 429 ERR_QUOTA_EXCEEDED); `rate`, the key's
- * request rate (any other 429, or keys held in the task queue by its rate limit, `IMAGEBATCH_RATE_LIMIT`, set under
- * the key's rate); `open`, neither (keys held only by busy workers included).
- */
-export const BINDING_LIMITS = ['open', 'rate', 'concurrency'] as const;
-export type BindingLimit = (typeof BINDING_LIMITS)[number];
-
-/**
- * How long a worker counts a limit it met as binding (ms), and how long a batch's progress shows the limit a row
- * reported (workflow time).
- */
-export const LIMIT_MEMORY_MS = 30_000;
 
 /** What a row tells its batch besides its record when it ends. */
 export interface RowReport {

@@ -1,4 +1,4 @@
-import type { BindingLimit } from './progress';
+import type { BindingLimit } from './limits';
 
 /**
  * A batch's window: how many of its rows may be in flight. The service shows neither the key's request rate nor the

@@ -1,5 +1,5 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
-import { lookupRowRecord, type RowLookup } from '../activities/rows';
+import { lookupRowRecord, type RowLookup } from '../row-lookup/lookup';
 import { readBatchPage, type BatchRow } from '../batch';
 import { recordAgainstLedger, recordFromLedger, type LedgerRow, type LedgerStore } from '../ledger';
 import { promptWorkflowId, type BatchCursor, type RowRecord, type RowState } from '../model';

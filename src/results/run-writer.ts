@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import type { RunResultsWriter } from '../activities';
+import type { RunResultsWriter } from '../model';
 import type { LedgerStore } from '../ledger';
 import { collectResults } from './collect';
 import { writeResults } from './write';

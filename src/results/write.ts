@@ -1,8 +1,7 @@
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { stringify } from 'csv-stringify/sync';
-import { KeyOutcome, type CreationRequest, type KeyRecord, type PriceSource } from '../model';
-import { imagesAskedFor } from '../activities/image-limits';
+import { imagesAskedFor, KeyOutcome, type CreationRequest, type KeyRecord, type PriceSource } from '../model';
 import { isRetryableFailureMessage } from '../api/contract';
 import { RecordColumn } from '../batch/header';
 import { recordMayBePaid } from '../batch/schema';

@@ -1,10 +1,11 @@
 import type { ActivityOptions, LocalActivityOptions } from '@temporalio/common';
-import { KEY_ENDING_FAILURES } from '../model';
+import { CREATE_IMAGE_START_TO_CLOSE, formatWait, KEY_ENDING_FAILURES } from '../model';
 
 /**
  * The bounds of every activity the workflows schedule, in one place (docs/waits.md lists them with every other
- * wait). Changing them changes no workflow command, so running workflows replay unchanged; a new
- * value applies to the activities scheduled after the worker runs it.
+ * wait), but `createImage`'s start-to-close timeout, which the activities need too: it is in src/model. Changing them
+ * changes no workflow command, so running workflows replay unchanged; a new value applies to the activities
+ * scheduled after the worker runs it.
  */
 
 /**
@@ -13,14 +14,6 @@ import { KEY_ENDING_FAILURES } from '../model';
  * attempt retried on another worker, within this time instead of the start-to-close timeout.
  */
 export const HEARTBEAT_TIMEOUT = '20 seconds';
-
-/**
- * One attempt of `createImage`: one request (a submission or a poll), then, once the creation succeeded, its images
- * of up to `IMAGEGEN_MAX_DOWNLOAD_BYTES` each. Longer than the HTTP client's own bounds (connect, headers, body,
- * total deadline), so that a slow service ends an attempt as an unknown outcome the activity counts, not as a
- * Temporal timeout.
- */
-export const CREATE_IMAGE_START_TO_CLOSE = '5 minutes';
 
 /**
  * How `createImage` is scheduled, by a row and by reconcile alike: its waits are its own retries; the failure types
@@ -72,11 +65,4 @@ export function maxWaitMessage(creationId: string, maxPollWaitMs: number, lastAn
     'it was paid for and may still end at the service (a failure is refunded). If the service is only slow, ' +
     'run the row again with a longer --max-poll-wait (a new creation, paid again).'
   );
-}
-
-/** A wait in the unit it was most likely given in: `2 h`, `30 min`, `90 s`. */
-export function formatWait(ms: number): string {
-  if (ms % 3_600_000 === 0) return `${ms / 3_600_000} h`;
-  if (ms % 60_000 === 0) return `${ms / 60_000} min`;
-  return `${Math.round(ms / 1000)} s`;
 }

@@ -2,7 +2,7 @@ import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { Worker, bundleWorkflowCode } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
-import { lookupRowRecord } from '../../src/activities/rows';
+import { lookupRowRecord } from '../../src/row-lookup/lookup';
 import { promptWorkflowId } from '../../src/model';
 import { rowRecord } from '../helpers/records';
 import { createLocalEnv, useTestEnv } from '../helpers/temporal';

@@ -56,8 +56,8 @@ const createCommand = defineCommand({
     // The refusal of a shorter interval names it; the help fits one screen.
     { flags: ALLOW_FREQUENT_FLAG, description: 'allow runs less than 1 min apart', hidden: true },
     { flags: '--out <dir>', description: 'output folder of the runs', default: 'out' },
-    // The policies are in docs/design.md, and in the error a wrong value gets: the help fits one screen.
-    { flags: '--overlap <policy>', description: 'due during a run: docs/design.md', default: 'skip' },
+    // The policies are in docs/schedules.md, and in the error a wrong value gets: the help fits one screen.
+    { flags: '--overlap <policy>', description: 'due during a run: docs/schedules.md', default: 'skip' },
     {
       flags: '--each-run <all|new>',
       description: 'all rows as new images, or only new/changed requests',

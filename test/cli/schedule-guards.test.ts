@@ -56,6 +56,26 @@ describe('schedule create checks its local file at once', () => {
   });
 });
 
+describe('schedule create says what each run asks for and may spend (issue 33)', () => {
+  it('an --each-run other than all or new, naming the two', async () => {
+    const code = await run('schedule', 'create', 'nightly', '--file', good, '--every', '1h', '--each-run', 'changed');
+    expectRefused(code, '--each-run', /must be one of all, new \(got "changed"\)/);
+  });
+
+  it('a budget that is not an amount of money', async () => {
+    const code = await run('schedule', 'create', 'nightly', '--file', good, '--every', '1h', '--budget-per-day', '-5');
+    expectRefused(code, '--budget-per-day', /./);
+  });
+
+  it('the help names the default, all, and the budgets', async () => {
+    await run('schedule', 'create', '--help');
+    const help = cli.stdout.join('');
+    expect(help).toMatch(/--each-run <all\|new>[^-]*\(default: "all"\)/);
+    expect(help).toContain('--budget-per-day <usd>');
+    expect(help).toContain('--budget-per-month <usd>');
+  });
+});
+
 describe('schedule create refuses what a person would not mean', () => {
   it('an unknown --timezone', async () => {
     const code = await run(

@@ -1,12 +1,11 @@
 import path from 'node:path';
-import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
 import { BatchFileError, BatchFileErrorReason, readBatchPage } from '../batch';
+import { BATCH_FILE_FAILURE, batchFileFailure } from './failures';
 import { whileHeartbeating } from './heartbeat';
 import type { ReadBatchPageInput, ReadBatchPageResult } from '../model';
 
-/** The failure type of a batch file that cannot be read (gone, unreadable, changed since the first page). */
-export const BATCH_FILE_FAILURE = 'Batch.File';
+export { BATCH_FILE_FAILURE };
 
 /** The page-reading activity: one page of validated rows, resumed exactly at the cursor. */
 export function createBatchFileActivities(deps: { outputRoot: string }) {
@@ -29,12 +28,11 @@ export function createBatchFileActivities(deps: { outputRoot: string }) {
         return { rows, invalidRows: page.invalidRows, nextCursor: page.nextCursor, done: page.done };
       } catch (err) {
         if (err instanceof BatchFileError) {
-          throw ApplicationFailure.create({
-            type: BATCH_FILE_FAILURE,
-            message: `${input.file}: ${err.message}`,
-            nonRetryable: err.reason === BatchFileErrorReason.Changed,
-            details: [{ code: err.code, reason: err.reason }],
-          });
+          throw batchFileFailure(
+            `${input.file}: ${err.message}`,
+            { code: err.code, reason: err.reason },
+            err.reason === BatchFileErrorReason.Changed,
+          );
         }
         throw err;
       }

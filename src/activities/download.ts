@@ -28,8 +28,8 @@ export { clipSource, decodeDataUri, describeImageUrl, isDataUri, type DownloadOp
  * What a hostile service cannot make it do: reach a loopback, private or link-local address (the download
  * dispatcher checks each connection, see `src/api/download-guard.ts`; a refusal is final), save anything but an
  * image (the file's type, and its extension, come from its first bytes: PNG, JPEG, GIF, WebP or AVIF; never from
- * the Content-Type or the URL), follow a URL longer than `MAX_IMAGE_URL_LENGTH` (src/api/schemas.ts), or write more than
- * `maxTotalBytes` for one creation.
+ * the Content-Type or the URL), follow a URL longer than `MAX_IMAGE_URL_LENGTH` (src/api/schemas.ts), or write
+ * more than `maxTotalBytes` for one creation.
  *
  * A candidate (an image discovery found, `ImageRef.candidate`) goes through all of this too, but one that fails is
  * dropped rather than failing the call, unless none is kept (see `./candidates.ts`).

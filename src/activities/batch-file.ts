@@ -1,9 +1,9 @@
 import path from 'node:path';
-import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
 import { BatchFileError, BatchFileErrorReason, readBatchPage } from '../batch';
+import { batchFileFailure } from './failures';
 import { whileHeartbeating } from './heartbeat';
-import { BATCH_FILE_FAILURE, type ReadBatchPageInput, type ReadBatchPageResult } from '../model';
+import type { ReadBatchPageInput, ReadBatchPageResult } from '../model';
 
 /** The page-reading activity: one page of validated rows, resumed exactly at the cursor. */
 export function createBatchFileActivities(deps: { outputRoot: string }) {
@@ -26,12 +26,11 @@ export function createBatchFileActivities(deps: { outputRoot: string }) {
         return { rows, invalidRows: page.invalidRows, nextCursor: page.nextCursor, done: page.done };
       } catch (err) {
         if (err instanceof BatchFileError) {
-          throw ApplicationFailure.create({
-            type: BATCH_FILE_FAILURE,
-            message: `${input.file}: ${err.message}`,
-            nonRetryable: err.reason === BatchFileErrorReason.Changed,
-            details: [{ code: err.code, reason: err.reason }],
-          });
+          throw batchFileFailure(
+            `${input.file}: ${err.message}`,
+            { code: err.code, reason: err.reason },
+            err.reason === BatchFileErrorReason.Changed,
+          );
         }
         throw err;
       }

@@ -1,5 +1,6 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { FailureType, type ImageRef } from '../model';
+import { downloadFailed } from './failures';
 
 /**
  * Candidates: images that discovery found (`src/api/discover.ts`) rather than a configured image path. Any URL of the
@@ -60,19 +61,12 @@ export class CandidateTally {
       this.tried === 1
         ? 'the one URL found in the record is not'
         : `none of the ${this.tried} URLs found in the record is`;
-    throw ApplicationFailure.create({
-      type: FailureType.DownloadFailed,
-      message: `${which} an image (creation ${creationId}): ${this.dropped.join('; ')}`,
-      nonRetryable: true,
-      // Every candidate refused by its host (an expired link's 404): the host's status, so the row ends
-      // images_unsaved; one refused here (not an image, the guard) would be refused again: a stop (images-refused.ts).
-      details: [
-        {
-          reason: 'no candidate is an image',
-          dropped: this.dropped,
-          ...(this.refusedHere || this.hostStatus === undefined ? {} : { httpStatus: this.hostStatus }),
-        },
-      ],
+    // Every candidate refused by its host (an expired link's 404): the host's status, so the row ends
+    // images_unsaved; one refused here (not an image, the guard) would be refused again: a stop (images-refused.ts).
+    throw downloadFailed(`${which} an image (creation ${creationId}): ${this.dropped.join('; ')}`, {
+      reason: 'no candidate is an image',
+      dropped: this.dropped,
+      ...(this.refusedHere || this.hostStatus === undefined ? {} : { httpStatus: this.hostStatus }),
     });
   }
 }

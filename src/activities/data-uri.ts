@@ -37,3 +37,30 @@ export function decodeDataUri(
   }
   return { bytes: Buffer.from(body, 'base64'), mediaType };
 }
+
+/** The longest `source` (a path in the record) kept in a result. */
+const MAX_SOURCE_LENGTH = 200;
+
+/** Whether an image's URL is an inline image (`data:...`), saved from the poll's own bytes rather than fetched. */
+export function isDataUri(url: string): boolean {
+  return /^data:/i.test(url);
+}
+
+/**
+ * What may stand for an image's URL in anything that leaves the activity (results and failures go into Temporal
+ * history, the ledger and the results files): an http(s) URL as it is, a data: URI as its declared type, its size
+ * and where it was found, never its data: `data:image/png;base64 (12345 bytes) at data[0].b64_json`. The size is
+ * `bytes` when known, else the length of its data in characters.
+ */
+export function describeImageUrl(url: string, source?: string, bytes?: number): string {
+  if (!isDataUri(url)) return url;
+  const comma = url.indexOf(',');
+  const header = comma < 0 ? 'data:(no comma)' : clipText(url.slice(0, comma), MAX_MEDIA_TYPE_LENGTH + 5);
+  const size = bytes !== undefined ? `${bytes} bytes` : `${comma < 0 ? url.length : url.length - comma - 1} characters`;
+  return `${header} (${size})${source === undefined ? '' : ` at ${clipText(source, MAX_SOURCE_LENGTH)}`}`;
+}
+
+/** Where a record held an image, bounded for results (a hostile record's field names may be long). */
+export function clipSource(source: string): string {
+  return clipText(source, MAX_SOURCE_LENGTH);
+}

@@ -1,6 +1,13 @@
 import { ApplicationFailure, ApplicationFailureCategory, type ApplicationFailureOptions } from '@temporalio/common';
 import type { FailureOutcome } from '../api/classify';
-import { endsKey, FailureType, SCHEDULED_RUN_CANNOT_START } from '../model';
+import {
+  endsKey,
+  FailureType,
+  SCHEDULED_RUN_CANNOT_START,
+  BATCH_FILE_FAILURE,
+  type BatchStopDetails,
+  type DownloadFailedDetails,
+} from '../model';
 
 /**
  * Where an outcome of the image service (src/api/classify.ts, plain data) becomes the `ApplicationFailure` an
@@ -154,5 +161,84 @@ export function scheduledRunCannotStart(
     message,
     nonRetryable: true,
     details: [details],
+  });
+}
+
+/**
+ * A batch file that cannot be read: retried while it may come back (gone, unreadable), never once it changed since
+ * the first page (`forGood`).
+ */
+export function batchFileFailure(
+  message: string,
+  details: { code: string; reason: string },
+  forGood: boolean,
+): ApplicationFailure {
+  return ApplicationFailure.create({ type: BATCH_FILE_FAILURE, message, nonRetryable: forGood, details: [details] });
+}
+
+/**
+ * A download that failed: retried (after `retry.retryAfterMs`, when a host said so) when `retry` is given, else for
+ * good. `details` say why (a {@link DownloadFailedDetails}, or the reason of a creation's images refused as a whole).
+ */
+export function downloadFailed(
+  message: string,
+  details: DownloadFailedDetails | Record<string, unknown>,
+  retry?: { retryAfterMs?: number },
+): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: FailureType.DownloadFailed,
+    message,
+    nonRetryable: retry === undefined,
+    ...(retry?.retryAfterMs === undefined ? {} : { nextRetryDelay: Math.max(1, retry.retryAfterMs) }),
+    details: [details],
+  });
+}
+
+/** A value (a row id, a creation id) that cannot name a file or folder: the key's configuration is wrong. */
+export function unusableFileName(what: string, value: string): ApplicationFailure {
+  return failure({
+    type: FailureType.Config,
+    message: `${what} ${JSON.stringify(value)} cannot be used as a file name`,
+  });
+}
+
+/** A paid success whose images were refused here as every row's would be: a stop of the batch (images-refused.ts). */
+export function imagesRefusedFailure(stop: BatchStopDetails): ApplicationFailure {
+  return failure({ type: FailureType.BatchStop, message: stop.message, details: [stop] });
+}
+
+/**
+ * The key was accepted: its creation is polled from the next attempt on, `delayMs` from now. Expected flow control,
+ * like every other Pending: logged at DEBUG by the SDK, not WARN.
+ */
+export function acceptedPending(accepted: { creationId: string; status: string }, delayMs: number): ApplicationFailure {
+  return failure({
+    type: FailureType.Pending,
+    message: `creation ${accepted.creationId} accepted (status ${accepted.status})`,
+    category: ApplicationFailureCategory.BENIGN,
+    nextRetryDelay: delayMs,
+    details: [{ status: accepted.status, accepted: true }],
+  });
+}
+
+/** The longest last answer a key that ran out of time carries to its row's record. */
+const MAX_LAST_ANSWER_CHARS = 500;
+
+/**
+ * A key past its maximum wait whose last answer would be tried again: MaxWait while its creation had not ended (or
+ * gave no answer), DownloadFailed for good once it was generated and its images could not be saved.
+ */
+export function maxWaitFailure(
+  creationId: string,
+  last: { message: string; generated: boolean; maxPollWaitMs: number },
+): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: last.generated ? FailureType.DownloadFailed : FailureType.MaxWait,
+    message: last.generated
+      ? `creation ${creationId} succeeded, but its images could not be saved within the maximum wait: ${last.message}`
+      : `creation ${creationId} did not end within the maximum wait (last answer: ${last.message})`,
+    nonRetryable: true,
+    // The last answer, on its own: the row's record says it (a status under another name shows here).
+    details: [{ maxPollWaitMs: last.maxPollWaitMs, lastAnswer: last.message.slice(0, MAX_LAST_ANSWER_CHARS) }],
   });
 }

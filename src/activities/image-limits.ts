@@ -1,6 +1,7 @@
-import { ApplicationFailure } from '@temporalio/common';
-import { FailureType, imagesAskedFor, type ImageRef } from '../model';
+import type { ApplicationFailure } from '@temporalio/common';
+import { imagesAskedFor, type ImageRef } from '../model';
 import { MAX_LISTED_IMAGES } from '../api/schemas';
+import { downloadFailed } from './failures';
 
 /**
  * How many images one creation may bring, and how many bytes. The service decides the list of image URLs; a hostile
@@ -24,14 +25,11 @@ export function checkImageCount(creationId: string, all: readonly ImageRef[], nu
   const limit = asked + EXTRA_IMAGES_ALLOWED;
   if (images.length <= limit) return;
   const listed = images.length >= MAX_LISTED_IMAGES ? `at least ${images.length}` : String(images.length);
-  throw ApplicationFailure.create({
-    type: FailureType.DownloadFailed,
-    message:
-      `creation ${creationId} lists ${listed} images for num_images=${asked} (at most ${limit} are accepted): ` +
+  throw downloadFailed(
+    `creation ${creationId} lists ${listed} images for num_images=${asked} (at most ${limit} are accepted): ` +
       `none was downloaded`,
-    nonRetryable: true,
-    details: [{ reason: 'too many images', listed: images.length, limit }],
-  });
+    { reason: 'too many images', listed: images.length, limit },
+  );
 }
 
 /** The byte budget of one creation's images. */
@@ -65,13 +63,10 @@ export function noImageFailure(input: {
       : recordKeys.length === 0
         ? 'it has no top-level field'
         : `its top-level fields are ${recordKeys.join(', ')}`;
-  return ApplicationFailure.create({
-    type: FailureType.DownloadFailed,
-    message:
-      `the record of creation ${creationId} (status ${JSON.stringify(input.status)}) shows no image, neither at ` +
+  return downloadFailed(
+    `the record of creation ${creationId} (status ${JSON.stringify(input.status)}) shows no image, neither at ` +
       `IMAGEGEN_IMAGE_FIELDS (${shown}${more}) nor anywhere else it was searched; ${keys}. It was paid: set ` +
       'IMAGEGEN_IMAGE_FIELDS to where this service puts its images (a path such as result.files[].href)',
-    nonRetryable: true,
-    details: [{ reason: 'no image', recordKeys: recordKeys ?? null, imageFields: imageFields.slice(0, FIELDS_NAMED) }],
-  });
+    { reason: 'no image', recordKeys: recordKeys ?? null, imageFields: imageFields.slice(0, FIELDS_NAMED) },
+  );
 }

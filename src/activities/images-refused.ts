@@ -1,5 +1,6 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { BatchStopReason, FailureType, type BatchStopDetails } from '../model';
+import { imagesRefusedFailure } from './failures';
 
 /**
  * A paid success whose images were refused here for a reason that would refuse the next row's too is a stop of the
@@ -27,10 +28,5 @@ export function imagesRefusedStop(err: unknown, batchId: string): ApplicationFai
       `this names on the worker and restart it, then \`imagebatch resume ${batchId}\`: the row fetches its ` +
       'creation again and nothing is submitted',
   };
-  return ApplicationFailure.create({
-    type: FailureType.BatchStop,
-    message: stop.message,
-    nonRetryable: true,
-    details: [stop],
-  });
+  return imagesRefusedFailure(stop);
 }

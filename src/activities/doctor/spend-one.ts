@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { idempotencyKeyProblem } from '../../api/client';
 import { FAILED_STATUS } from '../../api/contract';
-import { findRecordFields } from '../../api/record-findings';
+import { findRecordFields, type RecordFindings } from '../../api/record-findings';
 import { redactJsonValue, redactRawText } from '../../api/redact';
 import { imagesOf } from '../../api/schemas';
 import type { ImageRef, PollCreationResult } from '../../model';
@@ -10,8 +10,8 @@ import { downloadImages, guardedDownloadDispatcher } from '../download';
 import { costCheck, imageHostCheck, imagesCheck, recordFieldsCheck, recordOf } from './record-checks';
 import { keyPaths, readRecords, writeRecords } from './record-file';
 import { recordSettings } from './settings-to-write';
-import { pollUntilEnded, readingOf, submitOne, type SpendContext } from './spend-requests';
-import { CheckResult, type SpendOneReport } from './types';
+import { pollUntilEnded, readingOf, submitOne, type Polled, type SpendContext } from './spend-requests';
+import { CheckResult, type DoctorCheck, type SpendOneReport } from './types';
 
 /**
  * `doctor --spend-one`: ONE creation under an idempotency key the user can see and a re-run reuses, followed; what
@@ -30,13 +30,59 @@ export function spendOneKey(testId: string, model: string): string {
 /** `--spend-one`: one creation under a visible, re-usable key; its record's shape, its mapping, its images. */
 export async function spendOne(ctx: SpendContext): Promise<SpendOneReport> {
   const { options, add } = ctx;
-  const { config } = ctx.deps;
   const idempotencyKey = spendOneKey(options.testId, options.model);
   const out: SpendOneReport = { idempotencyKey };
+  if (!inputAccepted(ctx, idempotencyKey)) return out;
+  const outDir = path.resolve(ctx.deps.outputRoot, options.outDir);
+  const recordFile = path.join(outDir, SPEND_ONE_RECORD);
+  const records = await readRecords(recordFile);
+  const deadline = ctx.now() + options.maxWaitMs;
+  const creationId = await submission(ctx, out, { recordFile, records, deadline });
+  if (creationId === undefined) return out;
+  out.creationId = creationId;
+
+  const polled = await pollUntilEnded(ctx, creationId, deadline);
+  if (polled.kind === 'failed') {
+    add({ name: 'poll', result: CheckResult.Fail, ...polled.check });
+    return out;
+  }
+  const result = readRecord(ctx, creationId, polled, out);
+  if (result.outcome !== 'succeeded') return out;
+  const images = result.images;
+  if (images.length === 0) {
+    add({
+      name: 'mapped images',
+      result: CheckResult.Fail,
+      found: 'a succeeded creation with no image reference found: a batch would save nothing',
+      hint: 'the keys above show where the images are; see docs/real-service.md',
+    });
+    return out;
+  }
+  add(imagesCheck(images, out.fields));
+  add(imageHostCheck(images, ctx.deps.config));
+  await saveImages(ctx, creationId, images, outDir, out);
+  if (out.saved !== undefined && polled.kind === 'ended' && ctx.deps.proveService) {
+    await ctx.deps.proveService(creationId).then(
+      () =>
+        add({ name: 'proof', result: CheckResult.Ok, found: 'recorded: a batch on these settings skips its canary' }),
+      (err: unknown) =>
+        add({
+          name: 'proof',
+          result: CheckResult.Warn,
+          found: `not recorded (${String(err)}): a batch sends its canary`,
+        }),
+    );
+  }
+  return out;
+}
+
+/** Whether the key can be sent and the model is in the catalog (when it was read); else the check says why. */
+function inputAccepted(ctx: SpendContext, idempotencyKey: string): boolean {
+  const { options, add } = ctx;
   const keyProblem = idempotencyKeyProblem(idempotencyKey);
   if (keyProblem) {
     add({ name: 'spend one', result: CheckResult.Fail, found: `idempotency key ${keyProblem}`, invalidInput: true });
-    return out;
+    return false;
   }
   if (ctx.models !== undefined && !ctx.models.some((m) => m.id === options.model)) {
     add({
@@ -46,68 +92,86 @@ export async function spendOne(ctx: SpendContext): Promise<SpendOneReport> {
       hint: `pick one of: ${ctx.models.map((m) => m.id).join(', ')}`,
       invalidInput: true,
     });
-    return out;
+    return false;
   }
-  const window = `${Math.round(config.idempotencyWindowMs / 3_600_000)} h`;
-  const outDir = path.resolve(ctx.deps.outputRoot, options.outDir);
-  const recordFile = path.join(outDir, SPEND_ONE_RECORD);
-  const records = await readRecords(recordFile);
-  const known = records[idempotencyKey];
-  const deadline = ctx.now() + options.maxWaitMs;
+  return true;
+}
 
-  let creationId = known?.creationId;
-  if (creationId !== undefined) {
+/**
+ * The creation of the paid test: the one its record holds (nothing is sent), else the one the submission creates,
+ * written to the record before the request leaves and after it was accepted. Undefined when there is none.
+ */
+async function submission(
+  ctx: SpendContext,
+  out: SpendOneReport,
+  file: { recordFile: string; records: Awaited<ReturnType<typeof readRecords>>; deadline: number },
+): Promise<string | undefined> {
+  const { options, add } = ctx;
+  const { config } = ctx.deps;
+  const { idempotencyKey } = out;
+  const { recordFile, records, deadline } = file;
+  const window = `${Math.round(config.idempotencyWindowMs / 3_600_000)} h`;
+  const known = records[idempotencyKey];
+  if (known?.creationId !== undefined) {
     out.fromRecord = true;
     add({
       name: 'submission',
       result: CheckResult.Ok,
-      found: `not sent: ${recordFile} holds key ${idempotencyKey} with creation ${creationId}; following it (nothing paid again)`,
+      found: `not sent: ${recordFile} holds key ${idempotencyKey} with creation ${known.creationId}; following it (nothing paid again)`,
       hint: `--test-id <another name> pays for a new test`,
     });
-  } else {
-    if (known && ctx.now() - known.sentAt > config.idempotencyWindowMs) {
-      add({
-        name: 'submission',
-        result: CheckResult.Fail,
-        found: `key ${idempotencyKey} was sent ${new Date(known.sentAt).toISOString()} with no known answer, longer ago than the service remembers keys (${window}): sending it again might pay twice`,
-        hint: `--test-id <another name> pays for a new test`,
-      });
-      return out;
-    }
-    const sentAt = known?.sentAt ?? ctx.now();
-    records[idempotencyKey] = { model: options.model, sentAt };
-    await writeRecords(recordFile, records);
-    const submitted = await submitOne(ctx, idempotencyKey, deadline);
-    if (submitted.kind !== 'accepted') {
-      add({ name: 'submission', result: CheckResult.Fail, ...submitted.check });
-      return out;
-    }
-    creationId = submitted.creationId;
-    out.creationId = creationId;
-    if (submitted.replayed !== undefined) out.replayed = submitted.replayed;
-    records[idempotencyKey] = { model: options.model, sentAt, creationId };
-    await writeRecords(recordFile, records);
+    return known.creationId;
+  }
+  if (known && ctx.now() - known.sentAt > config.idempotencyWindowMs) {
     add({
       name: 'submission',
-      result: CheckResult.Ok,
-      found:
-        `HTTP 202, creation ${creationId}, key ${idempotencyKey}` +
-        (submitted.replayed === true
-          ? ': a replay of the earlier acceptance, nothing charged again'
-          : submitted.replayed === false
-            ? ': a new creation, charged once'
-            : '') +
-        (ctx.models === undefined ? ` (the catalog could not tell whether the account has ${options.model})` : ''),
-      hint: `re-running with the same --test-id and model reuses this key (the service replays it for ${window}; ${recordFile} remembers it after that): nothing is paid twice`,
+      result: CheckResult.Fail,
+      found: `key ${idempotencyKey} was sent ${new Date(known.sentAt).toISOString()} with no known answer, longer ago than the service remembers keys (${window}): sending it again might pay twice`,
+      hint: `--test-id <another name> pays for a new test`,
     });
+    return undefined;
   }
+  const sentAt = known?.sentAt ?? ctx.now();
+  records[idempotencyKey] = { model: options.model, sentAt };
+  await writeRecords(recordFile, records);
+  const submitted = await submitOne(ctx, idempotencyKey, deadline);
+  if (submitted.kind !== 'accepted') {
+    add({ name: 'submission', result: CheckResult.Fail, ...submitted.check });
+    return undefined;
+  }
+  const { creationId } = submitted;
   out.creationId = creationId;
+  if (submitted.replayed !== undefined) out.replayed = submitted.replayed;
+  records[idempotencyKey] = { model: options.model, sentAt, creationId };
+  await writeRecords(recordFile, records);
+  add({
+    name: 'submission',
+    result: CheckResult.Ok,
+    found:
+      `HTTP 202, creation ${creationId}, key ${idempotencyKey}` +
+      (submitted.replayed === true
+        ? ': a replay of the earlier acceptance, nothing charged again'
+        : submitted.replayed === false
+          ? ': a new creation, charged once'
+          : '') +
+      (ctx.models === undefined ? ` (the catalog could not tell whether the account has ${options.model})` : ''),
+    hint: `re-running with the same --test-id and model reuses this key (the service replays it for ${window}; ${recordFile} remembers it after that): nothing is paid twice`,
+  });
+  return creationId;
+}
 
-  const polled = await pollUntilEnded(ctx, creationId, deadline);
-  if (polled.kind === 'failed') {
-    add({ name: 'poll', result: CheckResult.Fail, ...polled.check });
-    return out;
-  }
+/**
+ * What the ended creation's record shows: the poll, its shape (key paths only), where its fields are and the
+ * settings they call for, what its status means to the settings, its cost. Returns the creation as a batch reads it.
+ */
+function readRecord(
+  ctx: SpendContext,
+  creationId: string,
+  polled: Exclude<Polled, { kind: 'failed' }>,
+  out: SpendOneReport,
+): PollCreationResult {
+  const { add } = ctx;
+  const { config } = ctx.deps;
   add({
     name: 'poll',
     result: CheckResult.Ok,
@@ -147,59 +211,41 @@ export async function spendOne(ctx: SpendContext): Promise<SpendOneReport> {
         };
   out.outcome = result.outcome;
   out.status = result.status;
-  const statusAt = found?.status ? ` (at ${found.status.at})` : '';
-  add(
-    polled.kind === 'unrecognised'
-      ? {
-          name: 'mapped status',
-          result: CheckResult.Fail,
-          found:
-            found?.status?.configured === false
-              ? `"${polled.status}" at ${found.status.at}, which ${SERVICE_CONFIG_ENV.statusFields} does not name: a batch cannot read the status; the record carries an image`
-              : `"${polled.status}"${statusAt} is not in ${SERVICE_CONFIG_ENV.successStatuses} and is not "${FAILED_STATUS}": a batch waits on it as in flight, yet the record carries an image: a success under another name`,
-          hint: 'write the settings below',
-        }
-      : result.outcome === 'succeeded'
-        ? {
-            name: 'mapped status',
-            result: CheckResult.Ok,
-            found: `"${result.status}" means succeeded (${SERVICE_CONFIG_ENV.successStatuses}; read at ${found?.status?.at ?? 'the status field'})`,
-          }
-        : {
-            name: 'mapped status',
-            result: CheckResult.Warn,
-            found: `"${result.status}"${statusAt}: the creation failed (refunded): ${result.error} (${result.retryable ? 'retryable' : 'not retryable'})`,
-          },
-  );
+  add(mappedStatusCheck(polled, result, found));
   add(costCheck(result, found, config));
   if (result.costUsd !== undefined) out.costUsd = result.costUsd;
-  if (result.outcome !== 'succeeded') return out;
-  const images = result.images;
-  if (images.length === 0) {
-    add({
-      name: 'mapped images',
+  return result;
+}
+
+/** What the creation's status means to the settings: succeeded, failed, or a success under another name. */
+function mappedStatusCheck(
+  polled: Exclude<Polled, { kind: 'failed' }>,
+  result: PollCreationResult,
+  found: RecordFindings | undefined,
+): DoctorCheck {
+  const statusAt = found?.status ? ` (at ${found.status.at})` : '';
+  if (polled.kind === 'unrecognised') {
+    return {
+      name: 'mapped status',
       result: CheckResult.Fail,
-      found: 'a succeeded creation with no image reference found: a batch would save nothing',
-      hint: 'the keys above show where the images are; see docs/real-service.md',
-    });
-    return out;
+      found:
+        found?.status?.configured === false
+          ? `"${polled.status}" at ${found.status.at}, which ${SERVICE_CONFIG_ENV.statusFields} does not name: a batch cannot read the status; the record carries an image`
+          : `"${polled.status}"${statusAt} is not in ${SERVICE_CONFIG_ENV.successStatuses} and is not "${FAILED_STATUS}": a batch waits on it as in flight, yet the record carries an image: a success under another name`,
+      hint: 'write the settings below',
+    };
   }
-  add(imagesCheck(images, found));
-  add(imageHostCheck(images, config));
-  await saveImages(ctx, creationId, images, outDir, out);
-  if (out.saved !== undefined && polled.kind === 'ended' && ctx.deps.proveService) {
-    await ctx.deps.proveService(creationId).then(
-      () =>
-        add({ name: 'proof', result: CheckResult.Ok, found: 'recorded: a batch on these settings skips its canary' }),
-      (err: unknown) =>
-        add({
-          name: 'proof',
-          result: CheckResult.Warn,
-          found: `not recorded (${String(err)}): a batch sends its canary`,
-        }),
-    );
-  }
-  return out;
+  return result.outcome === 'succeeded'
+    ? {
+        name: 'mapped status',
+        result: CheckResult.Ok,
+        found: `"${result.status}" means succeeded (${SERVICE_CONFIG_ENV.successStatuses}; read at ${found?.status?.at ?? 'the status field'})`,
+      }
+    : {
+        name: 'mapped status',
+        result: CheckResult.Warn,
+        found: `"${result.status}"${statusAt}: the creation failed (refunded): ${result.error} (${result.retryable ? 'retryable' : 'not retryable'})`,
+      };
 }
 
 /** Downloads the images as a batch would (without the key, through the download guard) into `outDir`. */

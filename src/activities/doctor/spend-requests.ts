@@ -1,6 +1,7 @@
 import type { Dispatcher } from 'undici';
 import type { ImageApiClient } from '../../api/client';
 import { ErrorCode } from '../../api/contract';
+import { backoffCeilingMs, pollStep, submitStep, type PollStep, type SubmitStep } from '../../api/creation-steps';
 import { findRecordFields, StatusMeaning, type RecordReading } from '../../api/record-findings';
 import { BatchStopReason, type ModelInfo, type PollCreationResult } from '../../model';
 import { SERVICE_CONFIG_ENV, type ServiceConfig } from '../../config/service-config';
@@ -63,18 +64,16 @@ export async function submitOne(
     },
   });
   for (let tries = 1; ; tries += 1) {
-    const outcome = await ctx.client.submit({
-      idempotencyKey,
-      request: { prompt: SPEND_ONE_PROMPT, model: ctx.options.model },
-    });
-    switch (outcome.kind) {
-      case 'accepted':
-        return {
-          kind: 'accepted',
-          creationId: outcome.creationId,
-          ...(outcome.replayed === undefined ? {} : { replayed: outcome.replayed }),
-        };
-      case 'rateLimited':
+    const step = submitStep(
+      await ctx.client.submit({ idempotencyKey, request: { prompt: SPEND_ONE_PROMPT, model: ctx.options.model } }),
+    );
+    switch (step.kind) {
+      case 'accepted': {
+        const { creationId, replayed } = step.accepted;
+        return { kind: 'accepted', creationId, ...(replayed === undefined ? {} : { replayed }) };
+      }
+      case 'held': {
+        const { outcome } = step;
         if (outcome.retryAfterMs > MAX_WAIT_IN_PLACE_MS || ctx.now() + outcome.retryAfterMs > deadline) {
           return {
             kind: 'failed',
@@ -86,64 +85,61 @@ export async function submitOne(
         }
         await ctx.sleep(outcome.retryAfterMs);
         continue;
-      case 'notSent':
-        // Nothing reached the service: tried again as an outage; nothing can have been charged.
+      }
+      case 'unclear':
         if (tries >= config.maxAmbiguousTries || ctx.now() >= deadline) {
-          return {
-            kind: 'failed',
-            check: {
-              found: `not sent (${outcome.lastError}): nothing was charged`,
-              hint: `check ${SERVICE_CONFIG_ENV.baseUrl} and that the service is reachable from the worker`,
-            },
-          };
+          // A send that never left is tried again as an outage: when all of them never left, nothing was charged.
+          return step.sent ? unknown(step.lastError) : notSent(step.lastError);
         }
-        await ctx.sleep(Math.min(config.backoffMaxMs, config.backoffBaseMs * 2 ** (tries - 1)));
+        await ctx.sleep(backoffCeilingMs(tries, config));
         continue;
-      case 'ambiguous':
-      case 'malformed':
-        if (tries >= config.maxAmbiguousTries || ctx.now() >= deadline) return unknown(outcome.lastError);
-        await ctx.sleep(Math.min(config.backoffMaxMs, config.backoffBaseMs * 2 ** (tries - 1)));
-        continue;
-      case 'refunded':
-        return {
-          kind: 'failed',
-          check: {
-            found: `HTTP ${outcome.details.httpStatus} ${outcome.details.code}: ${outcome.details.message} (charged and refunded)`,
-            hint: 'the service is having trouble; run it again later with another --test-id',
-          },
-        };
-      case 'rejected':
-        return {
-          kind: 'failed',
-          check: {
-            found:
-              `HTTP ${outcome.details.httpStatus} ${outcome.details.code}: ${outcome.details.message}` +
-              (outcome.details.fieldErrors.length > 0
-                ? ` (${outcome.details.fieldErrors.map((f) => `${f.field}: ${f.message}`).join('; ')})`
-                : '') +
-              '; nothing charged',
-            hint: `check ${SERVICE_CONFIG_ENV.submitPath} and how requests are mapped`,
-          },
-        };
-      case 'batchStop':
-        return {
-          kind: 'failed',
-          check: {
-            found: `HTTP ${outcome.details.httpStatus} ${outcome.details.reason}: ${outcome.details.message}; nothing charged`,
-            hint:
-              outcome.details.httpStatus === 402
-                ? `top up the wallet${outcome.details.topUpUrl ? ` (${outcome.details.topUpUrl})` : ''} or raise the key's budget`
-                : 'check the key and the account',
-          },
-        };
-      case 'config':
-        return { kind: 'failed', check: { found: outcome.message } };
-      case 'ended':
-      case 'inFlight':
-      case 'models':
-      case 'notFound':
-        return unknown(`unexpected ${outcome.kind} answer to a submission`);
+      case 'ends':
+        return { kind: 'failed', check: endedCheck(step.outcome) };
+      case 'unexpected':
+        return unknown(step.lastError);
     }
+  }
+}
+
+/** A submission that never reached the service in its tries: nothing was charged. */
+function notSent(lastError: string): Failed {
+  return {
+    kind: 'failed',
+    check: {
+      found: `not sent (${lastError}): nothing was charged`,
+      hint: `check ${SERVICE_CONFIG_ENV.baseUrl} and that the service is reachable from the worker`,
+    },
+  };
+}
+
+/** What an answer that ends the key tells of the paid test. */
+function endedCheck(outcome: Extract<SubmitStep, { kind: 'ends' }>['outcome']): Failed['check'] {
+  switch (outcome.kind) {
+    case 'refunded':
+      return {
+        found: `HTTP ${outcome.details.httpStatus} ${outcome.details.code}: ${outcome.details.message} (charged and refunded)`,
+        hint: 'the service is having trouble; run it again later with another --test-id',
+      };
+    case 'rejected':
+      return {
+        found:
+          `HTTP ${outcome.details.httpStatus} ${outcome.details.code}: ${outcome.details.message}` +
+          (outcome.details.fieldErrors.length > 0
+            ? ` (${outcome.details.fieldErrors.map((f) => `${f.field}: ${f.message}`).join('; ')})`
+            : '') +
+          '; nothing charged',
+        hint: `check ${SERVICE_CONFIG_ENV.submitPath} and how requests are mapped`,
+      };
+    case 'batchStop':
+      return {
+        found: `HTTP ${outcome.details.httpStatus} ${outcome.details.reason}: ${outcome.details.message}; nothing charged`,
+        hint:
+          outcome.details.httpStatus === 402
+            ? `top up the wallet${outcome.details.topUpUrl ? ` (${outcome.details.topUpUrl})` : ''} or raise the key's budget`
+            : 'check the key and the account',
+      };
+    case 'config':
+      return { found: outcome.message };
   }
 }
 
@@ -180,17 +176,18 @@ export async function pollUntilEnded(ctx: SpendContext, creationId: string, dead
       };
     }
     await ctx.sleep(wait);
-    const outcome = await ctx.client.getCreation(creationId, ctx.deps.signal);
+    const step = pollStep(await ctx.client.getCreation(creationId, ctx.deps.signal));
     wait = ctx.client.pollIntervalMs();
-    switch (outcome.kind) {
+    switch (step.kind) {
       case 'ended': {
         await ctx.sleep(ctx.client.pollIntervalMs());
         const { json } = await ctx.raw(path);
-        return { kind: 'ended', result: outcome.result, json, polls, intervalMs: ctx.client.pollIntervalMs() };
+        return { kind: 'ended', result: step.result, json, polls, intervalMs: ctx.client.pollIntervalMs() };
       }
       case 'inFlight': {
-        last = `status "${outcome.status}"`;
-        if (!seen.includes(outcome.status) && seen.length < STATUSES_SHOWN) seen.push(outcome.status);
+        const { status } = step.outcome;
+        last = `status "${status}"`;
+        if (!seen.includes(status) && seen.length < STATUSES_SHOWN) seen.push(status);
         // Not a success, not "failed": in flight to a batch. A record that carries an image says otherwise.
         if (ctx.now() + 2 * wait > deadline) continue;
         await ctx.sleep(wait);
@@ -201,20 +198,21 @@ export async function pollUntilEnded(ctx: SpendContext, creationId: string, dead
         }
         continue;
       }
-      case 'rateLimited':
+      case 'held': {
+        const { outcome } = step;
         last = outcome.local ? 'held back locally' : `HTTP ${outcome.httpStatus} ${outcome.code}`;
         wait = Math.max(wait, Math.min(outcome.retryAfterMs, MAX_WAIT_IN_PLACE_MS));
         continue;
-      case 'notFound':
-        return {
-          kind: 'failed',
-          check: {
-            found: `the service says creation ${creationId} does not exist (404 ${outcome.code}); it was accepted, so it was paid for`,
-            hint: 'ask the service about the creation id; --test-id <another name> pays for a new test',
-          },
-        };
-      case 'notSent':
-      case 'ambiguous':
+      }
+      case 'unclear': {
+        const { outcome } = step;
+        if (outcome.kind === 'malformed') {
+          // No status at the configured paths: one under a common name still shows what the record says.
+          const read = await readUnread(ctx, creationId, outcome.lastError, { path, wait, deadline, polls });
+          if (read.kind !== 'polled') return read;
+          last = read.last;
+          continue;
+        }
         if (outcome.kind === 'ambiguous' && outcome.unrecognizedNotFound) {
           return {
             kind: 'failed',
@@ -229,43 +227,80 @@ export async function pollUntilEnded(ctx: SpendContext, creationId: string, dead
           return { kind: 'failed', check: { found: `polls of creation ${creationId} keep failing: ${last}` } };
         }
         continue;
-      case 'malformed': {
-        // No status at the configured paths: one under a common name still shows what the record says.
-        const failed: Failed = {
-          kind: 'failed',
-          check: { found: `a poll of creation ${creationId}: ${outcome.lastError}` },
-        };
-        if (ctx.now() + 2 * wait > deadline) return failed;
-        await ctx.sleep(wait);
-        const { json } = await ctx.raw(path);
-        const found = findRecordFields(json, readingOf(config));
-        if (found?.status === undefined || found.status.meaning === StatusMeaning.Failed) return failed;
-        if (found.images.count > 0) {
-          return { kind: 'unrecognised', status: found.status.word, json, polls, intervalMs: wait };
-        }
-        last = `status "${found.status.word}" at ${found.status.at}`;
-        continue;
       }
-      case 'batchStop': {
-        // A status in no set on a record with an image: what the record says, and the settings to write.
-        if (outcome.details.reason === BatchStopReason.UnrecognisedStatus) {
-          await ctx.sleep(wait); // the raw read is a poll too: no sooner than the interval
-          const { json } = await ctx.raw(path);
-          const found = findRecordFields(json, readingOf(config));
-          if (found?.status) return { kind: 'unrecognised', status: found.status.word, json, polls, intervalMs: wait };
-        }
-        return {
-          kind: 'failed',
-          check: { found: `HTTP ${outcome.details.httpStatus} ${outcome.details.reason}: ${outcome.details.message}` },
-        };
-      }
-      case 'config':
-        return { kind: 'failed', check: { found: outcome.message } };
-      case 'accepted':
-      case 'models':
-      case 'refunded':
-      case 'rejected':
-        return { kind: 'failed', check: { found: `unexpected ${outcome.kind} answer to a poll` } };
+      case 'ends':
+        return pollEnded(ctx, creationId, step.outcome, { path, wait, polls });
+      case 'unexpected':
+        return { kind: 'failed', check: { found: step.lastError } };
     }
+  }
+}
+
+/** Where a poll stands, for the raw reads that follow an answer the settings could not read. */
+interface PollAt {
+  path: string;
+  wait: number;
+  polls: number;
+}
+
+/**
+ * A poll whose record the settings could not read (no status at the configured paths): the record read raw, the
+ * poll interval later. A status under a common name that is in flight goes on polling (`polled`, with what it said).
+ */
+async function readUnread(
+  ctx: SpendContext,
+  creationId: string,
+  lastError: string,
+  at: PollAt & { deadline: number },
+): Promise<Polled | { kind: 'polled'; last: string }> {
+  const failed: Failed = { kind: 'failed', check: { found: `a poll of creation ${creationId}: ${lastError}` } };
+  if (ctx.now() + 2 * at.wait > at.deadline) return failed;
+  await ctx.sleep(at.wait);
+  const { json } = await ctx.raw(at.path);
+  const found = findRecordFields(json, readingOf(ctx.deps.config));
+  if (found?.status === undefined || found.status.meaning === StatusMeaning.Failed) return failed;
+  if (found.images.count > 0) {
+    return { kind: 'unrecognised', status: found.status.word, json, polls: at.polls, intervalMs: at.wait };
+  }
+  return { kind: 'polled', last: `status "${found.status.word}" at ${found.status.at}` };
+}
+
+/** A poll answer that ends the paid test's polling. */
+async function pollEnded(
+  ctx: SpendContext,
+  creationId: string,
+  outcome: Extract<PollStep, { kind: 'ends' }>['outcome'],
+  at: PollAt,
+): Promise<Polled> {
+  switch (outcome.kind) {
+    case 'notFound':
+      return {
+        kind: 'failed',
+        check: {
+          found: `the service says creation ${creationId} does not exist (404 ${outcome.code}); it was accepted, so it was paid for`,
+          hint: 'ask the service about the creation id; --test-id <another name> pays for a new test',
+        },
+      };
+    case 'batchStop': {
+      // A status in no set on a record with an image: what the record says, and the settings to write.
+      if (outcome.details.reason === BatchStopReason.UnrecognisedStatus) {
+        await ctx.sleep(at.wait); // the raw read is a poll too: no sooner than the interval
+        const { json } = await ctx.raw(at.path);
+        const found = findRecordFields(json, readingOf(ctx.deps.config));
+        if (found?.status) {
+          return { kind: 'unrecognised', status: found.status.word, json, polls: at.polls, intervalMs: at.wait };
+        }
+      }
+      return {
+        kind: 'failed',
+        check: { found: `HTTP ${outcome.details.httpStatus} ${outcome.details.reason}: ${outcome.details.message}` },
+      };
+    }
+    case 'config':
+      return { kind: 'failed', check: { found: outcome.message } };
+    case 'refunded':
+    case 'rejected':
+      // A refusal answers a submission, not a poll.
+      return { kind: 'failed', check: { found: `unexpected ${outcome.kind} answer to a poll` } };
   }
 }

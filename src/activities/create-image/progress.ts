@@ -1,0 +1,57 @@
+import type { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import { backoffCeilingMs } from '../../api/creation-steps';
+import type { KeyProgress } from '../../model';
+import { failureWith } from '../failures';
+import { currentDetails, heartbeat } from '../heartbeat';
+import { asRecord } from '../key-ledger';
+import type { ImageRun } from './run';
+
+/**
+ * What an attempt of a key knows and hands to the next one: its {@link KeyProgress}, in the heartbeat details (see
+ * heartbeat.ts), and in the details of every failure it throws, so that the row's record keeps it.
+ */
+
+/** Exponential backoff with jitter (half to full), for the n-th consecutive unknown outcome. */
+export function backoffMs(run: ImageRun, n: number): number {
+  const ceiling = backoffCeilingMs(n, run.deps.config);
+  return Math.round(ceiling / 2 + (run.deps.random() * ceiling) / 2);
+}
+
+/** Consecutive transient failures so far, from this attempt's or the previous attempts' heartbeat details. */
+export function priorTries(ctx: Context): number {
+  return countOf(asRecord(currentDetails(ctx)).ambiguousTries);
+}
+
+/** Heartbeats the details so far with `patch` over them: each field is kept until something changes it. */
+export function note(ctx: Context, patch: Partial<KeyProgress>): void {
+  heartbeat(ctx, { ...asRecord(currentDetails(ctx)), ...patch });
+}
+
+export function countOf(value: unknown): number {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : 0;
+}
+
+/** The fields of {@link KeyProgress} found in heartbeat details (anything else there is ignored). */
+export function keyProgressOf(details: unknown): KeyProgress {
+  const d = asRecord(details);
+  const out: KeyProgress = {};
+  if (typeof d.creationId === 'string' && d.creationId) out.creationId = d.creationId;
+  for (const field of ['acceptedAtMs', 'costUsd', 'lastPollAtMs', 'reuseWaitSinceMs'] as const) {
+    const v = d[field];
+    if (typeof v === 'number' && Number.isFinite(v)) out[field] = v;
+  }
+  for (const field of ['ambiguousTries', 'unrecognizedNotFound'] as const) {
+    if (d[field] !== undefined) out[field] = countOf(d[field]);
+  }
+  if (d.generated === true) out.generated = true;
+  if (d.mayBeSent === true) out.mayBeSent = true;
+  if (typeof d.pollExplore === 'boolean') out.pollExplore = d.pollExplore;
+  return out;
+}
+
+/** The same failure with the key's progress as its second detail (a cancellation or another error as it is). */
+export function withProgress(err: unknown, progress: KeyProgress): unknown {
+  if (!(err instanceof ApplicationFailure)) return err;
+  return failureWith(err, { details: [err.details?.[0] ?? null, progress] });
+}

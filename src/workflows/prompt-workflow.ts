@@ -32,7 +32,7 @@ import {
   type UnknownDetails,
 } from '../model';
 import { rowBlockedSignal, rowDoneSignal, rowNewKeySignal, rowResumeSignal, rowWaitingSignal } from './definitions';
-import { RowLedger } from './row-record';
+import { RowRecordBuilder } from './row-record';
 import {
   CREATE_IMAGE_OPTIONS,
   DEFAULT_MAX_POLL_WAIT_MS,
@@ -109,7 +109,7 @@ class BatchGone extends Error {}
 export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRecord> {
   const maxAttempts = input.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
   const maxPollWaitMs = input.maxPollWaitMs ?? DEFAULT_MAX_POLL_WAIT_MS;
-  const ledger = new RowLedger(input);
+  const builder = new RowRecordBuilder(input);
   const oneToOneAndLedger = patched(ONE_TO_ONE_KEYS_AND_LEDGER);
   const keyFor = oneToOneAndLedger ? idempotencyKeyFor : legacyIdempotencyKeyFor;
 
@@ -125,32 +125,32 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
   try {
     await runKeys();
   } catch (err) {
-    if (isCancellation(err)) ledger.cancelled('cancelled');
-    else if (err instanceof BatchGone) ledger.cancelled(err.message);
-    else ledger.broken(err instanceof Error ? err.message : String(err));
+    if (isCancellation(err)) builder.cancelled('cancelled');
+    else if (err instanceof BatchGone) builder.cancelled(err.message);
+    else builder.broken(err instanceof Error ? err.message : String(err));
   }
   // Not cancellable: a cancel arriving while the row reports must not lose the report (the batch waits for it).
   await CancellationScope.nonCancellable(async () => {
     if (oneToOneAndLedger) {
-      const corrected = await recordRow({ outDir: input.outDir, record: ledger.record }).catch((err: unknown) => {
+      const corrected = await recordRow({ outDir: input.outDir, record: builder.record }).catch((err: unknown) => {
         // Its keys' events are on disk (createImage writes them); only `results` after Temporal's retention misses it.
         log.warn('the row record could not be written to the ledger', { error: String(err) });
         return undefined;
       });
       // A key the row could only call unknown that the store shows was never sent (cancelled while its sends failed
       // before a byte left): the store's record, charged nothing, is the row's.
-      if (corrected && patched(NOT_SENT_KEYS)) Object.assign(ledger.record, corrected);
+      if (corrected && patched(NOT_SENT_KEYS)) Object.assign(builder.record, corrected);
     }
     await tellBatch((h) => {
       const told = refused && limit && limit !== 'open' && patched(ROW_REPORTS_REFUSED);
       const report: RowReport | undefined =
         limit && limit !== 'open' ? { limit, ...(told ? { refused: true as const } : {}) } : undefined;
       return report && patched(ROW_REPORTS_LIMIT)
-        ? h.signal(rowDoneSignal, ledger.record, report)
-        : h.signal(rowDoneSignal, ledger.record);
+        ? h.signal(rowDoneSignal, builder.record, report)
+        : h.signal(rowDoneSignal, builder.record);
     });
   });
-  return ledger.record;
+  return builder.record;
 
   async function runKeys(): Promise<void> {
     let counted = 0; // refunded failures count against maxAttempts; a 402's new key does not
@@ -159,17 +159,17 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
         const heard = await tellBatch((h) => h.signal(rowNewKeySignal, input.rowId, keyNumber));
         if (!heard) throw new BatchGone(`its batch ${input.batchId} ended before the row could try key ${keyNumber}`);
       }
-      ledger.startKey(keyNumber, keyFor(input.batchId, input.rowId, keyNumber));
+      builder.startKey(keyNumber, keyFor(input.batchId, input.rowId, keyNumber));
       const next = await runKey();
       if (next === 'done') return;
       if (next === 'counted') counted += 1;
     }
-    ledger.gaveUp(maxAttempts);
+    builder.gaveUp(maxAttempts);
   }
 
   /** The current key to its end: 'done' when the row has ended, else whether the new key counts as an attempt. */
   async function runKey(): Promise<'done' | 'counted' | 'uncounted'> {
-    const key = ledger.current!;
+    const key = builder.current!;
     let progress: KeyProgress | undefined;
     for (;;) {
       let ended: CreateImageResult;
@@ -189,23 +189,23 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
           err instanceof ActivityFailure && err.cause instanceof ApplicationFailure ? err.cause : undefined;
         if (!failure) throw err;
         progress = keyProgressIn(failure);
-        if (progress) ledger.learned(progress);
+        if (progress) builder.learned(progress);
         const creationId = progress?.creationId ?? key.creationId;
         switch (handledFailure(failure.type)) {
           case FailureType.Refunded: {
             const details = firstDetail<RefundedDetails>(failure);
-            ledger.refunded(details?.message ?? failure.message);
+            builder.refunded(details?.message ?? failure.message);
             // 503: wait its Retry-After (a durable timer), then a new key.
             if (details?.retryAfterMs) await sleep(details.retryAfterMs);
             return 'counted';
           }
           case FailureType.Rejected:
-            ledger.rejected(rejectionText(firstDetail<RejectedDetails>(failure), failure.message));
+            builder.rejected(rejectionText(firstDetail<RejectedDetails>(failure), failure.message));
             return 'done';
           case FailureType.Unknown: {
             const details = firstDetail<UnknownDetails>(failure);
             const tries = details?.tries ?? '?';
-            ledger.unknown(
+            builder.unknown(
               KeyOutcome.Unknown,
               `outcome unknown after ${tries} tries: ${details?.lastError ?? failure.message}`,
             );
@@ -213,10 +213,10 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
           }
           case FailureType.NotSent:
             if (!patched(NOT_SENT_KEYS)) throw err;
-            ledger.notSent(failure.message);
+            builder.notSent(failure.message);
             return 'done';
           case FailureType.CreationNotFound:
-            ledger.unknown(
+            builder.unknown(
               KeyOutcome.Lost,
               `creation ${creationId ?? '?'} was accepted, then not found: ${failure.message}`,
             );
@@ -226,11 +226,11 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
               ? firstDetail<{ lastAnswer?: unknown }>(failure)?.lastAnswer
               : undefined;
             const lastAnswer = typeof last === 'string' ? last : undefined;
-            ledger.unknown(KeyOutcome.TimedOut, maxWaitMessage(creationId ?? '?', maxPollWaitMs, lastAnswer));
+            builder.unknown(KeyOutcome.TimedOut, maxWaitMessage(creationId ?? '?', maxPollWaitMs, lastAnswer));
             return 'done';
           }
           case FailureType.DownloadFailed:
-            ledger.imagesUnsaved(
+            builder.imagesUnsaved(
               `creation ${creationId ?? '?'} succeeded, but its images were not saved: ${failure.message}`,
             );
             return 'done';
@@ -241,7 +241,7 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
             // 402 was judged and not charged: the next try needs a new key. Any other stop came before the
             // idempotency look-up, or after the acceptance: the same key again, its creation polled, never re-sent.
             if (details.httpStatus === 402 && !creationId) {
-              ledger.declined(details.message);
+              builder.declined(details.message);
               return 'uncounted';
             }
             continue;
@@ -255,16 +255,16 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
       // Served by an earlier request of the same fingerprint: nothing was sent for the key. (No patch: only a worker
       // of this version answers `reused`, so no earlier history reaches this branch.)
       if (ended.outcome === 'reused') {
-        ledger.reused(ended.reusedFrom, ended.images, ended.error, ended.generated === true);
+        builder.reused(ended.reusedFrom, ended.images, ended.error, ended.generated === true);
         return 'done';
       }
       if (ended.outcome === 'succeeded') {
-        ledger.succeeded(ended.creationId, ended.costUsd, ended.images);
+        builder.succeeded(ended.creationId, ended.costUsd, ended.images);
         return 'done';
       }
-      ledger.creationFailed(ended.creationId, ended.costUsd, ended.error, ended.retryable);
+      builder.creationFailed(ended.creationId, ended.costUsd, ended.error, ended.retryable);
       if (!ended.retryable) {
-        ledger.failedAsIs();
+        builder.failedAsIs();
         return 'done';
       }
       return 'counted';

@@ -21,7 +21,7 @@ import {
   type UnknownDetails,
 } from '../model';
 import { NOT_SENT_KEYS } from './prompt-workflow';
-import { RowLedger } from './row-record';
+import { RowRecordBuilder } from './row-record';
 import {
   BATCH_ACTIVITY_START_TO_CLOSE,
   CREATE_IMAGE_OPTIONS,
@@ -140,8 +140,8 @@ export async function reconcileWorkflow(input: ReconcileWorkflowInput): Promise<
         note: "the ledger holds no body for the row's last key: it cannot be sent again as it was",
       };
     }
-    const ledger = RowLedger.resume(row.record);
-    const key = ledger.current;
+    const builder = RowRecordBuilder.resume(row.record);
+    const key = builder.current;
     let note: string;
     let stoppedBy: string | undefined;
     try {
@@ -155,15 +155,15 @@ export async function reconcileWorkflow(input: ReconcileWorkflowInput): Promise<
         ...(row.key.creationId ? { progress: { creationId: row.key.creationId } } : {}),
       });
       if (ended.outcome === 'reused') {
-        ledger.reused(ended.reusedFrom, ended.images, ended.error, ended.generated === true);
+        builder.reused(ended.reusedFrom, ended.images, ended.error, ended.generated === true);
         note = `served by key ${ended.reusedFrom.idempotencyKey} of batch ${ended.reusedFrom.batchId}`;
       } else if (ended.outcome === 'succeeded') {
-        ledger.succeeded(ended.creationId, ended.costUsd, ended.images);
+        builder.succeeded(ended.creationId, ended.costUsd, ended.images);
         note = `creation ${ended.creationId} succeeded; ${ended.images.length} image(s) saved`;
       } else {
-        ledger.creationFailed(ended.creationId, ended.costUsd, ended.error, ended.retryable);
-        if (ended.retryable) ledger.endedRefunded();
-        else ledger.failedAsIs();
+        builder.creationFailed(ended.creationId, ended.costUsd, ended.error, ended.retryable);
+        if (ended.retryable) builder.endedRefunded();
+        else builder.failedAsIs();
         note = `creation ${ended.creationId} failed and was refunded: ${ended.error}`;
       }
     } catch (err) {
@@ -172,36 +172,36 @@ export async function reconcileWorkflow(input: ReconcileWorkflowInput): Promise<
       const creationId = key?.creationId ?? row.key.creationId ?? '?';
       switch (handledFailure(failure.type)) {
         case FailureType.Refunded:
-          ledger.refunded(failure.message);
-          ledger.endedRefunded();
+          builder.refunded(failure.message);
+          builder.endedRefunded();
           note = `the key's submission was refunded: ${failure.message}`;
           break;
         case FailureType.Rejected:
-          ledger.rejected(failure.message);
+          builder.rejected(failure.message);
           note = `the key was refused, nothing charged: ${failure.message}`;
           break;
         case FailureType.Unknown: {
           const details = failure.details?.[0] as UnknownDetails | undefined;
           note = details?.lastError ?? failure.message;
-          ledger.unknown(KeyOutcome.Unknown, note);
+          builder.unknown(KeyOutcome.Unknown, note);
           break;
         }
         case FailureType.NotSent:
           if (!patched(NOT_SENT_KEYS)) throw err;
           note = failure.message;
-          ledger.notSent(note);
+          builder.notSent(note);
           break;
         case FailureType.CreationNotFound:
           note = `creation ${creationId} was accepted, then not found: ${failure.message}`;
-          ledger.unknown(KeyOutcome.Lost, note);
+          builder.unknown(KeyOutcome.Lost, note);
           break;
         case FailureType.MaxWait:
           note = maxWaitMessage(creationId, input.maxPollWaitMs ?? DEFAULT_MAX_POLL_WAIT_MS);
-          ledger.unknown(KeyOutcome.TimedOut, note);
+          builder.unknown(KeyOutcome.TimedOut, note);
           break;
         case FailureType.DownloadFailed:
           note = `creation ${creationId} succeeded, but its images were not saved: ${failure.message}`;
-          ledger.imagesUnsaved(note);
+          builder.imagesUnsaved(note);
           break;
         case FailureType.BatchStop:
         case FailureType.Config: {
@@ -213,7 +213,7 @@ export async function reconcileWorkflow(input: ReconcileWorkflowInput): Promise<
           throw err;
       }
     }
-    const record: RowRecord = ledger.record;
+    const record: RowRecord = builder.record;
     await recordRow({ outDir: input.outDir, record, by: 'reconcile' });
     const resolved = !needsReconcile(record);
     return { ...base, after: record.state, resolved, note, ...(stoppedBy ? { stoppedBy } : {}) };

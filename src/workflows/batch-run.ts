@@ -66,27 +66,26 @@ export class BatchRun {
 
   /** The batch's progress while it runs (a stop that came while the last rows were in flight says why too). */
   progress(): BatchProgress {
-    const { input } = this;
+    const { input, state, limitSeen, prices } = this;
     const waiting = this.waiting ?? this.blockedReason();
-    const { limitSeen } = this;
     return progressOf(
       input.batchId,
-      this.state,
+      state,
       this.now(),
       waiting,
       false,
       input.spendCapUsd,
       limitSeen,
-      this.prices.pricesSeen(),
+      prices.pricesSeen(),
     );
   }
 
   /** The batch's result, once every row has ended. */
   result(): BatchProgress {
-    const { input } = this;
+    const { input, state } = this;
     return progressOf(
       input.batchId,
-      this.state,
+      state,
       this.now(),
       undefined,
       true,

@@ -14,7 +14,6 @@ import {
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import {
-  BatchStopReason,
   FailureType,
   handledFailure,
   idempotencyKeyFor,
@@ -32,7 +31,8 @@ import {
   type UnknownDetails,
 } from '../model';
 import { rowBlockedSignal, rowDoneSignal, rowNewKeySignal, rowResumeSignal, rowWaitingSignal } from './definitions';
-import { RowLedger } from './row-record';
+import { firstDetail, keyProgressIn, rejectionText, workerStop } from './failure-details';
+import { RowRecordBuilder } from './row-record';
 import {
   CREATE_IMAGE_OPTIONS,
   DEFAULT_MAX_POLL_WAIT_MS,
@@ -107,69 +107,90 @@ class BatchGone extends Error {}
  * happy path are counted once, in docs/design.md ("A row's history").
  */
 export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRecord> {
-  const maxAttempts = input.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
-  const maxPollWaitMs = input.maxPollWaitMs ?? DEFAULT_MAX_POLL_WAIT_MS;
-  const ledger = new RowLedger(input);
+  const builder = new RowRecordBuilder(input);
   const oneToOneAndLedger = patched(ONE_TO_ONE_KEYS_AND_LEDGER);
-  const keyFor = oneToOneAndLedger ? idempotencyKeyFor : legacyIdempotencyKeyFor;
-
-  /** What the row's last key to end said of the limit that binds. */
-  let limit: BindingLimit | undefined;
-  /** Whether the service answered that key's worker a 429 lately. */
-  let refused = false;
-  let resumed = false;
-  setHandler(rowResumeSignal, () => {
-    resumed = true;
-  });
+  const row = new RowKeys(input, builder, oneToOneAndLedger ? idempotencyKeyFor : legacyIdempotencyKeyFor);
+  setHandler(rowResumeSignal, () => row.resume());
 
   try {
-    await runKeys();
+    await row.runKeys();
   } catch (err) {
-    if (isCancellation(err)) ledger.cancelled('cancelled');
-    else if (err instanceof BatchGone) ledger.cancelled(err.message);
-    else ledger.broken(err instanceof Error ? err.message : String(err));
+    if (isCancellation(err)) builder.cancelled('cancelled');
+    else if (err instanceof BatchGone) builder.cancelled(err.message);
+    else builder.broken(err instanceof Error ? err.message : String(err));
   }
   // Not cancellable: a cancel arriving while the row reports must not lose the report (the batch waits for it).
   await CancellationScope.nonCancellable(async () => {
     if (oneToOneAndLedger) {
-      const corrected = await recordRow({ outDir: input.outDir, record: ledger.record }).catch((err: unknown) => {
+      const corrected = await recordRow({ outDir: input.outDir, record: builder.record }).catch((err: unknown) => {
         // Its keys' events are on disk (createImage writes them); only `results` after Temporal's retention misses it.
         log.warn('the row record could not be written to the ledger', { error: String(err) });
         return undefined;
       });
       // A key the row could only call unknown that the store shows was never sent (cancelled while its sends failed
       // before a byte left): the store's record, charged nothing, is the row's.
-      if (corrected && patched(NOT_SENT_KEYS)) Object.assign(ledger.record, corrected);
+      if (corrected && patched(NOT_SENT_KEYS)) Object.assign(builder.record, corrected);
     }
-    await tellBatch((h) => {
+    await row.tellBatch((h) => {
+      const { limit, refused } = row;
       const told = refused && limit && limit !== 'open' && patched(ROW_REPORTS_REFUSED);
       const report: RowReport | undefined =
         limit && limit !== 'open' ? { limit, ...(told ? { refused: true as const } : {}) } : undefined;
       return report && patched(ROW_REPORTS_LIMIT)
-        ? h.signal(rowDoneSignal, ledger.record, report)
-        : h.signal(rowDoneSignal, ledger.record);
+        ? h.signal(rowDoneSignal, builder.record, report)
+        : h.signal(rowDoneSignal, builder.record);
     });
   });
-  return ledger.record;
+  return builder.record;
+}
 
-  async function runKeys(): Promise<void> {
+/** How a key ended for the row: the row has ended, or a new key follows, counted as an attempt or not. */
+type KeyEnd = 'done' | 'counted' | 'uncounted';
+
+/** The row's keys, one after another, to the row's end: its loop, and what it tells its batch. */
+class RowKeys {
+  /** What the row's last key to end said of the limit that binds. */
+  limit: BindingLimit | undefined;
+  /** Whether the service answered that key's worker a 429 lately. */
+  refused = false;
+  private resumed = false;
+  private readonly maxAttempts: number;
+  private readonly maxPollWaitMs: number;
+
+  constructor(
+    private readonly input: PromptWorkflowInput,
+    private readonly builder: RowRecordBuilder,
+    private readonly keyFor: (batchId: string, rowId: string, keyNumber: number) => string,
+  ) {
+    this.maxAttempts = input.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
+    this.maxPollWaitMs = input.maxPollWaitMs ?? DEFAULT_MAX_POLL_WAIT_MS;
+  }
+
+  /** The batch resumes the row (`rowResume`). */
+  resume(): void {
+    this.resumed = true;
+  }
+
+  async runKeys(): Promise<void> {
+    const { input, builder, maxAttempts } = this;
     let counted = 0; // refunded failures count against maxAttempts; a 402's new key does not
     for (let keyNumber = 1; counted < maxAttempts; keyNumber += 1) {
       if (keyNumber > 1 && input.parentWorkflowId && patched(ASK_BATCH_BEFORE_NEW_KEY)) {
-        const heard = await tellBatch((h) => h.signal(rowNewKeySignal, input.rowId, keyNumber));
+        const heard = await this.tellBatch((h) => h.signal(rowNewKeySignal, input.rowId, keyNumber));
         if (!heard) throw new BatchGone(`its batch ${input.batchId} ended before the row could try key ${keyNumber}`);
       }
-      ledger.startKey(keyNumber, keyFor(input.batchId, input.rowId, keyNumber));
-      const next = await runKey();
+      builder.startKey(keyNumber, this.keyFor(input.batchId, input.rowId, keyNumber));
+      const next = await this.runKey();
       if (next === 'done') return;
       if (next === 'counted') counted += 1;
     }
-    ledger.gaveUp(maxAttempts);
+    builder.gaveUp(maxAttempts);
   }
 
   /** The current key to its end: 'done' when the row has ended, else whether the new key counts as an attempt. */
-  async function runKey(): Promise<'done' | 'counted' | 'uncounted'> {
-    const key = ledger.current!;
+  private async runKey(): Promise<KeyEnd> {
+    const { input, builder } = this;
+    const key = builder.current!;
     let progress: KeyProgress | undefined;
     for (;;) {
       let ended: CreateImageResult;
@@ -180,7 +201,7 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
           batchId: input.batchId,
           rowId: input.rowId,
           outDir: input.outDir,
-          maxPollWaitMs,
+          maxPollWaitMs: this.maxPollWaitMs,
           ...(progress ? { progress } : {}),
           ...(input.ledger ? { ledger: input.ledger } : {}),
         });
@@ -189,132 +210,125 @@ export async function promptWorkflow(input: PromptWorkflowInput): Promise<RowRec
           err instanceof ActivityFailure && err.cause instanceof ApplicationFailure ? err.cause : undefined;
         if (!failure) throw err;
         progress = keyProgressIn(failure);
-        if (progress) ledger.learned(progress);
-        const creationId = progress?.creationId ?? key.creationId;
-        switch (handledFailure(failure.type)) {
-          case FailureType.Refunded: {
-            const details = firstDetail<RefundedDetails>(failure);
-            ledger.refunded(details?.message ?? failure.message);
-            // 503: wait its Retry-After (a durable timer), then a new key.
-            if (details?.retryAfterMs) await sleep(details.retryAfterMs);
-            return 'counted';
-          }
-          case FailureType.Rejected:
-            ledger.rejected(rejectionText(firstDetail<RejectedDetails>(failure), failure.message));
-            return 'done';
-          case FailureType.Unknown: {
-            const details = firstDetail<UnknownDetails>(failure);
-            const tries = details?.tries ?? '?';
-            ledger.unknown(
-              KeyOutcome.Unknown,
-              `outcome unknown after ${tries} tries: ${details?.lastError ?? failure.message}`,
-            );
-            return 'done';
-          }
-          case FailureType.NotSent:
-            if (!patched(NOT_SENT_KEYS)) throw err;
-            ledger.notSent(failure.message);
-            return 'done';
-          case FailureType.CreationNotFound:
-            ledger.unknown(
-              KeyOutcome.Lost,
-              `creation ${creationId ?? '?'} was accepted, then not found: ${failure.message}`,
-            );
-            return 'done';
-          case FailureType.MaxWait: {
-            const last = patched(MAX_WAIT_SAYS_LAST_ANSWER)
-              ? firstDetail<{ lastAnswer?: unknown }>(failure)?.lastAnswer
-              : undefined;
-            const lastAnswer = typeof last === 'string' ? last : undefined;
-            ledger.unknown(KeyOutcome.TimedOut, maxWaitMessage(creationId ?? '?', maxPollWaitMs, lastAnswer));
-            return 'done';
-          }
-          case FailureType.DownloadFailed:
-            ledger.imagesUnsaved(
-              `creation ${creationId ?? '?'} succeeded, but its images were not saved: ${failure.message}`,
-            );
-            return 'done';
-          case FailureType.BatchStop:
-          case FailureType.Config: {
-            const details = firstDetail<BatchStopDetails>(failure) ?? workerStop(failure.message);
-            await waitForResume(details);
-            // 402 was judged and not charged: the next try needs a new key. Any other stop came before the
-            // idempotency look-up, or after the acceptance: the same key again, its creation polled, never re-sent.
-            if (details.httpStatus === 402 && !creationId) {
-              ledger.declined(details.message);
-              return 'uncounted';
-            }
-            continue;
-          }
-          case undefined:
-            throw err;
-        }
+        if (progress) builder.learned(progress);
+        const end = await this.keyFailed(err, failure, progress?.creationId ?? key.creationId);
+        if (end === 'again') continue;
+        return end;
       }
-      if (ended.limit) refused = ended.refused === true;
-      limit = ended.limit ?? limit;
-      // Served by an earlier request of the same fingerprint: nothing was sent for the key. (No patch: only a worker
-      // of this version answers `reused`, so no earlier history reaches this branch.)
-      if (ended.outcome === 'reused') {
-        ledger.reused(ended.reusedFrom, ended.images, ended.error, ended.generated === true);
-        return 'done';
-      }
-      if (ended.outcome === 'succeeded') {
-        ledger.succeeded(ended.creationId, ended.costUsd, ended.images);
-        return 'done';
-      }
-      ledger.creationFailed(ended.creationId, ended.costUsd, ended.error, ended.retryable);
-      if (!ended.retryable) {
-        ledger.failedAsIs();
-        return 'done';
-      }
-      return 'counted';
+      return this.keyEnded(ended);
     }
+  }
+
+  /** What a failure of the key's activity means: the row's end, a new key, or the same key again ('again'). */
+  private async keyFailed(err: unknown, failure: ApplicationFailure, creationId?: string): Promise<KeyEnd | 'again'> {
+    const { builder } = this;
+    switch (handledFailure(failure.type)) {
+      case FailureType.Refunded: {
+        const details = firstDetail<RefundedDetails>(failure);
+        builder.refunded(details?.message ?? failure.message);
+        // 503: wait its Retry-After (a durable timer), then a new key.
+        if (details?.retryAfterMs) await sleep(details.retryAfterMs);
+        return 'counted';
+      }
+      case FailureType.Rejected:
+        builder.rejected(rejectionText(firstDetail<RejectedDetails>(failure), failure.message));
+        return 'done';
+      case FailureType.Unknown: {
+        const details = firstDetail<UnknownDetails>(failure);
+        const tries = details?.tries ?? '?';
+        builder.unknown(
+          KeyOutcome.Unknown,
+          `outcome unknown after ${tries} tries: ${details?.lastError ?? failure.message}`,
+        );
+        return 'done';
+      }
+      case FailureType.NotSent:
+        if (!patched(NOT_SENT_KEYS)) throw err;
+        builder.notSent(failure.message);
+        return 'done';
+      case FailureType.CreationNotFound:
+        builder.unknown(
+          KeyOutcome.Lost,
+          `creation ${creationId ?? '?'} was accepted, then not found: ${failure.message}`,
+        );
+        return 'done';
+      case FailureType.MaxWait: {
+        const last = patched(MAX_WAIT_SAYS_LAST_ANSWER)
+          ? firstDetail<{ lastAnswer?: unknown }>(failure)?.lastAnswer
+          : undefined;
+        const lastAnswer = typeof last === 'string' ? last : undefined;
+        builder.unknown(KeyOutcome.TimedOut, maxWaitMessage(creationId ?? '?', this.maxPollWaitMs, lastAnswer));
+        return 'done';
+      }
+      case FailureType.DownloadFailed:
+        builder.imagesUnsaved(
+          `creation ${creationId ?? '?'} succeeded, but its images were not saved: ${failure.message}`,
+        );
+        return 'done';
+      case FailureType.BatchStop:
+      case FailureType.Config: {
+        const details = firstDetail<BatchStopDetails>(failure) ?? workerStop(failure.message);
+        await this.waitForResume(details);
+        // 402 was judged and not charged: the next try needs a new key. Any other stop came before the
+        // idempotency look-up, or after the acceptance: the same key again, its creation polled, never re-sent.
+        if (details.httpStatus === 402 && !creationId) {
+          builder.declined(details.message);
+          return 'uncounted';
+        }
+        return 'again';
+      }
+      case undefined:
+        throw err;
+    }
+  }
+
+  /** The key's activity completed: the row's end, or a new key after a creation that failed and was refunded. */
+  private keyEnded(ended: CreateImageResult): KeyEnd {
+    const { builder } = this;
+    if (ended.limit) this.refused = ended.refused === true;
+    this.limit = ended.limit ?? this.limit;
+    // Served by an earlier request of the same fingerprint: nothing was sent for the key. (No patch: only a worker
+    // of this version answers `reused`, so no earlier history reaches this branch.)
+    if (ended.outcome === 'reused') {
+      builder.reused(ended.reusedFrom, ended.images, ended.error, ended.generated === true);
+      return 'done';
+    }
+    if (ended.outcome === 'succeeded') {
+      builder.succeeded(ended.creationId, ended.costUsd, ended.images);
+      return 'done';
+    }
+    builder.creationFailed(ended.creationId, ended.costUsd, ended.error, ended.retryable);
+    if (!ended.retryable) {
+      builder.failedAsIs();
+      return 'done';
+    }
+    return 'counted';
   }
 
   /**
    * A batch-level stop: tell the batch, then wait (durably, for as long as it takes) until it resumes us, making
    * sure every so often that the batch still runs: a row whose batch was terminated ends instead of waiting forever.
    */
-  async function waitForResume(details: BatchStopDetails): Promise<void> {
-    resumed = false;
-    let heard = await tellBatch((h) => h.signal(rowBlockedSignal, input.rowId, details));
+  private async waitForResume(details: BatchStopDetails): Promise<void> {
+    const { input } = this;
+    this.resumed = false;
+    let heard = await this.tellBatch((h) => h.signal(rowBlockedSignal, input.rowId, details));
     for (;;) {
       if (!heard) throw new BatchGone(`its batch ${input.batchId} ended while the row waited for a resume`);
-      if (await condition(() => resumed, input.batchCheckEveryMs ?? ROW_CHECK_EVERY_MS)) return;
-      heard = await tellBatch((h) => h.signal(rowWaitingSignal, input.rowId));
+      if (await condition(() => this.resumed, input.batchCheckEveryMs ?? ROW_CHECK_EVERY_MS)) return;
+      heard = await this.tellBatch((h) => h.signal(rowWaitingSignal, input.rowId));
     }
   }
 
   /** Signals the batch; false when there is a batch and it no longer runs. A row alone has nobody to tell. */
-  async function tellBatch(send: (h: ReturnType<typeof getExternalWorkflowHandle>) => Promise<void>): Promise<boolean> {
-    if (!input.parentWorkflowId) return true;
+  async tellBatch(send: (h: ReturnType<typeof getExternalWorkflowHandle>) => Promise<void>): Promise<boolean> {
+    if (!this.input.parentWorkflowId) return true;
     try {
-      await send(getExternalWorkflowHandle(input.parentWorkflowId));
+      await send(getExternalWorkflowHandle(this.input.parentWorkflowId));
       return true;
     } catch (err) {
       if (isCancellation(err)) throw err;
       return false;
     }
   }
-}
-
-/** The key's progress, the second detail of every failure of createImage. */
-function keyProgressIn(failure: ApplicationFailure): KeyProgress | undefined {
-  const progress: unknown = failure.details?.[1];
-  return typeof progress === 'object' && progress !== null ? progress : undefined;
-}
-
-function firstDetail<T>(failure: ApplicationFailure): T | undefined {
-  return (failure.details?.[0] ?? undefined) as T | undefined;
-}
-
-function rejectionText(details: RejectedDetails | undefined, fallback: string): string {
-  if (!details) return fallback;
-  const fields = details.fieldErrors.map((e) => `${e.field}: ${e.message}`).join('; ');
-  return fields ? `${details.message} (${fields})` : details.message;
-}
-
-/** A stop that the worker's own configuration caused (e.g. the key's format): fixed on the worker, then resumed. */
-function workerStop(message: string): BatchStopDetails {
-  return { reason: BatchStopReason.WorkerConfig, httpStatus: 0, message };
 }

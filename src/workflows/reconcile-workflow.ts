@@ -20,8 +20,9 @@ import {
   type RowState,
   type UnknownDetails,
 } from '../model';
+import { firstDetail } from './failure-details';
 import { NOT_SENT_KEYS } from './prompt-workflow';
-import { RowLedger } from './row-record';
+import { RowRecordBuilder } from './row-record';
 import {
   BATCH_ACTIVITY_START_TO_CLOSE,
   CREATE_IMAGE_OPTIONS,
@@ -76,6 +77,10 @@ export interface ReconcileSummary {
 /** Rows listed in a summary at most; the counts cover all. */
 export const MAX_LISTED = 1000;
 const PAGE = 50;
+/** Rows resolved at once, when the input gives no `concurrency`. */
+const CONCURRENCY_DEFAULT = 4;
+/** History length at which reconcile continues as new, besides the server's own suggestion. */
+const MAX_HISTORY_EVENTS = 5_000;
 
 const { listUnresolvedRows } = proxyActivities<Activities>({
   startToCloseTimeout: BATCH_ACTIVITY_START_TO_CLOSE,
@@ -96,7 +101,7 @@ const { recordRow } = proxyLocalActivities<Activities>(RECORD_ROW_OPTIONS);
  * what was resolved and what is reported.
  */
 export async function reconcileWorkflow(input: ReconcileWorkflowInput): Promise<ReconcileSummary> {
-  const concurrency = Math.max(1, input.concurrency ?? 4);
+  const concurrency = Math.max(1, input.concurrency ?? CONCURRENCY_DEFAULT);
   const summary: ReconcileSummary = input.carried?.summary ?? {
     batchId: input.batchId,
     examined: 0,
@@ -109,7 +114,7 @@ export async function reconcileWorkflow(input: ReconcileWorkflowInput): Promise<
     const page = await listUnresolvedRows({ outDir: input.outDir, batchId: input.batchId, after, max: PAGE });
     for (let i = 0; i < page.rows.length; i += concurrency) {
       const chunk = page.rows.slice(i, i + concurrency);
-      const outcomes = await Promise.all(chunk.map((row) => settle(row)));
+      const outcomes = await Promise.all(chunk.map((row) => settle(input, row)));
       for (const done of outcomes) {
         summary.examined += 1;
         if (done.resolved) summary.resolved += 1;
@@ -124,98 +129,102 @@ export async function reconcileWorkflow(input: ReconcileWorkflowInput): Promise<
     }
     after = page.next;
     if (page.done) return summary;
-    if (workflowInfo().continueAsNewSuggested || workflowInfo().historyLength > 5_000) {
+    if (workflowInfo().continueAsNewSuggested || workflowInfo().historyLength > MAX_HISTORY_EVENTS) {
       return continueAsNew<typeof reconcileWorkflow>({ ...input, carried: { after, summary } });
     }
   }
+}
 
-  async function settle(row: UnresolvedRow): Promise<ReconciledRow & { stoppedBy?: string }> {
-    const before = row.record.state;
-    const base = { rowId: row.record.rowId, before };
-    if (!row.key) {
-      return {
-        ...base,
-        after: before,
-        resolved: false,
-        note: "the ledger holds no body for the row's last key: it cannot be sent again as it was",
-      };
-    }
-    const ledger = RowLedger.resume(row.record);
-    const key = ledger.current;
-    let note: string;
-    let stoppedBy: string | undefined;
-    try {
-      const ended: CreateImageResult = await createImage({
-        idempotencyKey: row.key.idempotencyKey,
-        request: row.key.request,
-        batchId: row.record.batchId,
-        rowId: row.record.rowId,
-        outDir: input.outDir,
-        maxPollWaitMs: input.maxPollWaitMs ?? DEFAULT_MAX_POLL_WAIT_MS,
-        ...(row.key.creationId ? { progress: { creationId: row.key.creationId } } : {}),
-      });
-      if (ended.outcome === 'reused') {
-        ledger.reused(ended.reusedFrom, ended.images, ended.error, ended.generated === true);
-        note = `served by key ${ended.reusedFrom.idempotencyKey} of batch ${ended.reusedFrom.batchId}`;
-      } else if (ended.outcome === 'succeeded') {
-        ledger.succeeded(ended.creationId, ended.costUsd, ended.images);
-        note = `creation ${ended.creationId} succeeded; ${ended.images.length} image(s) saved`;
-      } else {
-        ledger.creationFailed(ended.creationId, ended.costUsd, ended.error, ended.retryable);
-        if (ended.retryable) ledger.endedRefunded();
-        else ledger.failedAsIs();
-        note = `creation ${ended.creationId} failed and was refunded: ${ended.error}`;
-      }
-    } catch (err) {
-      const failure = err instanceof ActivityFailure && err.cause instanceof ApplicationFailure ? err.cause : undefined;
-      if (!failure) throw err;
-      const creationId = key?.creationId ?? row.key.creationId ?? '?';
-      switch (handledFailure(failure.type)) {
-        case FailureType.Refunded:
-          ledger.refunded(failure.message);
-          ledger.endedRefunded();
-          note = `the key's submission was refunded: ${failure.message}`;
-          break;
-        case FailureType.Rejected:
-          ledger.rejected(failure.message);
-          note = `the key was refused, nothing charged: ${failure.message}`;
-          break;
-        case FailureType.Unknown: {
-          const details = failure.details?.[0] as UnknownDetails | undefined;
-          note = details?.lastError ?? failure.message;
-          ledger.unknown(KeyOutcome.Unknown, note);
-          break;
-        }
-        case FailureType.NotSent:
-          if (!patched(NOT_SENT_KEYS)) throw err;
-          note = failure.message;
-          ledger.notSent(note);
-          break;
-        case FailureType.CreationNotFound:
-          note = `creation ${creationId} was accepted, then not found: ${failure.message}`;
-          ledger.unknown(KeyOutcome.Lost, note);
-          break;
-        case FailureType.MaxWait:
-          note = maxWaitMessage(creationId, input.maxPollWaitMs ?? DEFAULT_MAX_POLL_WAIT_MS);
-          ledger.unknown(KeyOutcome.TimedOut, note);
-          break;
-        case FailureType.DownloadFailed:
-          note = `creation ${creationId} succeeded, but its images were not saved: ${failure.message}`;
-          ledger.imagesUnsaved(note);
-          break;
-        case FailureType.BatchStop:
-        case FailureType.Config: {
-          const details = failure.details?.[0] as BatchStopDetails | undefined;
-          stoppedBy = details?.message ?? failure.message;
-          return { ...base, after: before, resolved: false, note: `not resolved: ${stoppedBy}`, stoppedBy };
-        }
-        case undefined:
-          throw err;
-      }
-    }
-    const record: RowRecord = ledger.record;
-    await recordRow({ outDir: input.outDir, record, by: 'reconcile' });
-    const resolved = !needsReconcile(record);
-    return { ...base, after: record.state, resolved, note, ...(stoppedBy ? { stoppedBy } : {}) };
+/** One row's last key carried to its end, its new record written: what reconcile did to the row. */
+async function settle(
+  input: ReconcileWorkflowInput,
+  row: UnresolvedRow,
+): Promise<ReconciledRow & { stoppedBy?: string }> {
+  const before = row.record.state;
+  const base = { rowId: row.record.rowId, before };
+  if (!row.key) {
+    return {
+      ...base,
+      after: before,
+      resolved: false,
+      note: "the ledger holds no body for the row's last key: it cannot be sent again as it was",
+    };
   }
+  const builder = RowRecordBuilder.resume(row.record);
+  const key = builder.current;
+  let note: string;
+  let stoppedBy: string | undefined;
+  try {
+    const ended: CreateImageResult = await createImage({
+      idempotencyKey: row.key.idempotencyKey,
+      request: row.key.request,
+      batchId: row.record.batchId,
+      rowId: row.record.rowId,
+      outDir: input.outDir,
+      maxPollWaitMs: input.maxPollWaitMs ?? DEFAULT_MAX_POLL_WAIT_MS,
+      ...(row.key.creationId ? { progress: { creationId: row.key.creationId } } : {}),
+    });
+    if (ended.outcome === 'reused') {
+      builder.reused(ended.reusedFrom, ended.images, ended.error, ended.generated === true);
+      note = `served by key ${ended.reusedFrom.idempotencyKey} of batch ${ended.reusedFrom.batchId}`;
+    } else if (ended.outcome === 'succeeded') {
+      builder.succeeded(ended.creationId, ended.costUsd, ended.images);
+      note = `creation ${ended.creationId} succeeded; ${ended.images.length} image(s) saved`;
+    } else {
+      builder.creationFailed(ended.creationId, ended.costUsd, ended.error, ended.retryable);
+      if (ended.retryable) builder.endedRefunded();
+      else builder.failedAsIs();
+      note = `creation ${ended.creationId} failed and was refunded: ${ended.error}`;
+    }
+  } catch (err) {
+    const failure = err instanceof ActivityFailure && err.cause instanceof ApplicationFailure ? err.cause : undefined;
+    if (!failure) throw err;
+    const creationId = key?.creationId ?? row.key.creationId ?? '?';
+    switch (handledFailure(failure.type)) {
+      case FailureType.Refunded:
+        builder.refunded(failure.message);
+        builder.endedRefunded();
+        note = `the key's submission was refunded: ${failure.message}`;
+        break;
+      case FailureType.Rejected:
+        builder.rejected(failure.message);
+        note = `the key was refused, nothing charged: ${failure.message}`;
+        break;
+      case FailureType.Unknown: {
+        const details = firstDetail<UnknownDetails>(failure);
+        note = details?.lastError ?? failure.message;
+        builder.unknown(KeyOutcome.Unknown, note);
+        break;
+      }
+      case FailureType.NotSent:
+        if (!patched(NOT_SENT_KEYS)) throw err;
+        note = failure.message;
+        builder.notSent(note);
+        break;
+      case FailureType.CreationNotFound:
+        note = `creation ${creationId} was accepted, then not found: ${failure.message}`;
+        builder.unknown(KeyOutcome.Lost, note);
+        break;
+      case FailureType.MaxWait:
+        note = maxWaitMessage(creationId, input.maxPollWaitMs ?? DEFAULT_MAX_POLL_WAIT_MS);
+        builder.unknown(KeyOutcome.TimedOut, note);
+        break;
+      case FailureType.DownloadFailed:
+        note = `creation ${creationId} succeeded, but its images were not saved: ${failure.message}`;
+        builder.imagesUnsaved(note);
+        break;
+      case FailureType.BatchStop:
+      case FailureType.Config: {
+        const details = firstDetail<BatchStopDetails>(failure);
+        stoppedBy = details?.message ?? failure.message;
+        return { ...base, after: before, resolved: false, note: `not resolved: ${stoppedBy}`, stoppedBy };
+      }
+      case undefined:
+        throw err;
+    }
+  }
+  const record: RowRecord = builder.record;
+  await recordRow({ outDir: input.outDir, record, by: 'reconcile' });
+  const resolved = !needsReconcile(record);
+  return { ...base, after: record.state, resolved, note, ...(stoppedBy ? { stoppedBy } : {}) };
 }

@@ -17,7 +17,8 @@ import {
   type RowRecord,
 } from '../model';
 
-export class RowLedger {
+/** Builds one row's record as its keys end. Not the ledger: that is the store (src/ledger), which the record goes to. */
+export class RowRecordBuilder {
   readonly record: RowRecord;
   /** Set when what ended the row would end it again as it is (a rejection, the safety filter). */
   private finalAsIs = false;
@@ -45,19 +46,19 @@ export class RowLedger {
   }
 
   /**
-   * A ledger that carries on from a record already written (reconcile resolves its last key). The record is copied:
+   * A builder that carries on from a record already written (reconcile resolves its last key). The record is copied:
    * the one given is left as it was.
    */
-  static resume(record: RowRecord, price?: ListPrice): RowLedger {
-    const ledger = new RowLedger({
+  static resume(record: RowRecord, price?: ListPrice): RowRecordBuilder {
+    const builder = new RowRecordBuilder({
       ...(price ? { price } : {}),
       batchId: record.batchId,
       rowId: record.rowId,
       ...(record.line === undefined ? {} : { line: record.line }),
       request: { prompt: record.prompt, model: record.model },
     });
-    Object.assign(ledger.record, JSON.parse(JSON.stringify(record)) as RowRecord);
-    return ledger;
+    Object.assign(builder.record, JSON.parse(JSON.stringify(record)) as RowRecord);
+    return builder;
   }
 
   /** The key in play: the last one started. */

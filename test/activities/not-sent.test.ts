@@ -13,7 +13,7 @@ import {
 } from '../../src/model';
 import { keyMayHoldMoney, rowMayBePaid, type LedgerStore } from '../../src/ledger';
 import { isUnresolved } from '../../src/results/write';
-import { RowLedger } from '../../src/workflows/row-record';
+import { RowRecordBuilder } from '../../src/workflows/row-record';
 import { startStub, type StubServer } from '../api/helpers/stub-server';
 import { closedPort } from '../helpers/closed-port';
 import { tempLedger } from '../helpers/ledger';
@@ -111,7 +111,7 @@ describe('a key whose sends never left', () => {
 
 describe("a not_sent key in the row's record", () => {
   it('charges 0 (known), fails the row safe to submit again, and is neither unresolved nor to reconcile', () => {
-    const row = new RowLedger({ batchId: 'b', rowId: 'r', request: { prompt: 'p', model: 'flux-dev' } });
+    const row = new RowRecordBuilder({ batchId: 'b', rowId: 'r', request: { prompt: 'p', model: 'flux-dev' } });
     row.startKey(1, 'ib/b/r/a1');
     row.notSent('not sent: the service was not reached (ECONNREFUSED)');
     const { record } = row;
@@ -141,7 +141,7 @@ describe('a row cancelled while its key had only sends that never left', () => {
       expect(r.failure?.type).toBe(FailureType.Unreachable);
       details = r.heartbeats.at(-1) ?? details;
     }
-    const row = new RowLedger({
+    const row = new RowRecordBuilder({
       batchId: 'b',
       rowId: 'r',
       request: { prompt: 'a lighthouse at dusk', model: 'flux-dev' },
@@ -163,7 +163,7 @@ describe('a row cancelled while its key had only sends that never left', () => {
     const t = await setup(stub.url);
     const r = await runActivity(() => t.activities.createImage(input()));
     expect(r.failure?.type).toBe(FailureType.Ambiguous);
-    const row = new RowLedger({
+    const row = new RowRecordBuilder({
       batchId: 'b',
       rowId: 'r',
       request: { prompt: 'a lighthouse at dusk', model: 'flux-dev' },

@@ -1,14 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { RowLedger } from '../../src/workflows/row-record';
+import { RowRecordBuilder } from '../../src/workflows/row-record';
 
 /** The row's record as its keys end: the rules of the record, without Temporal. */
-function ledger(): RowLedger {
-  return new RowLedger({ batchId: 'b', rowId: 'r', line: 2, request: { prompt: 'a fox', model: 'flux-dev' } });
+function builder(): RowRecordBuilder {
+  return new RowRecordBuilder({ batchId: 'b', rowId: 'r', line: 2, request: { prompt: 'a fox', model: 'flux-dev' } });
 }
 
-describe('RowLedger', () => {
+describe('RowRecordBuilder', () => {
   it('a success keeps every key, creation and figure; it is not to be submitted again', () => {
-    const l = ledger();
+    const l = builder();
     l.startKey(1, 'k1');
     l.creationFailed('c1', 0.04, 'Generation failed.', true);
     l.startKey(2, 'k2');
@@ -29,7 +29,7 @@ describe('RowLedger', () => {
   });
 
   it('refunded and refused keys only: failed, and it may be submitted again', () => {
-    const l = ledger();
+    const l = builder();
     l.startKey(1, 'k1');
     l.refunded('HTTP 503 ERR_PROVIDER_UNAVAILABLE');
     l.startKey(2, 'k2');
@@ -42,19 +42,19 @@ describe('RowLedger', () => {
   });
 
   it('the safety filter or a rejection: failed, not to be submitted again as it is', () => {
-    const filtered = ledger();
+    const filtered = builder();
     filtered.startKey(1, 'k1');
     filtered.creationFailed('c1', 0.04, 'Prompt rejected by the safety filter.', false);
     filtered.failedAsIs();
     expect(filtered.record).toMatchObject({ state: 'failed', resubmittable: false, netUsd: 0 });
-    const rejected = ledger();
+    const rejected = builder();
     rejected.startKey(1, 'k1');
     rejected.rejected('Invalid request');
     expect(rejected.record).toMatchObject({ state: 'failed', resubmittable: false });
   });
 
   it('cancelled with a key in flight: that key is unknown, the row not resubmittable', () => {
-    const l = ledger();
+    const l = builder();
     l.startKey(1, 'k1');
     l.cancelled('cancelled');
     expect(l.record).toMatchObject({ state: 'cancelled', resubmittable: false });
@@ -62,7 +62,7 @@ describe('RowLedger', () => {
   });
 
   it('cancelled after an accepted creation: the key stays accepted and charged', () => {
-    const l = ledger();
+    const l = builder();
     l.startKey(1, 'k1');
     l.learned({ creationId: 'c1', costUsd: 0.04 });
     l.cancelled('cancelled');
@@ -71,13 +71,13 @@ describe('RowLedger', () => {
   });
 
   it('cancelled before any key: resubmittable', () => {
-    const l = ledger();
+    const l = builder();
     l.cancelled('cancelled');
     expect(l.record).toMatchObject({ state: 'cancelled', keys: [], resubmittable: true });
   });
 
   it('a creation learned twice is listed once', () => {
-    const l = ledger();
+    const l = builder();
     l.startKey(1, 'k1');
     l.learned({ creationId: 'c1' });
     l.learned({ creationId: 'c1', costUsd: 0.04 });
@@ -87,11 +87,11 @@ describe('RowLedger', () => {
   });
 
   it('an unexpected error: unknown when a key may hold money, failed when none does', () => {
-    const paid = ledger();
+    const paid = builder();
     paid.startKey(1, 'k1');
     paid.broken('boom');
     expect(paid.record).toMatchObject({ state: 'unknown', resubmittable: false });
-    const none = ledger();
+    const none = builder();
     none.broken('boom');
     expect(none.record).toMatchObject({ state: 'failed', resubmittable: true });
   });
@@ -99,7 +99,7 @@ describe('RowLedger', () => {
 
 describe('the money of a record: known, or unknown (never 0 for a price nobody showed)', () => {
   const priced = (source: 'catalog' | 'user') =>
-    new RowLedger({
+    new RowRecordBuilder({
       batchId: 'b',
       rowId: 'r',
       request: { prompt: 'a fox', model: 'flux-dev' },
@@ -107,7 +107,7 @@ describe('the money of a record: known, or unknown (never 0 for a price nobody s
     });
 
   it('no cost on the creation and no list price: charged and net are unknown', () => {
-    const l = ledger();
+    const l = builder();
     l.startKey(1, 'k1');
     l.succeeded('c1', undefined, []);
     expect(l.record).toMatchObject({ chargedUsd: null, refundedUsd: 0, netUsd: null });
@@ -115,7 +115,7 @@ describe('the money of a record: known, or unknown (never 0 for a price nobody s
   });
 
   it('a refunded key is refunded all of its charge: net 0 even when its price is unknown', () => {
-    const l = ledger();
+    const l = builder();
     l.startKey(1, 'k1');
     l.refunded('HTTP 502 ERR_GENERATION_FAILED');
     l.startKey(2, 'k2');
@@ -166,7 +166,7 @@ describe('the money of a record: known, or unknown (never 0 for a price nobody s
   });
 
   it('refused keys cost nothing, priced or not', () => {
-    const l = ledger();
+    const l = builder();
     l.startKey(1, 'k1');
     l.declined('insufficient balance');
     l.startKey(2, 'k2');

@@ -1,7 +1,8 @@
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type { Dispatcher } from 'undici';
-import { lazyApiKeyProvider, loadApiKey, type ApiKeyProvider } from '../api/api-key';
+import { lazyApiKeyProvider, type ApiKeyProvider } from '../api/api-key';
+import { loadApiKey } from '../config/api-key';
 import { silentLogger, type Logger } from '../api/client';
 import type { HoldRegistry } from '../api/holds';
 import { PollPlan } from '../api/poll-plan';

@@ -1,6 +1,6 @@
 import type { Dispatcher } from 'undici';
 import type { CreationRequest, SubmitCreationInput } from '../model';
-import { AuthHeaderStyle, type ServiceConfig } from '../config/service-config';
+import { AuthHeaderStyle, type ServiceConfig } from './service-config';
 import { ApiKeyError, assertApiKeyFormat, keyFingerprint, type ApiKeyProvider } from './api-key';
 import { classifyResponse, RequestKind, type Outcome } from './classify';
 import { ErrorCode } from './contract';

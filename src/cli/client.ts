@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { loadApiKey } from '../api/api-key';
+import { loadApiKey } from '../config/api-key';
 import { clientDataConverter, payloadCodecsFromEnv } from '../codec';
 import { loadServiceConfig } from '../config/service-config';
 import { connectionOptions, loadTemporalConfig, type TemporalConfig } from '../config/temporal-config';

@@ -1,4 +1,5 @@
-import { API_KEY_ENV, API_KEY_FILE_ENV, lazyApiKeyProvider, loadApiKey } from '../api/api-key';
+import { API_KEY_ENV, API_KEY_FILE_ENV, lazyApiKeyProvider } from '../api/api-key';
+import { loadApiKey } from '../config/api-key';
 import { ImageApiClient } from '../api/client';
 import { loadServiceConfig } from '../config/service-config';
 import { loadTemporalConfig } from '../config/temporal-config';

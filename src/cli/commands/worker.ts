@@ -1,7 +1,8 @@
 import path from 'node:path';
 import { DefaultLogger, NativeConnection } from '@temporalio/worker';
 import { Client, Connection } from '@temporalio/client';
-import { lazyApiKeyProvider, loadApiKey } from '../../api/api-key';
+import { lazyApiKeyProvider } from '../../api/api-key';
+import { loadApiKey } from '../../config/api-key';
 import { clientDataConverter, payloadCodecsFromEnv, workerDataConverter } from '../../codec';
 import { loadMetricsConfig } from '../../config/metrics-config';
 import { loadServiceConfig } from '../../config/service-config';

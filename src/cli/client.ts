@@ -128,7 +128,7 @@ export function superviseLocal(env: Env, log: (line: string) => void): () => voi
 /** Runs `fn` with a client from the environment (local mode: the home's server), and closes it whatever happens. */
 export async function withClient(
   fn: (client: Client) => Promise<void>,
-  env: Env = process.env,
+  env: Env,
   options: ConnectOptions = {},
 ): Promise<void> {
   const { client, close } = await connectClient(env, options);

@@ -48,7 +48,7 @@ export interface DemoOptions {
   /**
    * Where `IMAGEBATCH_PAYLOAD_KEY` / `IMAGEBATCH_PAYLOAD_KEY_FILE` are read from: when set, every payload of the
    * demo's workflows is encrypted (the demo's server keeps its history across runs, so keep the same key).
-   * @default process.env
+   * @default the process's environment
    */
   env?: Readonly<Record<string, string | undefined>>;
 }
@@ -140,7 +140,7 @@ export async function demo(options: DemoOptions): Promise<DemoResult> {
   const file = options.file ?? path.join(projectRoot, 'examples', 'demo-prompts.csv');
   const outDir = path.join(options.home, 'demo');
   const dbFile = path.join(options.home, 'temporal.sqlite');
-  const codecs = payloadCodecsFromEnv(options.env ?? process.env); // checked before anything starts
+  const codecs = payloadCodecsFromEnv(options.env); // checked before anything starts
   options.log(`starting the embedded Temporal dev server (state in ${dbFile})`);
   const server = await DevServer.start({
     dbFile,

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DEMO_API_KEY, startSimulator, type Simulator, type SimulatorConfigInput } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
-import { devServerEnv } from '../../src/config/dev-server-env';
+import { devServerBase } from '../helpers/dev-server';
 import { parseIdempotencyKey } from '../../src/model';
 import { WorkerProcess, baseEnv, ensureDistIsFresh } from './helpers';
 
@@ -46,7 +46,7 @@ export async function startStack(options: {
   };
   try {
     [server, sim] = await Promise.all([
-      DevServer.start({ env: devServerEnv(), uiPort: false }),
+      DevServer.start({ ...devServerBase(), uiPort: false }),
       startSimulator(options.simulator),
     ]);
     const temporal = { TEMPORAL_ADDRESS: server.address, TEMPORAL_TASK_QUEUE: options.taskQueue ?? 'imagebatch-cli' };

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEV_SERVER_RETENTION_MS, DevServer } from '../../src/temporal/dev-server';
-import { devServerEnv } from '../../src/config/dev-server-env';
+import { devServerBase } from '../helpers/dev-server';
 import { loadToolchainOverrides } from '../../src/config/toolchain-config';
 import { temporalCliPath } from '../../src/temporal/toolchain';
 
@@ -43,7 +43,7 @@ describe('DevServer.start readiness', () => {
     const executable = await script('silent', `echo $$ > ${pidFile}\nexec sleep 600`);
     const t0 = Date.now();
     await expect(
-      DevServer.start({ env: devServerEnv(), executable, uiPort: false, startTimeoutMs: 2_000 }),
+      DevServer.start({ ...devServerBase(), executable, uiPort: false, startTimeoutMs: 2_000 }),
     ).rejects.toThrow(/did not answer on 127\.0\.0\.1:\d+ within 2000 ms/);
     const tookMs = Date.now() - t0;
     // The bound plus one probe and the stop: far below the 60 s default, so the option is what ended it.
@@ -61,7 +61,7 @@ describe('DevServer.start readiness', () => {
       'port-taken',
       `if [ ! -f ${tried} ]; then touch ${tried}; echo "listen tcp 127.0.0.1:41985: bind: address already in use" >&2; exit 1; fi\nexec ${real!} "$@"`,
     );
-    const server = await DevServer.start({ env: devServerEnv(), executable, uiPort: false });
+    const server = await DevServer.start({ ...devServerBase(), executable, uiPort: false });
     try {
       const connection = await Connection.connect({ address: server.address });
       await connection.workflowService.getSystemInfo({});
@@ -80,7 +80,7 @@ describe('DevServer.start readiness', () => {
       'panics',
       `if [ ! -f ${tried} ]; then touch ${tried}; echo "panic: listen tcp 127.0.0.1:41986: bind: address already in use" >&2; printf '${trace}' >&2; exit 2; fi\nexec ${real!} "$@"`,
     );
-    const server = await DevServer.start({ env: devServerEnv(), executable, uiPort: false });
+    const server = await DevServer.start({ ...devServerBase(), executable, uiPort: false });
     try {
       const connection = await Connection.connect({ address: server.address });
       await connection.workflowService.getSystemInfo({});
@@ -94,7 +94,7 @@ describe('DevServer.start readiness', () => {
   it('reports a server that exits during start-up with its exit code', async () => {
     const executable = await script('exits', 'echo "no such flag" >&2\nexit 3');
     await expect(
-      DevServer.start({ env: devServerEnv(), executable, uiPort: false, startTimeoutMs: 30_000 }),
+      DevServer.start({ ...devServerBase(), executable, uiPort: false, startTimeoutMs: 30_000 }),
     ).rejects.toThrow(/exited with code 3 during start-up: no such flag/);
   }, 60_000);
 });
@@ -102,7 +102,7 @@ describe('DevServer.start readiness', () => {
 describe('DevServer.start retention', () => {
   it("sets the default namespace's workflow execution retention to DEV_SERVER_RETENTION_MS (7 days)", async () => {
     expect(DEV_SERVER_RETENTION_MS).toBe(7 * 24 * 3600 * 1000);
-    const server = await DevServer.start({ env: devServerEnv(), uiPort: false });
+    const server = await DevServer.start({ ...devServerBase(), uiPort: false });
     try {
       const connection = await Connection.connect({ address: server.address });
       try {

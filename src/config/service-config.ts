@@ -7,7 +7,7 @@ import { baseUrl, fieldPaths, headerName, int, onOff, statuses, urlPath } from '
 import * as schemaDefaults from '../api/schemas';
 import { ALLOW_INSECURE_HTTP_ENV, plainHttpProblem } from './insecure-http';
 import { gotValue, withoutValue } from './redact';
-import { parseAllowList } from '../api/download-guard';
+import { DOWNLOAD_ALLOW_HOSTS_ENV, parseAllowList } from '../api/download-guard';
 import { parseRequestFields, parseRequestTemplate, templateClash } from '../api/request-shape';
 
 /**
@@ -76,7 +76,7 @@ const SETTINGS = {
   clientRateBurst: ['IMAGEGEN_CLIENT_RATE_BURST', int(1, 100_000), '10'],
   httpConnections: ['IMAGEGEN_HTTP_CONNECTIONS', int(1, 1024), '16'],
   downloadAllowHosts: [
-    'IMAGEGEN_DOWNLOAD_ALLOW_HOSTS',
+    DOWNLOAD_ALLOW_HOSTS_ENV,
     z
       .string()
       .superRefine((s, ctx) => {

@@ -90,7 +90,7 @@ const layers = {
   model: { may: [], packages: 'none' },
   util: { may: [], packages: 'no-temporal' },
   // The image service's interface, and the settings it is called with (config parses them with api's parsers).
-  api: { may: ['util', 'config'], packages: 'no-temporal' },
+  api: { may: ['util'], packages: 'no-temporal' },
   config: { may: ['util', 'api'] },
   codec: { may: ['config'] },
   temporal: { may: ['util'] },

@@ -7,6 +7,7 @@
  */
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
+import { loadToolchainOverrides } from '../src/config/toolchain-config';
 import { requireTemporalCli } from '../src/temporal/toolchain';
 import { rowIds, writeBatchFile } from './lib/batch-file';
 import type { Benchmark, BenchContext } from './lib/context';
@@ -69,7 +70,11 @@ export const orchestration: Benchmark = {
       const profileDir = path.join(stack.dir, 'profiles');
       await stack.worker?.stop();
       await stack.startWorker(['--cpu-prof', `--cpu-prof-dir=${profileDir}`]);
-      const perf = startGoProfile(stack.server.pid, requireTemporalCli(), path.join(stack.dir, 'perf.data'));
+      const perf = startGoProfile(
+        stack.server.pid,
+        requireTemporalCli(loadToolchainOverrides().temporalCli),
+        path.join(stack.dir, 'perf.data'),
+      );
       const profiled = await runOne(stack, ctx, 'profiled (worker under --cpu-prof, server under perf)', profiledRows);
       serverProfile = await perf?.stop();
       await stack.worker?.stop(); // the profile is written when the worker exits

@@ -304,17 +304,20 @@ async function runArtifact(tmp, app, stageEnv) {
   if (report?.validRows !== 3)
     fail(`validate: exit ${validated.code}, ${validated.stdout.slice(0, 400)}${validated.stderr}`);
 
-  const temporalCli = createRequire(path.join(root, 'package.json'))(
-    './dist/temporal/toolchain.js',
-  ).requireTemporalCli();
+  const repoRequire = createRequire(path.join(root, 'package.json'));
+  const { loadToolchainOverrides } = repoRequire('./dist/config/toolchain-config.js');
+  const temporalCli = repoRequire('./dist/temporal/toolchain.js').requireTemporalCli(
+    loadToolchainOverrides().temporalCli,
+  );
   const { DevServer } = appRequire('./dist/temporal/dev-server.js');
+  const { devServerEnv } = appRequire('./dist/config/dev-server-env.js');
   const { DEMO_API_KEY } = appRequire('./dist/simulator/config.js');
   let server;
   let simulator;
   let worker;
   try {
     server = await step('start a Temporal dev server', () =>
-      DevServer.start({ uiPort: false, executable: temporalCli, startTimeoutMs: 120_000 }),
+      DevServer.start({ uiPort: false, executable: temporalCli, startTimeoutMs: 120_000, env: devServerEnv() }),
     );
     simulator = startCli(app, ['simulator', '--port', '0', '--files-port', '0', '--json'], { env: baseEnv, cwd: work });
     const sim = await waitFor('the simulator', () => /^\{.*\}$/m.exec(simulator.io.stdout)?.[0], 60_000);

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DEMO_API_KEY } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
+import { devServerBase } from '../../test/helpers/dev-server';
 import { stopChild } from '../../test/helpers/child-process';
 
 /** The repository root. */
@@ -23,6 +24,7 @@ export async function startDevServer(options: {
   dynamicConfig?: Record<string, unknown>;
 }): Promise<DevServer> {
   return DevServer.start({
+    ...devServerBase(),
     uiPort: false,
     ...(options.dbFile ? { dbFile: options.dbFile, sqlitePragmas: options.pragmas ?? TUNED_SQLITE_PRAGMAS } : {}),
     ...(options.dynamicConfig ? { dynamicConfig: options.dynamicConfig } : {}),

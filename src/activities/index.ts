@@ -1,7 +1,8 @@
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type { Dispatcher } from 'undici';
-import { lazyApiKeyProvider, loadApiKey, type ApiKeyProvider } from '../api/api-key';
+import { lazyApiKeyProvider, type ApiKeyProvider } from '../api/api-key';
+import { loadApiKey } from '../config/api-key';
 import { silentLogger, type Logger } from '../api/client';
 import type { HoldRegistry } from '../api/holds';
 import { PollPlan } from '../api/poll-plan';
@@ -29,7 +30,7 @@ export interface ActivityDeps {
   now?: () => number;
   /**
    * Image-service configuration.
-   * @default loadServiceConfig(process.env), read when the activities are created (throws ConfigError)
+   * @default loadServiceConfig(): the process's environment, read when the activities are created (throws ConfigError)
    */
   config?: ServiceConfig;
   /**
@@ -122,10 +123,10 @@ type StepActivityName = (typeof STEP_ACTIVITIES)[number];
 export function createActivitiesWithSteps(deps: ActivityDeps) {
   const now = deps.now ?? Date.now;
   // Read (and validated) now, so that a wrong setting stops the worker at start-up, naming its variable.
-  const config = deps.config ?? loadServiceConfig(process.env);
+  const config = deps.config ?? loadServiceConfig();
   const outputRoot = deps.outputRoot ?? process.cwd();
   // One key provider (the key file read once) and one fingerprinter for every activity.
-  const apiKey = deps.apiKey ?? lazyApiKeyProvider(() => loadApiKey(process.env));
+  const apiKey = deps.apiKey ?? lazyApiKeyProvider(() => loadApiKey());
   const fingerprintOf = requestFingerprinter(config);
   const proveService = serviceProver({ config, ledger: deps.ledger, now });
   /** What the activities that ask the service without saving images share. */

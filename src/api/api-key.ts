@@ -1,11 +1,10 @@
-import { readFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
-import { unreadableFile } from '../config/redact';
 import { ErrorCode, ImagebatchError } from '../model/errors';
 
 /**
- * The API key: read from the worker's environment only, checked before the first request, and never printed.
- * Every message here describes what is wrong with the key without quoting any part of it.
+ * The API key: read from the worker's environment only (by `loadApiKey`, src/config/api-key.ts), checked before the
+ * first request, and never printed. Every message here describes what is wrong with the key without quoting any part
+ * of it.
  */
 
 export const API_KEY_ENV = 'IMAGEGEN_API_KEY';
@@ -50,34 +49,6 @@ export function assertApiKeyFormat(key: string, source = API_KEY_ENV): string {
   return key;
 }
 
-/**
- * Reads the key from `IMAGEGEN_API_KEY`, or from the file named by `IMAGEGEN_API_KEY_FILE` (one trailing
- * newline is removed), and checks its format. Exactly one of the two must be set.
- */
-export function loadApiKey(
-  env: Readonly<Record<string, string | undefined>> = process.env,
-  readFile: (path: string) => string = (p) => readFileSync(p, 'utf8'),
-): string {
-  const direct = env[API_KEY_ENV];
-  const file = env[API_KEY_FILE_ENV];
-  const hasDirect = direct !== undefined && direct !== '';
-  const hasFile = file !== undefined && file.trim() !== '';
-  if (hasDirect && hasFile) throw new ApiKeyError(`set only one of ${API_KEY_ENV} and ${API_KEY_FILE_ENV}, not both`);
-  if (hasDirect) return assertApiKeyFormat(stripNewline(direct), API_KEY_ENV);
-  if (hasFile) {
-    let text: string;
-    try {
-      text = readFile(file.trim());
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code ?? 'error';
-      // The file's name is not shown: it may be the key itself, put in the wrong variable.
-      throw new ApiKeyError(`${API_KEY_FILE_ENV}: ${unreadableFile(file.trim(), code, API_KEY_ENV)}`);
-    }
-    return assertApiKeyFormat(stripNewline(text), `the file named by ${API_KEY_FILE_ENV}`);
-  }
-  throw new ApiKeyError(`no API key: set ${API_KEY_ENV} or ${API_KEY_FILE_ENV} in the worker's environment`);
-}
-
 /** A provider that loads (and checks) the key once, on first use, and then returns it. */
 export function lazyApiKeyProvider(load: () => string): ApiKeyProvider {
   let key: string | undefined;
@@ -87,10 +58,6 @@ export function lazyApiKeyProvider(load: () => string): ApiKeyProvider {
 /** A short, non-reversible name of a key for per-key state and logs (the first 12 hex digits of its SHA-256). */
 export function keyFingerprint(key: string): string {
   return createHash('sha256').update(key).digest('hex').slice(0, 12);
-}
-
-function stripNewline(s: string): string {
-  return s.replace(/\r?\n$/, '');
 }
 
 function countMatches(s: string, re: RegExp): number {

@@ -1,12 +1,12 @@
 import type { Dispatcher } from 'undici';
 import type { CreationRequest, SubmitCreationInput } from '../model';
-import { AuthHeaderStyle, type ServiceConfig } from '../config/service-config';
+import { AuthHeaderStyle, type ServiceConfig } from './service-config';
 import { ApiKeyError, assertApiKeyFormat, keyFingerprint, type ApiKeyProvider } from './api-key';
 import { classifyResponse, RequestKind, type Outcome } from './classify';
 import { ErrorCode } from './contract';
 import { HoldRegistry, Pacer } from './holds';
 import { LocalHoldCode, localHold, QUOTA_RECHECK_MS } from './local-hold';
-import type { QuotaTicket } from './quota-gate';
+import type { QuotaGate, QuotaTicket } from './quota-gate';
 import { createServiceDispatcher, send } from './http';
 import { redactJsonValue, redactRawText } from './redact';
 import { buildRequestBody, DEFAULT_REQUEST_SHAPE, RequestShapeError, type RequestShape } from './request-shape';
@@ -67,6 +67,8 @@ export class ImageApiClient {
   private readonly logger: Logger;
   private readonly apiKey: ApiKeyProvider;
   private readonly pacer: Pacer | undefined;
+  /** What learns the key's rate and the account's quota from 429s; undefined while `learnLimits` is off. */
+  private readonly learner: Pick<HoldRegistry, 'rateOf' | 'quotaOf'> | undefined;
   private readonly sleep: (ms: number) => Promise<void>;
   /** When the pace last made a request wait, if ever. */
   private lastPacedAt: number | undefined;
@@ -81,6 +83,7 @@ export class ImageApiClient {
     this.now = options.now ?? Date.now;
     this.logger = options.logger ?? silentLogger;
     this.holds = options.holds ?? new HoldRegistry();
+    this.learner = options.config.learnLimits ? this.holds : undefined;
     this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
     this.pacer =
       options.config.clientRatePerSec > 0
@@ -166,8 +169,8 @@ export class ImageApiClient {
       return localHold(held);
     }
     let ticket: QuotaTicket | undefined;
-    if (kind === RequestKind.Submit && this.config.learnLimits) {
-      ticket = await this.enterQuota(keyId, req.signal);
+    if (kind === RequestKind.Submit && this.learner) {
+      ticket = await this.enterQuota(this.learner.quotaOf(keyId), req.signal);
       if (ticket === undefined) return localHold(QUOTA_RECHECK_MS, LocalHoldCode.Quota);
     }
     const paced = await this.pace(keyId);
@@ -222,9 +225,7 @@ export class ImageApiClient {
     });
     const outcome = this.markProbe(redactJsonValue(classified, key), keyId, ticket);
     if (ticket) ticket.gate.answered(ticket, now, outcome.kind === 'accepted' ? outcome.creationId : undefined);
-    if (this.config.learnLimits && res.status !== undefined && res.status !== 429) {
-      this.holds.rateOf(keyId).passedAt(sentAt);
-    }
+    if (res.status !== undefined && res.status !== 429) this.learner?.rateOf(keyId).passedAt(sentAt);
     this.afterResponse(kind, outcome, keyId, now, req.creationId, previousPoll, sentAt);
     this.logger[outcome.kind === 'accepted' || outcome.kind === 'ended' ? 'info' : 'debug']('image api: response', {
       kind,
@@ -261,11 +262,11 @@ export class ImageApiClient {
           }
         } else if (outcome.httpStatus === 429 && outcome.code === ErrorCode.QuotaExceeded) {
           // The quota counts creations: polls go on, and find the places that free.
-          this.holds.quotaOf(keyId).exceeded(now, outcome.retryAfterMs);
+          this.learner?.quotaOf(keyId).exceeded(now, outcome.retryAfterMs);
           this.holds.holdSubmissions(keyId, now + outcome.retryAfterMs);
           this.logger.info('image api: submissions held', { keyId, waitMs: outcome.retryAfterMs });
         } else {
-          if (outcome.httpStatus === 429 && this.config.learnLimits) this.learntPace(keyId, now, outcome.retryAfterMs);
+          if (outcome.httpStatus === 429) this.learntPace(keyId, now, outcome.retryAfterMs);
           this.holds.holdKey(keyId, now + outcome.retryAfterMs);
           this.logger.info('image api: key held', {
             keyId,
@@ -275,19 +276,19 @@ export class ImageApiClient {
         }
         return;
       case 'refunded':
-        if (creationId !== undefined) this.holds.quotaOf(keyId).ended(creationId);
+        if (creationId !== undefined) this.learner?.quotaOf(keyId).ended(creationId);
         if (outcome.details.retryAfterMs !== undefined) this.holds.holdKey(keyId, now + outcome.details.retryAfterMs);
         return;
       case 'ambiguous':
         if (outcome.retryAfterMs !== undefined) this.holds.holdKey(keyId, now + outcome.retryAfterMs);
         return;
       case 'inFlight':
-        if (creationId !== undefined) this.holds.quotaOf(keyId).seen(creationId, now);
+        if (creationId !== undefined) this.learner?.quotaOf(keyId).seen(creationId, now);
         return;
       case 'ended':
       case 'rejected':
       case 'notFound':
-        if (creationId !== undefined) this.holds.quotaOf(keyId).ended(creationId);
+        if (creationId !== undefined) this.learner?.quotaOf(keyId).ended(creationId);
         return;
       case 'notSent':
       case 'accepted':
@@ -302,8 +303,7 @@ export class ImageApiClient {
    * A place under the learnt quota for a submission, waiting in process (at most {@link MAX_IN_PROCESS_WAIT_MS})
    * for a poll to free one; undefined when none freed in time.
    */
-  private async enterQuota(keyId: string, signal: AbortSignal | undefined): Promise<QuotaTicket | undefined> {
-    const gate = this.holds.quotaOf(keyId);
+  private async enterQuota(gate: QuotaGate, signal: AbortSignal | undefined): Promise<QuotaTicket | undefined> {
     const until = this.now() + MAX_IN_PROCESS_WAIT_MS;
     for (;;) {
       const ticket = gate.enter(this.now());
@@ -317,13 +317,15 @@ export class ImageApiClient {
   /** A 429 that answers the worker's own probe above what it learnt says so (see `RateLimitedInfo.probe`). */
   private markProbe(outcome: Outcome, keyId: string, ticket: QuotaTicket | undefined): Outcome {
     if (outcome.kind !== 'rateLimited' || outcome.httpStatus !== 429) return outcome;
-    const probe = outcome.code === ErrorCode.QuotaExceeded ? ticket?.probe === true : this.holds.rateOf(keyId).probing;
+    const probe =
+      outcome.code === ErrorCode.QuotaExceeded ? ticket?.probe === true : this.learner?.rateOf(keyId).probing === true;
     return probe ? { ...outcome, probe } : outcome;
   }
 
   /** A 429 of the key's rate, holding the key for `holdMs`: the learnt pace is cut, and the log says to what. */
   private learntPace(keyId: string, now: number, holdMs: number): void {
-    const rate = this.holds.rateOf(keyId);
+    const rate = this.learner?.rateOf(keyId);
+    if (!rate) return;
     const before = rate.perSecond;
     rate.limited(now, holdMs);
     if (rate.perSecond !== before) {
@@ -333,7 +335,7 @@ export class ImageApiClient {
 
   /** Sleeps a sub-second wait of the pacer (fixed or learnt); returns a longer one, not slept (0: go). */
   private async pace(keyId: string): Promise<number> {
-    const pacer = this.pacer ?? (this.config.learnLimits ? this.holds.rateOf(keyId) : undefined);
+    const pacer = this.pacer ?? this.learner?.rateOf(keyId);
     if (!pacer) return 0;
     const wait = pacer.take(this.now());
     if (wait > MAX_IN_PROCESS_WAIT_MS) {

@@ -1,5 +1,5 @@
 import { Agent, Pool, request, type Dispatcher } from 'undici';
-import type { ServiceConfig } from '../config/service-config';
+import type { ServiceConfig } from './service-config';
 import { ErrorCode, ImagebatchError } from '../model/errors';
 import { neverSent } from './not-sent';
 

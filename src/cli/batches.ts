@@ -106,7 +106,7 @@ export type StartBatchOptions = {
   client: Client;
   taskQueue: string;
   ledger: LedgerStore;
-  /** The worker's settings (for the prints of an earlier version's ledger.jsonl). @default process.env */
+  /** The worker's settings (for the prints of an earlier version's ledger.jsonl). @default the process's environment */
   env?: Readonly<Record<string, string | undefined>>;
 } & ({ prepared: PreparedBatch } | BatchOptions);
 
@@ -150,7 +150,7 @@ export async function startOrAttachBatch(options: StartBatchOptions): Promise<St
     throw new BatchFileChangedError(input.batchId, input.file, difference, where);
   }
   // A batch of an earlier version kept its ledger in its output folder: taken into the store first.
-  await importOutputFolder(ledger, input.outDir, env ?? process.env);
+  await importOutputFolder(ledger, input.outDir, env);
   const asks = batchAsks(input);
   const recorded = await ledger.batches(input.batchId);
   for (const start of recorded) {

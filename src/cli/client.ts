@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { loadApiKey } from '../api/api-key';
+import { loadApiKey } from '../config/api-key';
 import { clientDataConverter, payloadCodecsFromEnv } from '../codec';
 import { loadServiceConfig } from '../config/service-config';
 import { connectionOptions, loadTemporalConfig, type TemporalConfig } from '../config/temporal-config';
@@ -128,7 +128,7 @@ export function superviseLocal(env: Env, log: (line: string) => void): () => voi
 /** Runs `fn` with a client from the environment (local mode: the home's server), and closes it whatever happens. */
 export async function withClient(
   fn: (client: Client) => Promise<void>,
-  env: Env = process.env,
+  env: Env,
   options: ConnectOptions = {},
 ): Promise<void> {
   const { client, close } = await connectClient(env, options);

@@ -1,4 +1,5 @@
-import { API_KEY_ENV, API_KEY_FILE_ENV, lazyApiKeyProvider, loadApiKey } from '../api/api-key';
+import { lazyApiKeyProvider } from '../api/api-key';
+import { apiKeyNamed, loadApiKey } from '../config/api-key';
 import { ImageApiClient } from '../api/client';
 import { loadServiceConfig } from '../config/service-config';
 import { loadTemporalConfig } from '../config/temporal-config';
@@ -16,8 +17,7 @@ import type { ModelInfo } from '../model';
 
 /** Whether `validate` reads the catalog itself: a key is set in its environment and no Temporal address is. */
 export function keyAtHand(env: Readonly<Record<string, string | undefined>>): boolean {
-  const set = (name: string) => (env[name] ?? '').trim() !== '';
-  if (!set(API_KEY_ENV) && !set(API_KEY_FILE_ENV)) return false;
+  if (!apiKeyNamed(env)) return false;
   try {
     return loadTemporalConfig(env).addressFrom === undefined;
   } catch {

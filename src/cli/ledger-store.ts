@@ -19,9 +19,10 @@ export async function withLedgerStore<T>(env: Env, work: (store: LedgerStore) =>
 
 /**
  * Takes an output folder's `ledger.jsonl` of an earlier version into the store (once), with the prints the worker's
- * settings in `env` make. Settings that cannot be read leave it to the worker, which imports it with its own.
+ * settings in `env` make (the process's environment when not given). Settings that cannot be read leave it to the
+ * worker, which imports it with its own.
  */
-export async function importOutputFolder(store: LedgerStore, outDir: string, env: Env): Promise<void> {
+export async function importOutputFolder(store: LedgerStore, outDir: string, env?: Env): Promise<void> {
   let fingerprintOf: Fingerprinter;
   try {
     fingerprintOf = requestFingerprinter(loadServiceConfig(env));

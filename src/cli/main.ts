@@ -4,6 +4,8 @@ import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { Command, CommanderError, Help, Option } from 'commander';
 import type { z } from 'zod';
+import { processEnv } from '../config/env';
+import { loadLogLevel } from '../config/log-level';
 import { ErrorCode, ImagebatchError } from '../model/errors';
 import { BatchValidationError } from './batches';
 import type { CommandContext, CommandDefinition, CommandGroup } from './command';
@@ -179,10 +181,7 @@ export async function main(argv: readonly string[], io: Partial<CliIO> = {}): Pr
   // own runtime (runWorker), with the Prometheus exporter when IMAGEBATCH_METRICS_ADDRESS asks for it; so does the local
   // worker (`local worker`).
   const runsWorker = argv[2] === 'worker' || (argv[2] === 'local' && argv[3] === 'worker');
-  if (!runsWorker) {
-    const level = process.env.IMAGEBATCH_LOG_LEVEL === 'debug' ? 'DEBUG' : 'WARN';
-    Runtime.install({ logger: new DefaultLogger(level, (entry) => sdkLog.write(entry)) });
-  }
+  const env = io.env ?? processEnv();
   const controller = new AbortController();
   setMaxListeners(0, controller.signal); // every client call in flight listens to it
   const onSigint = () => controller.abort();
@@ -192,11 +191,12 @@ export async function main(argv: readonly string[], io: Partial<CliIO> = {}): Pr
     stdout,
     stderr,
     stderrIsTTY: io.stderrIsTTY ?? process.stderr.isTTY === true,
-    env: io.env ?? process.env,
+    env,
     signal: controller.signal,
   };
   const result = { code: ExitCode.Ok as number };
   try {
+    if (!runsWorker) Runtime.install({ logger: new DefaultLogger(loadLogLevel(env), (e) => sdkLog.write(e)) });
     await buildProgram(context, result).parseAsync(argv);
     return result.code;
   } catch (err) {

@@ -1,3 +1,4 @@
+import { noColor } from '../config/terminal';
 import type { BatchProgress } from '../model';
 import { progressLine } from './progress-line';
 
@@ -22,7 +23,7 @@ export interface ProgressDisplayOptions {
   color?: boolean;
   /**
    * Where `NO_COLOR` is read.
-   * @default process.env
+   * @default the process's environment
    */
   env?: Readonly<Record<string, string | undefined>>;
   /**
@@ -57,8 +58,7 @@ export class ProgressDisplay {
 
   constructor(private readonly options: ProgressDisplayOptions) {
     this.columns = options.columns ?? (() => process.stderr.columns);
-    const env = options.env ?? process.env;
-    this.color = options.tty && !env.NO_COLOR && (options.color ?? process.stderr.hasColors?.() ?? false);
+    this.color = options.tty && !noColor(options.env) && (options.color ?? process.stderr.hasColors?.() ?? false);
     this.plainIntervalMs = options.plainIntervalMs ?? 5000;
     this.now = options.now ?? Date.now;
   }

@@ -7,6 +7,7 @@ import {
   type PayloadCodec,
 } from '@temporalio/common';
 import { loadPayloadKeys } from '../config/codec-config';
+import type { Env } from '../config/env';
 import { loadPayloadCompression } from '../config/compression-config';
 import { AesGcmPayloadCodec } from './aes-gcm-codec';
 import { CompressionPayloadCodec } from './compression-codec';
@@ -26,16 +27,20 @@ export interface PayloadCodecs {
   encryption?: AesGcmPayloadCodec;
 }
 
-/** The codec the environment configures (`IMAGEBATCH_PAYLOAD_KEY` / `_FILE`), or undefined when none is. */
-export function payloadCodecFromEnv(
-  env: Readonly<Record<string, string | undefined>> = process.env,
-): AesGcmPayloadCodec | undefined {
+/**
+ * The codec the environment configures (`IMAGEBATCH_PAYLOAD_KEY` / `_FILE`), or undefined when none is.
+ * @default env: the process's (read by src/config)
+ */
+export function payloadCodecFromEnv(env?: Env): AesGcmPayloadCodec | undefined {
   const keys = loadPayloadKeys(env);
   return keys ? new AesGcmPayloadCodec(keys.keys) : undefined;
 }
 
-/** The codecs the environment configures: `IMAGEBATCH_PAYLOAD_COMPRESSION` and the payload keys. */
-export function payloadCodecsFromEnv(env: Readonly<Record<string, string | undefined>> = process.env): PayloadCodecs {
+/**
+ * The codecs the environment configures: `IMAGEBATCH_PAYLOAD_COMPRESSION` and the payload keys.
+ * @default env: the process's (read by src/config)
+ */
+export function payloadCodecsFromEnv(env?: Env): PayloadCodecs {
   const encryption = payloadCodecFromEnv(env);
   return {
     compression: new CompressionPayloadCodec({ compress: loadPayloadCompression(env) }),

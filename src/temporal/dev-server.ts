@@ -5,7 +5,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
 import { google } from '@temporalio/proto';
 import { freePort } from '../util/net';
-import { devServerEnv } from './dev-server-env';
 import { requireTemporalCli } from './toolchain';
 
 /** Options of {@link DevServer.start}. */
@@ -48,7 +47,7 @@ export interface DevServerOptions {
   startTimeoutMs?: number;
   /**
    * Path of the `temporal` binary.
-   * @default the project's pinned CLI (see toolchain.ts)
+   * @default the project's pinned CLI (see toolchain.ts; `requireTemporalCli(override)` honours a setting's binary)
    */
   executable?: string;
   /**
@@ -74,10 +73,10 @@ export interface DevServerOptions {
    */
   detachedLogFile?: string;
   /**
-   * The server's environment, whole: pass it through {@link devServerEnv} (an allow-list), never the caller's own.
-   * @default devServerEnv(process.env)
+   * The server's environment, whole: `devServerEnv()` of src/config (an allow-list), never the caller's own, which
+   * may hold the image service key and other secrets. No default: each starter says what the server gets.
    */
-  env?: Record<string, string>;
+  env: Record<string, string>;
 }
 
 /** Retention of the dev server's `default` namespace (its own is 24 h): a batch run on Friday is still known on Monday. */
@@ -128,7 +127,7 @@ export class DevServer {
    * taken meanwhile (a free port is free only until someone binds it; the CLI picks its HTTP API port at random), and
    * the server's panic may bury that line under a long trace. A server that does not answer in time is not.
    */
-  static async start(options: DevServerOptions = {}): Promise<DevServer> {
+  static async start(options: DevServerOptions): Promise<DevServer> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await DevServer.startOnce(options);
@@ -160,8 +159,7 @@ export class DevServer {
     for (const [name, type] of Object.entries(options.searchAttributes ?? {})) {
       args.push('--search-attribute', `${name}=${type}`);
     }
-    // Never this process's own environment: it may hold the image service key and other secrets.
-    const env = options.env ?? devServerEnv(process.env);
+    const { env } = options;
     let child: ChildProcess;
     if (options.detachedLogFile) {
       mkdirSync(path.dirname(options.detachedLogFile), { recursive: true });

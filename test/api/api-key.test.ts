@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ApiKeyError, describeApiKeyProblem, keyFingerprint, loadApiKey } from '../../src/api/api-key';
+import { ApiKeyError, describeApiKeyProblem, keyFingerprint } from '../../src/api/api-key';
+import { loadApiKey } from '../../src/config/api-key';
 import { SECRET_KEY } from './helpers/stub-server';
 
 const TOKEN = 'SeCrEt0123456789abcdefghijKLMNOPQRSTUVWX';

@@ -11,6 +11,7 @@ import { results } from '../../src/cli/commands/results';
 import { DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
 import { hash32, mulberry32, uniformInt, type Random } from '../../src/simulator/random';
 import { DevServer } from '../../src/temporal/dev-server';
+import { devServerBase } from '../helpers/dev-server';
 import type { BatchProgress } from '../../src/model';
 import { progressQuery, type batchWorkflow } from '../../src/workflows';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy';
@@ -157,7 +158,7 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
     const file = path.join(dir, 'batch.csv');
     const outDir = path.join(dir, 'out');
     const rowIds = await writeChaosCsv(file, rows);
-    server = await DevServer.start({ dbFile, uiPort: false });
+    server = await DevServer.start({ ...devServerBase(), dbFile, uiPort: false });
     const port = Number(server.address.split(':').pop());
     sim = await startSimulator(simulatorConfig(seed, rowIds));
     proxy = await startFaultProxy({ targetPort: sim.port, seed: hash32('proxy', seed), faults: PROXY_FAULTS });
@@ -235,7 +236,7 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
           }
           case ChaosEventKind.RestartServer:
             await server!.stop();
-            server = await DevServer.start({ dbFile, uiPort: false, port });
+            server = await DevServer.start({ ...devServerBase(), dbFile, uiPort: false, port });
             break;
         }
         const done_: DoneEvent = { kind: event.kind, atMs: started - t0, ...at, outageMs: Date.now() - started };

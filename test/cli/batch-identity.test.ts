@@ -7,6 +7,7 @@ import { BatchFileChangedError, startOrAttachBatch } from '../../src/cli/batches
 import { fileFingerprint, type BatchEvent, type LedgerStore } from '../../src/ledger';
 import { defaultLedger } from '../helpers/ledger';
 import { DevServer } from '../../src/temporal/dev-server';
+import { devServerBase } from '../helpers/dev-server';
 import { batchWorkflow } from '../../src/workflows';
 import { batchWorkflowId } from '../../src/model';
 import { baseEnv, cli, describeRun, ensureDistIsFresh } from './helpers';
@@ -29,7 +30,7 @@ beforeAll(async () => {
   store = await defaultLedger();
   await ensureDistIsFresh();
   dir = await mkdtemp(path.join(os.tmpdir(), 'imagebatch-identity-'));
-  server = await DevServer.start({ uiPort: false });
+  server = await DevServer.start({ ...devServerBase(), uiPort: false });
   connection = await Connection.connect({ address: server.address });
   client = new Client({ connection });
 });
@@ -131,7 +132,7 @@ describe('run: a batch id is bound to its file', { timeout: 120_000 }, () => {
     const first = await run(file, 'reset-id', out);
     expect(first.r.code, first.what).toBe(0);
 
-    const fresh = await DevServer.start({ uiPort: false });
+    const fresh = await DevServer.start({ ...devServerBase(), uiPort: false });
     try {
       await writeFile(file, CHANGED);
       const refused = await run(file, 'reset-id', out, fresh.address);

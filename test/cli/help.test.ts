@@ -123,3 +123,18 @@ describe('a mistyped option or command: the error, the suggestion, and where the
     expect(lines(r.err)).toEqual(["error: missing required argument 'file'", 'imagebatch validate --help for usage']);
   });
 });
+
+describe('IMAGEBATCH_LOG_LEVEL', () => {
+  it('is read from the environment the CLI is given, and a wrong one stops any command with its name', async () => {
+    const code = await main(['node', 'imagebatch', '--version'], {
+      stdout: (text) => void stdout.push(text),
+      stderr: (text) => void stderr.push(text),
+      env: { IMAGEBATCH_LOG_LEVEL: 'verbose' },
+    });
+    expect({ code, out: stdout.join(''), err: stderr.join('') }).toEqual({
+      code: 1,
+      out: '',
+      err: 'imagebatch: IMAGEBATCH_LOG_LEVEL: must be debug or warn (got "verbose")\n',
+    });
+  });
+});

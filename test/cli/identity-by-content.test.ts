@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
+import { devServerBase } from '../helpers/dev-server';
 import type { BatchProgress } from '../../src/model';
 import { WorkerProcess, baseEnv, cli, describeRun, ensureDistIsFresh, readCsv, waitUntil } from './helpers';
 import { defaultLedger } from '../helpers/ledger';
@@ -26,7 +27,7 @@ let temporalEnv: Record<string, string>;
 const TASK_QUEUE = 'imagebatch-identity-content';
 
 async function startTemporalAndWorker(): Promise<void> {
-  server = await DevServer.start({ uiPort: false });
+  server = await DevServer.start({ ...devServerBase(), uiPort: false });
   const temporal = { TEMPORAL_ADDRESS: server.address, TEMPORAL_TASK_QUEUE: TASK_QUEUE };
   worker = await WorkerProcess.start({
     env: baseEnv({

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_API_KEY, FaultKind, IdempotencyVariant } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
+import { devServerBase } from '../helpers/dev-server';
 import type { ReconcileOutcome } from '../../src/cli/commands/reconcile';
 import { idempotencyKeyFor } from '../../src/model';
 import { WorkerProcess, baseEnv, cli, describeRun, readCsv } from './helpers';
@@ -196,7 +197,7 @@ describe('imagebatch reconcile', { timeout: 180_000 }, () => {
     expect(chargedBefore).toEqual([idempotencyKeyFor(GONE, 'g1', 1), idempotencyKeyFor(GONE, 'g2', 1)]);
 
     // Temporal's retention passes: a new, empty dev server and a worker on it (ordinary settings), same service.
-    const fresh = await DevServer.start({ uiPort: false });
+    const fresh = await DevServer.start({ ...devServerBase(), uiPort: false });
     let worker: WorkerProcess | undefined;
     try {
       const temporal = { TEMPORAL_ADDRESS: fresh.address, TEMPORAL_TASK_QUEUE: 'imagebatch-cli' };

@@ -9,6 +9,7 @@ import { DEFAULT_IDEMPOTENCY_HEADER } from '../../src/api/contract';
 import { defaultLedger } from '../helpers/ledger';
 import { DEMO_API_KEY, FaultKind, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
+import { devServerBase } from '../helpers/dev-server';
 import type { BatchProgress } from '../../src/model';
 import { WorkerProcess, baseEnv, cli, cliJson, describeRun, ensureDistIsFresh, readCsv } from './helpers';
 import { chargedKeys } from './stack';
@@ -70,7 +71,7 @@ let worker: WorkerProcess | undefined;
 
 /** A dev server that knows nothing and a worker on it: what is left of Temporal once its retention has passed. */
 async function startTemporalAndWorker(): Promise<Record<string, string>> {
-  server = await DevServer.start({ uiPort: false });
+  server = await DevServer.start({ ...devServerBase(), uiPort: false });
   const temporal = { TEMPORAL_ADDRESS: server.address, TEMPORAL_TASK_QUEUE: TASK_QUEUE };
   worker = await WorkerProcess.start({
     env: baseEnv({

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fileFingerprint, ledgerLocation, type NewLedgerEvent } from '../../src/ledger';
 import { defaultLedger, testPrint, writeJsonlLedger } from '../helpers/ledger';
 import { DevServer } from '../../src/temporal/dev-server';
+import { devServerBase } from '../helpers/dev-server';
 import type { RowRecord } from '../../src/model';
 import { baseEnv, cli, describeRun, ensureDistIsFresh, readCsv } from './helpers';
 import { rowRecord } from '../helpers/records';
@@ -22,7 +23,7 @@ let server: DevServer;
 beforeAll(async () => {
   await ensureDistIsFresh();
   dir = await mkdtemp(path.join(os.tmpdir(), 'imagebatch-results-ledger-'));
-  server = await DevServer.start({ uiPort: false });
+  server = await DevServer.start({ ...devServerBase(), uiPort: false });
 });
 
 afterAll(async () => {

@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { loadApiKey } from '../../src/api/api-key';
+import { loadApiKey } from '../../src/config/api-key';
 import { simulatorCommand, simulatorUse } from '../../src/cli/commands/simulator';
 import { loadServiceConfig } from '../../src/config/service-config';
 import { DEMO_API_KEY } from '../../src/simulator';

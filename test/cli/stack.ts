@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DEMO_API_KEY, startSimulator, type Simulator, type SimulatorConfigInput } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
+import { devServerBase } from '../helpers/dev-server';
 import { parseIdempotencyKey } from '../../src/model';
 import { WorkerProcess, baseEnv, ensureDistIsFresh } from './helpers';
 
@@ -44,7 +45,10 @@ export async function startStack(options: {
     await rm(dir, { recursive: true, force: true });
   };
   try {
-    [server, sim] = await Promise.all([DevServer.start({ uiPort: false }), startSimulator(options.simulator)]);
+    [server, sim] = await Promise.all([
+      DevServer.start({ ...devServerBase(), uiPort: false }),
+      startSimulator(options.simulator),
+    ]);
     const temporal = { TEMPORAL_ADDRESS: server.address, TEMPORAL_TASK_QUEUE: options.taskQueue ?? 'imagebatch-cli' };
     const workerEnv = (extra: Record<string, string>) =>
       baseEnv({

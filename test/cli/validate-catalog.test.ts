@@ -3,6 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { validate } from '../../src/cli/commands/validate';
+import { keyAtHand } from '../../src/cli/direct-catalog';
+import { loadApiKey } from '../../src/config/api-key';
 
 /**
  * `validate` against the account's catalog when the key is at hand (read in the command's own process): a model the
@@ -34,5 +36,18 @@ describe('validate with a key at hand', () => {
     });
     expect(res.ok).toBe(true);
     expect(res.catalogProblem).toMatch(/no model id where the settings read them \(IMAGEGEN_MODEL_ID_FIELDS/);
+  });
+});
+
+describe('whether a key is at hand', () => {
+  const local = { IMAGEBATCH_LOCAL: 'on' };
+
+  it('is what the worker reads as set: IMAGEGEN_API_KEY, or a file named in IMAGEGEN_API_KEY_FILE', () => {
+    expect(keyAtHand({ ...local })).toBe(false);
+    expect(keyAtHand({ ...local, IMAGEGEN_API_KEY: '', IMAGEGEN_API_KEY_FILE: '  ' })).toBe(false);
+    expect(keyAtHand({ ...local, IMAGEGEN_API_KEY_FILE: '/run/secrets/key' })).toBe(true);
+    // A key of blanks is a key the worker refuses for its whitespace, not a missing one: validate says so too.
+    expect(keyAtHand({ ...local, IMAGEGEN_API_KEY: ' ' })).toBe(true);
+    expect(() => loadApiKey({ IMAGEGEN_API_KEY: ' ' })).toThrow(/contains whitespace/);
   });
 });

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadApiKey } from '../../src/api/api-key';
+import { loadApiKey } from '../../src/config/api-key';
 import { loadPayloadKeys } from '../../src/config/codec-config';
 import { loadMetricsConfig } from '../../src/config/metrics-config';
 import { describeValue, isSecretVariable, looksLikeSecret } from '../../src/config/redact';

@@ -6,6 +6,7 @@ import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BatchNoAnswerError, QUERY_TIMEOUT_MS, followBatch } from '../../src/cli/batches';
 import { DevServer } from '../../src/temporal/dev-server';
+import { devServerBase } from '../helpers/dev-server';
 import { batchWorkflowId } from '../../src/model';
 import { batchWorkflow, type BatchWorkflowInput } from '../../src/workflows';
 import { baseEnv, cli, describeRun, ensureDistIsFresh } from '../cli/helpers';
@@ -25,7 +26,7 @@ const TASK_QUEUE = `nobody-${randomUUID()}`;
 beforeAll(async () => {
   await ensureDistIsFresh();
   dir = await mkdtemp(path.join(os.tmpdir(), 'imagebatch-cliwaits-'));
-  server = await DevServer.start({ uiPort: false });
+  server = await DevServer.start({ ...devServerBase(), uiPort: false });
   connection = await Connection.connect({ address: server.address });
   client = new Client({ connection });
   env = baseEnv({ TEMPORAL_ADDRESS: server.address, TEMPORAL_TASK_QUEUE: TASK_QUEUE });

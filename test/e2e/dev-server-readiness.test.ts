@@ -5,6 +5,8 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEV_SERVER_RETENTION_MS, DevServer } from '../../src/temporal/dev-server';
+import { devServerBase } from '../helpers/dev-server';
+import { loadToolchainOverrides } from '../../src/config/toolchain-config';
 import { temporalCliPath } from '../../src/temporal/toolchain';
 
 /**
@@ -40,9 +42,9 @@ describe('DevServer.start readiness', () => {
     const pidFile = path.join(dir, 'silent.pid');
     const executable = await script('silent', `echo $$ > ${pidFile}\nexec sleep 600`);
     const t0 = Date.now();
-    await expect(DevServer.start({ executable, uiPort: false, startTimeoutMs: 2_000 })).rejects.toThrow(
-      /did not answer on 127\.0\.0\.1:\d+ within 2000 ms/,
-    );
+    await expect(
+      DevServer.start({ ...devServerBase(), executable, uiPort: false, startTimeoutMs: 2_000 }),
+    ).rejects.toThrow(/did not answer on 127\.0\.0\.1:\d+ within 2000 ms/);
     const tookMs = Date.now() - t0;
     // The bound plus one probe and the stop: far below the 60 s default, so the option is what ended it.
     expect(tookMs).toBeLessThan(20_000);
@@ -53,13 +55,13 @@ describe('DevServer.start readiness', () => {
   it('starts again a server whose port was taken meanwhile (seen in CI: its random HTTP API port)', async () => {
     // The first start loses the race for a port; the second is the real server.
     const tried = path.join(dir, 'tried');
-    const real = temporalCliPath();
+    const real = temporalCliPath(loadToolchainOverrides().temporalCli);
     expect(real, 'the pinned Temporal CLI (node scripts/setup.mjs)').toBeDefined();
     const executable = await script(
       'port-taken',
       `if [ ! -f ${tried} ]; then touch ${tried}; echo "listen tcp 127.0.0.1:41985: bind: address already in use" >&2; exit 1; fi\nexec ${real!} "$@"`,
     );
-    const server = await DevServer.start({ executable, uiPort: false });
+    const server = await DevServer.start({ ...devServerBase(), executable, uiPort: false });
     try {
       const connection = await Connection.connect({ address: server.address });
       await connection.workflowService.getSystemInfo({});
@@ -71,14 +73,14 @@ describe('DevServer.start readiness', () => {
 
   it('starts again a server that panicked during start-up, its port line buried under a long trace (seen in CI)', async () => {
     const tried = path.join(dir, 'tried-panic');
-    const real = temporalCliPath();
+    const real = temporalCliPath(loadToolchainOverrides().temporalCli);
     expect(real, 'the pinned Temporal CLI (node scripts/setup.mjs)').toBeDefined();
     const trace = 'go.uber.org/dig.paramGroupedSlice.Build(...)\\n'.repeat(200);
     const executable = await script(
       'panics',
       `if [ ! -f ${tried} ]; then touch ${tried}; echo "panic: listen tcp 127.0.0.1:41986: bind: address already in use" >&2; printf '${trace}' >&2; exit 2; fi\nexec ${real!} "$@"`,
     );
-    const server = await DevServer.start({ executable, uiPort: false });
+    const server = await DevServer.start({ ...devServerBase(), executable, uiPort: false });
     try {
       const connection = await Connection.connect({ address: server.address });
       await connection.workflowService.getSystemInfo({});
@@ -91,16 +93,16 @@ describe('DevServer.start readiness', () => {
 
   it('reports a server that exits during start-up with its exit code', async () => {
     const executable = await script('exits', 'echo "no such flag" >&2\nexit 3');
-    await expect(DevServer.start({ executable, uiPort: false, startTimeoutMs: 30_000 })).rejects.toThrow(
-      /exited with code 3 during start-up: no such flag/,
-    );
+    await expect(
+      DevServer.start({ ...devServerBase(), executable, uiPort: false, startTimeoutMs: 30_000 }),
+    ).rejects.toThrow(/exited with code 3 during start-up: no such flag/);
   }, 60_000);
 });
 
 describe('DevServer.start retention', () => {
   it("sets the default namespace's workflow execution retention to DEV_SERVER_RETENTION_MS (7 days)", async () => {
     expect(DEV_SERVER_RETENTION_MS).toBe(7 * 24 * 3600 * 1000);
-    const server = await DevServer.start({ uiPort: false });
+    const server = await DevServer.start({ ...devServerBase(), uiPort: false });
     try {
       const connection = await Connection.connect({ address: server.address });
       try {

@@ -10,6 +10,7 @@ import { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_API_KEY, FaultKind, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
+import { devServerBase } from '../helpers/dev-server';
 import { promptWorkflow } from '../../src/workflows';
 import { idempotencyKeyFor, type RowRecord } from '../../src/model';
 import { maxWaitMessage } from '../../src/workflows/timeouts';
@@ -37,7 +38,7 @@ const workers: WorkerProcess[] = [];
 beforeAll(async () => {
   await ensureDistIsFresh();
   dir = await mkdtemp(path.join(os.tmpdir(), 'imagebatch-killed-'));
-  server = await DevServer.start({ uiPort: false });
+  server = await DevServer.start({ ...devServerBase(), uiPort: false });
   sim = await startSimulator({
     // The last test stops this clock, so that a creation never ends.
     clock: { now: () => frozenAt ?? Date.now() },

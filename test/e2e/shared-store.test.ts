@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
+import { devServerBase } from '../helpers/dev-server';
 import type { BatchProgress } from '../../src/model';
 import { WorkerProcess, baseEnv, cli, describeRun, ensureDistIsFresh, waitUntil } from '../cli/helpers';
 import { startTestPostgres, type TestPostgres } from '../helpers/postgres';
@@ -80,7 +81,7 @@ const paid = () => sim.ledger.byCreation().filter((c) => c.netUsd > 0).length;
 
 describe('workers of several hosts share one PostgreSQL ledger store', { timeout: 240_000 }, () => {
   it('a batch run again after Temporal is reset pays nothing twice, from any working directory', async () => {
-    server = await DevServer.start({ uiPort: false });
+    server = await DevServer.start({ ...devServerBase(), uiPort: false });
     await startWorkers(ledgerUrl);
     const cliHost = await host('cli');
     const lines = ['id,prompt', ...Array.from({ length: 8 }, (_, i) => `s${i},a shared picture number ${i}`)];
@@ -100,7 +101,7 @@ describe('workers of several hosts share one PostgreSQL ledger store', { timeout
 
     // Temporal's state is gone; new workers on new hosts, the same store.
     await stopAll();
-    server = await DevServer.start({ uiPort: false });
+    server = await DevServer.start({ ...devServerBase(), uiPort: false });
     await startWorkers(ledgerUrl);
     const again = await cli(run, { env: cliEnv(), cwd: cliHost.cwd, timeoutMs: 90_000 });
     expect(again.code, describeRun(run, again)).toBe(0);
@@ -117,7 +118,7 @@ describe('workers of several hosts share one PostgreSQL ledger store', { timeout
   });
 
   it('a worker on another store sends nothing for the batch, and its batch says which setting to fix', async () => {
-    server ??= await DevServer.start({ uiPort: false });
+    server ??= await DevServer.start({ ...devServerBase(), uiPort: false });
     // Its own SQLite file: another memory of what was paid.
     const lone = await host('lone');
     await startWorkers(path.join(lone.cwd, 'other-ledger.sqlite'), 'imagebatch-other', 1);

@@ -2,6 +2,7 @@ import { TestWorkflowEnvironment, type LocalTestWorkflowEnvironmentOptions } fro
 import { randomUUID } from 'node:crypto';
 import { Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll } from 'vitest';
+import { loadToolchainOverrides } from '../../src/config/toolchain-config';
 import { executableFor, temporalCliPath, testServerPath } from '../../src/temporal/toolchain';
 import { withResultsWriter, workflowsPath } from '../../src/worker';
 import { createActivities, type ActivityDeps } from '../../src/activities';
@@ -20,7 +21,9 @@ import type { LedgerStore } from '../../src/ledger';
 /** The time-skipping test server, on a free port. */
 export function createTimeSkippingEnv(): Promise<TestWorkflowEnvironment> {
   refuseInUnitProject('the Temporal test server');
-  return TestWorkflowEnvironment.createTimeSkipping({ server: { executable: executableFor(testServerPath()) } });
+  return TestWorkflowEnvironment.createTimeSkipping({
+    server: { executable: executableFor(testServerPath(loadToolchainOverrides().testServer)) },
+  });
 }
 
 /** The dev server (`temporal server start-dev`), in memory, on a free loopback port. */
@@ -29,7 +32,11 @@ export function createLocalEnv(
 ): Promise<TestWorkflowEnvironment> {
   refuseInUnitProject('the Temporal dev server');
   return TestWorkflowEnvironment.createLocal({
-    server: { executable: executableFor(temporalCliPath()), ip: '127.0.0.1', ...server },
+    server: {
+      executable: executableFor(temporalCliPath(loadToolchainOverrides().temporalCli)),
+      ip: '127.0.0.1',
+      ...server,
+    },
   });
 }
 

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultServiceConfig } from '../../src/config/service-config';
 import { DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
+import { devServerBase } from '../helpers/dev-server';
 import { createWorker } from '../../src/worker';
 import { batchWorkflowId } from '../../src/model';
 import { batchWorkflow, promptWorkflow } from '../../src/workflows';
@@ -49,6 +50,7 @@ let native: NativeConnection | undefined;
 beforeAll(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'imagebatch-can-'));
   server = await DevServer.start({
+    ...devServerBase(),
     uiPort: false,
     dynamicConfig: { 'limit.historyCount.suggestContinueAsNew': SUGGEST_AT },
   });

@@ -8,6 +8,7 @@ import { MetricName, ResponseClass } from '../../src/metrics';
 import { batchWorkflowId, parseIdempotencyKey } from '../../src/model';
 import { DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
+import { devServerBase } from '../helpers/dev-server';
 import { freePort } from '../../src/util/net';
 import { batchWorkflow } from '../../src/workflows';
 import { scrape, sumOf } from '../metrics/prometheus';
@@ -41,7 +42,7 @@ const workers: WorkerProcess[] = [];
 beforeAll(async () => {
   await ensureDistIsFresh();
   dir = await mkdtemp(path.join(os.tmpdir(), 'imagebatch-multi-'));
-  server = await DevServer.start({ uiPort: false });
+  server = await DevServer.start({ ...devServerBase(), uiPort: false });
   sim = await startSimulator({
     generation: { queuedMs: { minMs: 50, maxMs: 150 }, runningMs: { minMs: 200, maxMs: 600 } },
     // The per-key rate limit is the constraint under test, not the account's concurrency.

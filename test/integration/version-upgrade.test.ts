@@ -15,6 +15,7 @@ import { defaultServiceConfig } from '../../src/config/service-config';
 import { DEFAULT_SHUTDOWN_GRACE_MS } from '../../src/config/temporal-config';
 import { DEMO_API_KEY, FaultKind, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
+import { devServerBase } from '../helpers/dev-server';
 import { createWorker, workflowsPath } from '../../src/worker';
 import { batchWorkflowId } from '../../src/model';
 import { batchWorkflow } from '../../src/workflows';
@@ -62,7 +63,7 @@ beforeAll(async () => {
     bundleWorkflowCode({ workflowsPath: path.join(v1Root, 'src', 'workflows'), logger: quietLogger }),
     bundleWorkflowCode({ workflowsPath, logger: quietLogger }),
   ]);
-  server = await DevServer.start({ uiPort: false });
+  server = await DevServer.start({ ...devServerBase(), uiPort: false });
   sim = await startSimulator({
     generation: { queuedMs: { minMs: 100, maxMs: 300 }, runningMs: { minMs: 800, maxMs: 1600 } },
     limits: { minPollIntervalMs: 300, accountConcurrency: null },

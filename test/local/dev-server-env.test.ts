@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { devServerEnv } from '../../src/temporal/dev-server-env';
+import { devServerEnv } from '../../src/config/dev-server-env';
 
 /** Issue #30 item 8, leak 2: the dev server was started with the CLI's whole environment, the key included. */
 

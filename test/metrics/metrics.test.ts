@@ -10,6 +10,7 @@ import { batchWorkflowId, FailureType } from '../../src/model';
 import { MetricName } from '../../src/metrics';
 import { CreationOutcome, DEMO_API_KEY, FaultKind, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
+import { devServerBase } from '../helpers/dev-server';
 import { freePort } from '../../src/util/net';
 import { batchWorkflow } from '../../src/workflows';
 import {
@@ -48,7 +49,7 @@ let worker: WorkerProcess | undefined;
 beforeAll(async () => {
   await ensureDistIsFresh();
   dir = await mkdtemp(path.join(os.tmpdir(), 'imagebatch-metrics-'));
-  server = await DevServer.start({ uiPort: false });
+  server = await DevServer.start({ ...devServerBase(), uiPort: false });
   sim = await startSimulator({
     // Long enough that some polls find a creation still running (Pending retries).
     generation: { queuedMs: { minMs: 50, maxMs: 150 }, runningMs: { minMs: 1500, maxMs: 2500 } },

@@ -21,6 +21,7 @@ import { format, resolveConfig } from 'prettier';
 import { defaultServiceConfig } from '../../src/config/service-config';
 import { DEMO_ACCOUNT_ID, DEMO_API_KEY, FaultKind, startSimulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
+import { devServerBase } from '../helpers/dev-server';
 import { createWorker } from '../../src/worker';
 import { batchWorkflowId, type PromptWorkflowInput } from '../../src/model';
 import {
@@ -43,7 +44,7 @@ const TASK_QUEUE = 'replay-recording';
 
 async function main(): Promise<void> {
   Runtime.install({ logger: new DefaultLogger('WARN') });
-  const server = await DevServer.start({ uiPort: false });
+  const server = await DevServer.start({ ...devServerBase(), uiPort: false });
   // The simulator's clock, which the max-wait scenario stops so that a creation never ends.
   let frozenAt: number | undefined;
   const sim = await startSimulator({

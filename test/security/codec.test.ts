@@ -21,6 +21,7 @@ import { ConfigError } from '../../src/config/service-config';
 import type { WrittenResults } from '../../src/results';
 import { DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
+import { devServerBase } from '../helpers/dev-server';
 import type { BatchProgress } from '../../src/model';
 import { baseEnv, cli, cliJson, describeRun } from '../cli/helpers';
 import { ensureDistIsFresh } from '../helpers/dist';
@@ -247,7 +248,7 @@ describe('a batch with the codec on the worker and the CLI', { timeout: 300_000 
     await ensureDistIsFresh();
     dir = await mkdtemp(path.join(os.tmpdir(), 'imagebatch-codec-'));
     [server, sim] = await Promise.all([
-      DevServer.start({ uiPort: false }),
+      DevServer.start({ ...devServerBase(), uiPort: false }),
       startSimulator({
         generation: { queuedMs: { minMs: 50, maxMs: 150 }, runningMs: { minMs: 200, maxMs: 500 } },
         limits: { minPollIntervalMs: 200, requestsPerSecond: 1000, burst: 1000, accountConcurrency: null },

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
+import { loadToolchainOverrides } from '../../src/config/toolchain-config';
 import { requireTemporalCli } from '../../src/temporal/toolchain';
 import { freePort } from '../../src/util/net';
 import { REPO_ROOT } from '../helpers/dist';
@@ -219,7 +220,10 @@ export async function startLoggedDevServer(options: {
   const port = await freePort('127.0.0.1');
   const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--headless'];
   args.push('--log-level', 'info', '--db-filename', options.dbFile);
-  const server = LoggedProcess.spawn(requireTemporalCli(), args, { env: options.env, logFile: options.logFile });
+  const server = LoggedProcess.spawn(requireTemporalCli(loadToolchainOverrides().temporalCli), args, {
+    env: options.env,
+    logFile: options.logFile,
+  });
   const address = `127.0.0.1:${port}`;
   const deadline = Date.now() + 90_000;
   for (;;) {

@@ -9,8 +9,10 @@ import { defaultServiceConfig } from '../../config/service-config';
 import { collectResults, writeResults, type WrittenResults } from '../../results';
 import { DEMO_ACCOUNT_ID, DEMO_API_KEY, DEMO_KEY_ID, FaultKind, resolveConfig, startSimulator } from '../../simulator';
 import { DEFAULT_LEDGER_FILE, openLedgerStore } from '../../ledger';
+import { devServerEnv } from '../../config/dev-server-env';
+import { loadToolchainOverrides } from '../../config/toolchain-config';
 import { DevServer } from '../../temporal/dev-server';
-import { projectRoot } from '../../temporal/toolchain';
+import { projectRoot, requireTemporalCli } from '../../temporal/toolchain';
 import { createWorker, TASK_QUEUE } from '../../worker';
 import type { BatchProgress } from '../../model';
 import { followBatch, startOrAttachBatch } from '../batches';
@@ -48,7 +50,7 @@ export interface DemoOptions {
   /**
    * Where `IMAGEBATCH_PAYLOAD_KEY` / `IMAGEBATCH_PAYLOAD_KEY_FILE` are read from: when set, every payload of the
    * demo's workflows is encrypted (the demo's server keeps its history across runs, so keep the same key).
-   * @default process.env
+   * @default the process's environment
    */
   env?: Readonly<Record<string, string | undefined>>;
 }
@@ -140,10 +142,12 @@ export async function demo(options: DemoOptions): Promise<DemoResult> {
   const file = options.file ?? path.join(projectRoot, 'examples', 'demo-prompts.csv');
   const outDir = path.join(options.home, 'demo');
   const dbFile = path.join(options.home, 'temporal.sqlite');
-  const codecs = payloadCodecsFromEnv(options.env ?? process.env); // checked before anything starts
+  const codecs = payloadCodecsFromEnv(options.env); // checked before anything starts
   options.log(`starting the embedded Temporal dev server (state in ${dbFile})`);
   const server = await DevServer.start({
     dbFile,
+    executable: requireTemporalCli(loadToolchainOverrides(options.env).temporalCli),
+    env: devServerEnv(options.env),
     ...(options.onServerOutput ? { onOutput: options.onServerOutput } : {}),
   });
   const sim = await startSimulator(demoSimulatorConfig(options.home));

@@ -10,7 +10,7 @@ import {
   type DoctorOptions,
   type DoctorReport,
 } from '../../activities/doctor';
-import { loadApiKey } from '../../api/api-key';
+import { loadApiKey } from '../../config/api-key';
 import { ConfigError, loadServiceConfig } from '../../config/service-config';
 import { doctorWorkflow } from '../../workflows';
 import { connectClient } from '../client';

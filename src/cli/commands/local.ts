@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { z } from 'zod';
-import { loadApiKey } from '../../api/api-key';
+import { loadApiKey } from '../../config/api-key';
 import { loadServiceConfig } from '../../config/service-config';
 import { localHome, localPaths } from '../../local/home';
 import { ensureLocal, localStatus, localTemporalEnv, stopLocal, webUiOf, type LocalStatus } from '../../local/local';

@@ -21,7 +21,7 @@ export interface ResultsOptions {
    * @default the batch's own output folder
    */
   outDir?: string;
-  /** The worker's settings (for the prints of an earlier version's ledger.jsonl). @default process.env */
+  /** The worker's settings (for the prints of an earlier version's ledger.jsonl). @default the process's environment */
   env?: Readonly<Record<string, string | undefined>>;
 }
 
@@ -39,7 +39,7 @@ export async function results(options: ResultsOptions): Promise<WrittenResults> 
     if (!memo.file || !memo.outDir) throw new Error(`batch ${batchId} has no file recorded in its memo`);
     source = { file: memo.file, outDir: memo.outDir, defaultModel: memo.defaultModel || undefined };
   } else {
-    if (options.outDir) await importOutputFolder(ledger, options.outDir, options.env ?? process.env);
+    if (options.outDir) await importOutputFolder(ledger, options.outDir, options.env);
     const started = (await ledger.batches(batchId)).at(-1);
     if (!started) {
       throw new Error(

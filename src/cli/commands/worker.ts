@@ -1,7 +1,9 @@
 import path from 'node:path';
 import { DefaultLogger, NativeConnection } from '@temporalio/worker';
 import { Client, Connection } from '@temporalio/client';
-import { lazyApiKeyProvider, loadApiKey } from '../../api/api-key';
+import { lazyApiKeyProvider } from '../../api/api-key';
+import { loadApiKey } from '../../config/api-key';
+import { loadLogLevel } from '../../config/log-level';
 import { clientDataConverter, payloadCodecsFromEnv, workerDataConverter } from '../../codec';
 import { loadMetricsConfig } from '../../config/metrics-config';
 import { loadServiceConfig } from '../../config/service-config';
@@ -53,9 +55,10 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSum
   const codecs = payloadCodecsFromEnv(options.env);
   const metricsConfig = loadMetricsConfig(options.env);
   const ledgerAt = ledgerLocation(options.env);
+  const logLevel = loadLogLevel(options.env);
   // Before the first NativeConnection: the Prometheus exporter is chosen when the runtime is created.
   const runtime = installWorkerRuntime({
-    logger: new DefaultLogger(options.env.IMAGEBATCH_LOG_LEVEL === 'debug' ? 'DEBUG' : 'WARN'),
+    logger: new DefaultLogger(logLevel),
     ...(metricsConfig ? { metrics: metricsConfig } : {}),
   });
   // The store of what was paid, reached before anything else connects: a worker without it sends nothing.

@@ -1,6 +1,6 @@
 import { temporal } from '@temporalio/proto';
 import type { Client } from '@temporalio/client';
-import { loadApiKey } from '../../api/api-key';
+import { loadApiKey } from '../../config/api-key';
 import { loadServiceConfig } from '../../config/service-config';
 import { ensureLocal } from '../../local/local';
 import { connectClient, localOptions, type ConnectedClient } from '../client';

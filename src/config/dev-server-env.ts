@@ -1,3 +1,5 @@
+import type { Env } from './env';
+
 /**
  * The environment the Temporal dev server is started with: an explicit, small list, never the starter's own
  * environment minus some names. Whatever else the CLI holds (the image service key, a ledger URL with its password,
@@ -5,8 +7,6 @@
  * The server needs only to find programs and its home (its config folder), a temporary folder, the locale and the
  * time zone; the Windows names are what Go programs need there.
  */
-
-type Env = Readonly<Record<string, string | undefined>>;
 
 /** Variables passed to the dev server when set (names compared case-insensitively, as Windows does). */
 export const DEV_SERVER_ENV_NAMES = [
@@ -31,7 +31,7 @@ export const DEV_SERVER_ENV_NAMES = [
 const LOCALE_PREFIX = 'LC_';
 
 /** The dev server's environment, taken from `env` (the starter's). */
-export function devServerEnv(env: Env): Record<string, string> {
+export function devServerEnv(env: Env = process.env): Record<string, string> {
   const names = new Set<string>(DEV_SERVER_ENV_NAMES);
   const out: Record<string, string> = {};
   for (const [name, value] of Object.entries(env)) {

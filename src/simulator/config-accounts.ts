@@ -19,7 +19,7 @@ const KEY_FORMAT = new RegExp(`^[A-Za-z0-9]*_?${API_KEY_TAIL.source}`);
 
 const keySchema = z
   .strictObject({
-    /** Key id: what the ledger and usage records show instead of the key. */
+    /** Key id: what the charge book and usage records show instead of the key. */
     id: z.string().min(1),
     /** Plaintext key: hashed at load, then dropped. */
     key: z.string().regex(KEY_FORMAT, 'must look like <prefix>live_<40 characters [A-Za-z0-9]>').optional(),

@@ -116,11 +116,12 @@ export const simulatorConfigSchema = z
     /** Request bodies above this many bytes get 400 ERR_INVALID_REQUEST. */
     maxBodyBytes: positiveInt.default(64 * 1024),
     topUpUrl: z.string().default('https://portal.imagegen.example/billing/top-up'),
+    /** The charge book (`GET /_sim/ledger`): entries kept at most (the key keeps its first name, for config files). */
     ledger: z.strictObject({ maxEntries: positiveInt.default(1_000_000) }).prefault({}),
     /** Real-time sweeper that settles finished creations and expires old state; 0 = off. */
     sweepIntervalMs: z.number().int().nonnegative().default(250),
     /**
-     * JSON file the state (creations, stored idempotent responses, wallets and spending, the ledger, run-time
+     * JSON file the state (creations, stored idempotent responses, wallets and spending, the charge book, run-time
      * key and account changes, consumed fault scripts) is loaded from at start and saved to on close, on
      * `saveState()` and every few seconds while it changes; absent = nothing persists.
      */

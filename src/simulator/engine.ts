@@ -12,7 +12,7 @@ import { imageOf } from './files';
 import { acceptedDelivery, chargeRefusalResponse, SEND, type Judged } from './judgement';
 import { modelRecord } from './pricing';
 import { presentRecord } from './record-shape';
-import { CreationOutcome, Ledger } from './ledger';
+import { CreationOutcome, ChargeBook } from './charges';
 import { toMicros } from './money';
 import { timingOf, type GenerationTiming } from './generation';
 import { hash32, mulberry32, type SeededRandom } from './random';
@@ -38,7 +38,7 @@ const MAX_PENDING_WAITS = 1000;
  */
 export class SimulatorEngine {
   readonly keys: KeyRing;
-  readonly ledger: Ledger;
+  readonly charges: ChargeBook;
   readonly billing: Billing;
   readonly creations: CreationStore;
   readonly idempotency: IdempotencyStore;
@@ -57,8 +57,8 @@ export class SimulatorEngine {
   constructor(readonly config: SimulatorConfig) {
     this.random = mulberry32(config.seed);
     this.keys = new KeyRing(config.accounts);
-    this.ledger = new Ledger(config.ledger.maxEntries, () => this.settle());
-    this.billing = new Billing(config.accounts, this.ledger);
+    this.charges = new ChargeBook(config.ledger.maxEntries, () => this.settle());
+    this.billing = new Billing(config.accounts, this.charges);
     this.creations = new CreationStore({
       ttlMs: config.creations.ttlMs,
       maxEntries: config.creations.maxEntries,
@@ -295,7 +295,7 @@ export class SimulatorEngine {
   private start(start: CreationStart): Creation {
     const creation = newCreation(start, this.timing(start.request.model), this.config);
     this.creations.add(creation);
-    this.ledger.register(start.id, CreationOutcome.InFlight);
+    this.charges.register(start.id, CreationOutcome.InFlight);
     return creation;
   }
 }

@@ -12,6 +12,7 @@ export interface SimulatorStats {
   creations: number;
   inFlight: number;
   idempotencyEntries: number;
+  /** Entries of the charge book (the name `GET /_sim/state` has always shown). */
   ledgerEntries: number;
 }
 
@@ -22,7 +23,7 @@ export function engineStats(engine: SimulatorEngine): SimulatorStats {
     creations: engine.creations.size,
     inFlight: engine.creations.inFlight,
     idempotencyEntries: engine.idempotency.size,
-    ledgerEntries: engine.ledger.entries().length,
+    ledgerEntries: engine.charges.entries().length,
   };
 }
 
@@ -100,7 +101,7 @@ export function createRouter(engine: SimulatorEngine, maxBodyBytes: number): Rou
 
   async function simEndpoint(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
     if (path === '/_sim/ledger' && req.method === 'GET') {
-      return writeJson(res, { status: 200, body: engine.ledger.snapshot() });
+      return writeJson(res, { status: 200, body: engine.charges.snapshot() });
     }
     if (path === '/_sim/state' && req.method === 'GET') {
       return writeJson(res, { status: 200, body: { ...engineStats(engine), scripts: engine.faults.pendingScripts() } });

@@ -133,7 +133,7 @@ export const naive: Benchmark = {
         ours
           ? `Goal: imagebatch's wall time at most 1.10x the naive script's: ${verdict(ours.seconds <= 1.1 * summary.seconds)} ` +
             `(${num(ours.seconds / summary.seconds, 3)}x). Double charges: imagebatch ${num(ours.report.doubleCharges)}, ` +
-            `naive ${num(report.doubleCharges)} (rows paid more than once, from the simulator's ledger by prompt).`
+            `naive ${num(report.doubleCharges)} (rows paid more than once, from the simulator's charge book by prompt).`
           : 'imagebatch did not run in this run (`--only naive`): no ratio.',
         `The naive script: no idempotency key, so a retry after a 500 that came after the charge, or after a reset ` +
           `connection, is charged again; it waits Retry-After on 429s, polls every ${RATE_LIMITED_SERVICE.minPollIntervalMs} ms ` +

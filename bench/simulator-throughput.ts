@@ -73,7 +73,7 @@ async function main(): Promise<void> {
   console.log(`simulator throughput: ${connections} connections, ${elapsed.toFixed(1)} s, Node ${process.version}`);
   console.table(rows);
   console.log('statuses:', Object.fromEntries(statuses), 'state:', sim.stats());
-  console.log('ledger consistent:', sim.ledger.isConsistent());
+  console.log('charge book consistent:', sim.charges.isConsistent());
   await dispatcher.close();
   await sim.close();
 }

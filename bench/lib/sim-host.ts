@@ -103,10 +103,10 @@ function statusOf(body: Buffer): unknown {
   }
 }
 
-/** Everything the benchmarks read off the simulator: the wire counts, polls per creation, the ledger. */
+/** Everything the benchmarks read off the simulator: the wire counts, polls per creation, the charge book. */
 function report(sim: Simulator, minPollIntervalMs: number): SimHostReport {
   sim.settle();
-  const byCreation = sim.ledger.byCreation();
+  const byCreation = sim.charges.byCreation();
   const chargedByPrompt = new Map<string, number>();
   let genMsTotal = 0;
   let genCount = 0;
@@ -135,7 +135,7 @@ function report(sim: Simulator, minPollIntervalMs: number): SimHostReport {
   }
   let doubleCharges = 0;
   for (const n of chargedByPrompt.values()) doubleCharges += Math.max(0, n - 1);
-  const byKey = sim.ledger.byKey();
+  const byKey = sim.charges.byKey();
   return {
     statuses: Object.fromEntries(statuses),
     tooManyByReason: Object.fromEntries(tooManyByReason),
@@ -149,7 +149,7 @@ function report(sim: Simulator, minPollIntervalMs: number): SimHostReport {
     netChargedCreations: byCreation.filter((c) => c.netUsd > 0).length,
     chargedPrompts: chargedByPrompt.size,
     doubleCharges,
-    chargedTwiceByKey: sim.ledger.chargedTwice().length,
+    chargedTwiceByKey: sim.charges.chargedTwice().length,
     charges: byKey.reduce((a, k) => a + k.charges, 0),
     refunds: byKey.reduce((a, k) => a + k.refunds, 0),
     netUsd: byKey.reduce((a, k) => a + k.netUsd, 0),

@@ -43,7 +43,7 @@ export interface SimHostReport {
   runningPolls: number;
   firstRequestAt: number | undefined;
   lastRequestAt: number | undefined;
-  /** Creations the ledger knows of (each was charged once). */
+  /** Creations the charge book knows of (each was charged once). */
   creations: number;
   /** Creations charged and not refunded. */
   netChargedCreations: number;
@@ -51,7 +51,7 @@ export interface SimHostReport {
   chargedPrompts: number;
   /** Net charges beyond the first for the same prompt: a row paid more than once. */
   doubleCharges: number;
-  /** Idempotency keys under which more than one creation stays charged (the ledger's own check). */
+  /** Idempotency keys under which more than one creation stays charged (the charge book's own check). */
   chargedTwiceByKey: number;
   charges: number;
   refunds: number;

@@ -1,5 +1,6 @@
-import { createReadStream } from 'node:fs';
 import { normalizeColumn } from './header';
+import { parseFlatObject, type FlatValue } from './jsonl-object';
+import { readLines, type FileLine } from './lines';
 import { type BatchProblem, BatchFileError, BatchFileErrorReason, ProblemCode, preview } from './problems';
 import {
   DEFAULT_MAX_FIELDS,
@@ -29,152 +30,115 @@ export interface JsonLinesInput extends ScanInput {
   columns?: readonly string[];
 }
 
-const LF = 0x0a;
-const CR = 0x0d;
-const CHUNK_BYTES = 64 * 1024;
-
-type Value = { key: string; kind: 'string' | 'number' | 'literal' | 'nested'; raw: string };
+/** The line handler's state: the columns once known, or that the file has none. */
+interface Columns {
+  columns: string[] | undefined;
+  /** The first line was not an object: later lines are rows of a file with no columns. */
+  noColumns: boolean;
+}
 
 /** Scans a JSON Lines file from `start`, calling back in file order; same contract as `scanRecords`. */
 export async function scanJsonLines(input: JsonLinesInput): Promise<ScanResult> {
   const maxRecordBytes = input.maxRecordBytes ?? DEFAULT_MAX_RECORD_BYTES;
   const maxFields = input.maxFields ?? DEFAULT_MAX_FIELDS;
   const result: ScanResult = { stopped: false, fatal: false, endOffset: input.start, endLine: input.line };
-  let columns = input.columns ? [...input.columns] : undefined;
-  /** The first line was not an object: later lines are rows of a file with no columns. */
-  let noColumns = false;
-  let parts: Buffer[] = [];
-  let length = 0;
-  let offset = input.start;
-  let line = input.line;
-  let pendingCR = false;
-  let lineStart = input.start;
-
-  /** Hands one record on; true when the scan must end (stopped, with `endLine` the line at its end). */
-  const emit = (record: ScannedRecord, endLine: number): boolean => {
-    if (!input.onRecord(record)) return false;
-    result.stopped = true;
-    result.endOffset = record.endOffset;
-    result.endLine = endLine;
-    return true;
-  };
-  const fatal = (problem: BatchProblem): boolean => {
-    result.fatal = true;
-    input.onProblem(problem);
-    return true;
-  };
-
-  /** The line now complete (`endOffset` past its break, if it has one): true when the scan must end. */
-  const endLine = (endOffset: number, hasBreak: boolean): boolean => {
-    const bytes = parts.length === 1 ? parts[0]! : Buffer.concat(parts, length);
-    const start = lineStart;
-    parts = [];
-    length = 0;
-    lineStart = endOffset;
-    const at = line;
-    if (hasBreak) line += 1;
-    return handleLine(bytes, at, start, endOffset, hasBreak ? at + 1 : at);
-  };
-
-  const handleLine = (bytes: Buffer, at: number, start: number, endOffset: number, next: number): boolean => {
-    if (isBlank(bytes)) return false;
-    let text: string;
-    let badUtf8Line: number | undefined;
-    try {
-      text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-    } catch {
-      text = bytes.toString('utf8');
-      badUtf8Line = at;
-    }
-    const parsed = parseFlatObject(text);
-    const base = (cells: string[], problems: BatchProblem[]): ScannedRecord => ({
-      cells,
-      line: at,
-      endOffset,
-      ...(badUtf8Line === undefined ? {} : { badUtf8Line }),
-      ...(problems.length ? { problems } : {}),
-    });
-    if ('message' in parsed) {
-      const problem: BatchProblem = {
-        code: ProblemCode.JsonInvalid,
-        line: at,
-        message: `line ${at} ${parsed.message}`,
-      };
-      if (columns === undefined && !noColumns) {
-        noColumns = true;
-        input.onProblem({ ...problem, message: `${problem.message}, so the file has no columns` });
-        return false;
-      }
-      return emit(base([], [problem]), next);
-    }
-    if (parsed.values.length > maxFields) {
-      return fatal({
-        code: ProblemCode.TooManyFields,
-        line: at,
-        message: `the object on line ${at} has more than ${maxFields} keys; reading stopped here`,
-      });
-    }
-    if (noColumns) return emit(base([], []), next);
-    if (columns === undefined) {
-      columns = parsed.values.map((v) => v.key);
-      // The header record ends where the first object starts: a page that stops after it resumes on that object.
-      if (emit({ cells: [...columns], line: at, endOffset: start }, at)) return true;
-    }
-    return emit(base(...cellsOf(parsed.values, columns, at)), next);
-  };
-
+  const state: Columns = { columns: input.columns ? [...input.columns] : undefined, noColumns: false };
+  let end: { offset: number; line: number } | undefined;
   try {
-    const stream = createReadStream(input.path, { start: input.start, highWaterMark: input.chunkBytes ?? CHUNK_BYTES });
-    for await (const chunk of stream as AsyncIterable<Buffer>) {
-      let from = 0;
-      for (let i = 0; i < chunk.length; i++) {
-        const b = chunk[i]!;
-        if (pendingCR) {
-          pendingCR = false;
-          const end = offset + i + (b === LF ? 1 : 0);
-          if (endLine(end, true)) return result;
-          from = b === LF ? i + 1 : i;
-          if (b === LF) continue;
-        }
-        if (b === LF || b === CR) {
-          add(chunk.subarray(from, i));
-          if (length > maxRecordBytes && tooLarge()) return result;
-          if (b === CR) {
-            pendingCR = true;
-            from = i + 1;
-            continue;
-          }
-          if (endLine(offset + i + 1, true)) return result;
-          from = i + 1;
-        }
-      }
-      add(chunk.subarray(from));
-      if (length > maxRecordBytes && tooLarge()) return result;
-      offset += chunk.length;
-    }
-    if ((pendingCR || length > 0) && endLine(offset, pendingCR)) return result;
+    end = await readLines(
+      { path: input.path, start: input.start, line: input.line, chunkBytes: input.chunkBytes, maxRecordBytes },
+      (line) => handleLine(line, { input, result, state, maxFields }),
+      (line) =>
+        stopFatal(input, result, {
+          code: ProblemCode.RecordTooLarge,
+          line,
+          message: `the line ${line} is larger than ${maxRecordBytes} bytes; reading stopped here`,
+        }),
+    );
   } catch (err) {
     throw new BatchFileError(BatchFileErrorReason.Unreadable, `cannot read ${input.path}: ${String(err)}`, {
       cause: err,
     });
   }
-  result.endOffset = offset;
-  result.endLine = line;
+  if (end === undefined) return result;
+  result.endOffset = end.offset;
+  result.endLine = end.line;
   return result;
+}
 
-  function add(part: Buffer): void {
-    if (part.length === 0) return;
-    // A line past the bound is not kept: only its length counts from here.
-    if (length <= maxRecordBytes) parts.push(Buffer.from(part));
-    length += part.length;
+/** What a line is read against: the scan's input and result, the columns so far, the bound on keys. */
+interface LineContext {
+  input: JsonLinesInput;
+  result: ScanResult;
+  state: Columns;
+  maxFields: number;
+}
+
+/** Hands one record on; true when the scan must end (stopped, with `endLine` the line at its end). */
+function emit(context: LineContext, record: ScannedRecord, endLine: number): boolean {
+  if (!context.input.onRecord(record)) return false;
+  context.result.stopped = true;
+  context.result.endOffset = record.endOffset;
+  context.result.endLine = endLine;
+  return true;
+}
+
+/** Reports a problem that ends the scan; true (the scan must end). */
+function stopFatal(input: JsonLinesInput, result: ScanResult, problem: BatchProblem): boolean {
+  result.fatal = true;
+  input.onProblem(problem);
+  return true;
+}
+
+/** One complete line: blank, a header (the first object), a row, or a problem; true when the scan must end. */
+function handleLine(fileLine: FileLine, context: LineContext): boolean {
+  const { bytes, line: at, start, endOffset } = fileLine;
+  const { input, state, maxFields } = context;
+  const next = fileLine.hasBreak ? at + 1 : at;
+  if (isBlank(bytes)) return false;
+  let text: string;
+  let badUtf8Line: number | undefined;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    text = bytes.toString('utf8');
+    badUtf8Line = at;
   }
-  function tooLarge(): boolean {
-    return fatal({
-      code: ProblemCode.RecordTooLarge,
-      line,
-      message: `the line ${line} is larger than ${maxRecordBytes} bytes; reading stopped here`,
+  const parsed = parseFlatObject(text);
+  const base = (cells: string[], problems: BatchProblem[]): ScannedRecord => ({
+    cells,
+    line: at,
+    endOffset,
+    ...(badUtf8Line === undefined ? {} : { badUtf8Line }),
+    ...(problems.length ? { problems } : {}),
+  });
+  if ('message' in parsed) {
+    const problem: BatchProblem = {
+      code: ProblemCode.JsonInvalid,
+      line: at,
+      message: `line ${at} ${parsed.message}`,
+    };
+    if (state.columns === undefined && !state.noColumns) {
+      state.noColumns = true;
+      input.onProblem({ ...problem, message: `${problem.message}, so the file has no columns` });
+      return false;
+    }
+    return emit(context, base([], [problem]), next);
+  }
+  if (parsed.values.length > maxFields) {
+    return stopFatal(input, context.result, {
+      code: ProblemCode.TooManyFields,
+      line: at,
+      message: `the object on line ${at} has more than ${maxFields} keys; reading stopped here`,
     });
   }
+  if (state.noColumns) return emit(context, base([], []), next);
+  if (state.columns === undefined) {
+    state.columns = parsed.values.map((v) => v.key);
+    // The header record ends where the first object starts: a page that stops after it resumes on that object.
+    if (emit(context, { cells: [...state.columns], line: at, endOffset: start }, at)) return true;
+  }
+  return emit(context, base(...cellsOf(parsed.values, state.columns, at)), next);
 }
 
 function isBlank(bytes: Buffer): boolean {
@@ -183,7 +147,7 @@ function isBlank(bytes: Buffer): boolean {
 }
 
 /** The cells of one object under `columns`, and the problems of its keys and values. */
-function cellsOf(values: readonly Value[], columns: readonly string[], line: number): [string[], BatchProblem[]] {
+function cellsOf(values: readonly FlatValue[], columns: readonly string[], line: number): [string[], BatchProblem[]] {
   const cells = columns.map(() => '');
   const problems: BatchProblem[] = [];
   const normalized = columns.map(normalizeColumn);
@@ -227,75 +191,4 @@ function cellsOf(values: readonly Value[], columns: readonly string[], line: num
     }
   }
   return [cells, problems];
-}
-
-/**
- * One line as a flat JSON object: its keys and values in order, each value's text as written (a number keeps its
- * digits). JSON.parse checks the syntax first, so the walk below only has valid JSON to read.
- */
-export function parseFlatObject(text: string): { values: Value[] } | { message: string } {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch (err) {
-    return { message: `is not valid JSON (${(err as Error).message})` };
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    return { message: 'is not a JSON object ({"prompt": "..."})' };
-  }
-  const values: Value[] = [];
-  let i = skipSpace(text, skipSpace(text, 0) + 1);
-  while (text[i] !== '}') {
-    const keyEnd = stringEnd(text, i);
-    const key = JSON.parse(text.slice(i, keyEnd)) as string;
-    const start = skipSpace(text, skipSpace(text, keyEnd) + 1);
-    const first = text[start];
-    let end: number;
-    let kind: Value['kind'];
-    if (first === '"') {
-      end = stringEnd(text, start);
-      kind = 'string';
-    } else if (first === '{' || first === '[') {
-      end = nestedEnd(text, start);
-      kind = 'nested';
-    } else {
-      end = start;
-      while (end < text.length && !/[\s,}]/.test(text[end]!)) end += 1;
-      kind = /^[-0-9]/.test(first ?? '') ? 'number' : 'literal';
-    }
-    values.push({ key, kind, raw: text.slice(start, end) });
-    i = skipSpace(text, end);
-    if (text[i] === ',') i = skipSpace(text, i + 1);
-  }
-  return { values };
-}
-
-function skipSpace(text: string, i: number): number {
-  while (i < text.length && /\s/.test(text[i]!)) i += 1;
-  return i;
-}
-
-/** Index just past the JSON string starting at `i` (a quote). */
-function stringEnd(text: string, i: number): number {
-  let j = i + 1;
-  while (j < text.length && text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
-  return j + 1;
-}
-
-/** Index just past the object or array starting at `i`. */
-function nestedEnd(text: string, i: number): number {
-  let depth = 0;
-  let j = i;
-  while (j < text.length) {
-    const ch = text[j]!;
-    if (ch === '"') {
-      j = stringEnd(text, j);
-      continue;
-    }
-    if (ch === '{' || ch === '[') depth += 1;
-    else if (ch === '}' || ch === ']') depth -= 1;
-    j += 1;
-    if (depth === 0) break;
-  }
-  return j;
 }

@@ -136,6 +136,68 @@ function lineBreaks(cells: readonly string[]): number {
   return n;
 }
 
+/** The problem of a record csv-parse skipped (its error `err`), which starts on `line`; `lastLine` is the last read. */
+function skippedRecordProblem(err: CsvError, line: number, lastLine: number): BatchProblem {
+  switch (err.code) {
+    case 'CSV_QUOTE_NOT_CLOSED':
+      return {
+        code: ProblemCode.UnclosedQuote,
+        line,
+        message:
+          `a quoted field starting on line ${line} is never closed: ` +
+          `everything after it (to line ${lastLine}) was read as that field`,
+      };
+    case 'CSV_INVALID_CLOSING_QUOTE':
+      return {
+        code: ProblemCode.InvalidQuote,
+        line,
+        message: `line ${line}: a closing quote is followed by text; a quote inside a quoted field is written ""`,
+      };
+    case 'INVALID_OPENING_QUOTE':
+      return {
+        code: ProblemCode.InvalidQuote,
+        line,
+        message: `line ${line}: a quote inside an unquoted field; quote the whole field and double inner quotes ("")`,
+      };
+    default:
+      return { code: ProblemCode.Malformed, line, message: `line ${line}: ${err.message}` };
+  }
+}
+
+/**
+ * The problem that ends a scan when `err` is one of the bounds on memory (a record over `maxRecordBytes`, more than
+ * `maxFields` fields): the byte offset (from the start of the scan) where its record was, and its problem once the
+ * record's line is known. Undefined for any other error.
+ */
+function fatalProblem(
+  err: unknown,
+  limits: { maxRecordBytes: number; maxFields: number },
+): { bytes: number; problem: (line: number) => BatchProblem } | undefined {
+  if (err instanceof CsvError && err.code === 'CSV_MAX_RECORD_SIZE') {
+    return {
+      bytes: Number(err.bytes),
+      problem: (line) => ({
+        code: ProblemCode.RecordTooLarge,
+        line,
+        message:
+          `the record at line ${line} is larger than ${limits.maxRecordBytes} bytes (often a quote that is never ` +
+          'closed); reading stopped here',
+      }),
+    };
+  }
+  if (err instanceof TooManyFields) {
+    return {
+      bytes: Number(err.bytes),
+      problem: (line) => ({
+        code: ProblemCode.TooManyFields,
+        line,
+        message: `the record at line ${line} has more than ${limits.maxFields} fields; reading stopped here`,
+      }),
+    };
+  }
+  return undefined;
+}
+
 /**
  * Streams a batch file from `start` through the line index and csv-parse, calling back synchronously from
  * inside the parser so that records, parser errors and encoding problems arrive in file order. It reads only
@@ -180,29 +242,7 @@ export async function scanRecords(input: ScanInput): Promise<ScanResult> {
       if (err === undefined || result.stopped) return undefined;
       if (err.code === 'CSV_MAX_RECORD_SIZE') throw err;
       const line = index.recordLineFrom(base + Number(err.bytes));
-      if (err.code === 'CSV_QUOTE_NOT_CLOSED') {
-        problem({
-          code: ProblemCode.UnclosedQuote,
-          line,
-          message:
-            `a quoted field starting on line ${line} is never closed: ` +
-            `everything after it (to line ${index.lastLine}) was read as that field`,
-        });
-      } else if (err.code === 'CSV_INVALID_CLOSING_QUOTE') {
-        problem({
-          code: ProblemCode.InvalidQuote,
-          line,
-          message: `line ${line}: a closing quote is followed by text; a quote inside a quoted field is written ""`,
-        });
-      } else if (err.code === 'INVALID_OPENING_QUOTE') {
-        problem({
-          code: ProblemCode.InvalidQuote,
-          line,
-          message: `line ${line}: a quote inside an unquoted field; quote the whole field and double inner quotes ("")`,
-        });
-      } else {
-        problem({ code: ProblemCode.Malformed, line, message: `line ${line}: ${err.message}` });
-      }
+      problem(skippedRecordProblem(err, line, index.lastLine));
       return undefined;
     },
     on_record: (cells: string[], context) => {
@@ -241,28 +281,12 @@ export async function scanRecords(input: ScanInput): Promise<ScanResult> {
     );
   } catch (err) {
     if (result.stopped) return result;
-    if (err instanceof CsvError && err.code === 'CSV_MAX_RECORD_SIZE') {
-      const line = index.recordLineFrom(base + Number(err.bytes));
+    const fatal = fatalProblem(err, { maxRecordBytes, maxFields });
+    if (fatal) {
+      const line = index.recordLineFrom(base + fatal.bytes);
       result.fatal = true;
       flushInvalid(line);
-      input.onProblem({
-        code: ProblemCode.RecordTooLarge,
-        line,
-        message:
-          `the record at line ${line} is larger than ${maxRecordBytes} bytes (often a quote that is never ` +
-          'closed); reading stopped here',
-      });
-      return result;
-    }
-    if (err instanceof TooManyFields) {
-      const line = index.recordLineFrom(base + Number(err.bytes));
-      result.fatal = true;
-      flushInvalid(line);
-      input.onProblem({
-        code: ProblemCode.TooManyFields,
-        line,
-        message: `the record at line ${line} has more than ${maxFields} fields; reading stopped here`,
-      });
+      input.onProblem(fatal.problem(line));
       return result;
     }
     throw new BatchFileError(BatchFileErrorReason.Unreadable, `cannot read ${input.path}: ${String(err)}`, {

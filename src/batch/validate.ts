@@ -80,15 +80,82 @@ export interface BatchReport {
 /** Source batches a report names at most. */
 export const MAX_SOURCE_BATCHES = 100;
 
+/** What a validation keeps while it reads: the report so far and the tallies behind it. */
+interface Validation {
+  report: BatchReport;
+  collector: ProblemCollector;
+  options: ValidateOptions;
+  maxModels: number;
+  models: Map<string, ModelUsage>;
+  sourceBatches: Set<string>;
+  ids: IdTable;
+  header: { index: ColumnIndex; width: number; own: UserColumn[] } | undefined;
+  /** The first record was malformed CSV: there are no columns to check rows against, only CSV to scan. */
+  headerBroken: boolean;
+}
+
 /**
  * Reads the whole file once, streaming, and reports every problem with its line and field, plus the counts the
  * CLI needs for a cost estimate. Nothing is kept per row except a 12-byte digest of its id (see `IdTable`).
  * Throws `BatchFileError` only when the file cannot be read at all.
  */
 export async function validateBatchFile(path: string, options: ValidateOptions = {}): Promise<BatchReport> {
-  const collector = new ProblemCollector(options.maxProblems ?? 1000);
-  const maxModels = options.maxModels ?? 1000;
-  const report: BatchReport = {
+  const v: Validation = {
+    report: emptyReport(),
+    collector: new ProblemCollector(options.maxProblems ?? 1000),
+    options,
+    maxModels: options.maxModels ?? 1000,
+    models: new Map(),
+    sourceBatches: new Set(),
+    ids: new IdTable(),
+    header: undefined,
+    headerBroken: false,
+  };
+  const { report, collector } = v;
+
+  const source = await inspectSource(path);
+  report.format = source.format;
+  if (source.encodingProblem) {
+    collector.add(source.encodingProblem);
+    report.complete = false;
+  } else {
+    const scan = await scanBatchFile({
+      path,
+      format: source.format,
+      start: source.dataStart,
+      line: 1,
+      maxRecordBytes: options.maxRecordBytes,
+      maxFields: options.maxFields,
+      onRecord: (record) => {
+        if (v.headerBroken) {
+          report.rows += 1;
+          report.invalidRows += 1;
+        } else if (v.header === undefined) readHeader(v, record);
+        else checkDataRow(v, record, v.header);
+        return false;
+      },
+      onProblem: (p) => scanProblem(v, p, source.format),
+    });
+    report.complete = !scan.fatal;
+    if (v.header === undefined && !v.headerBroken && !scan.fatal) {
+      collector.add({ code: ProblemCode.FileEmpty, line: 1, message: 'the file is empty: no header row' });
+    } else if (v.header !== undefined && report.rows === 0 && !scan.fatal) {
+      collector.add({ code: ProblemCode.FileNoRows, line: 2, message: 'the file has a header but no data rows' });
+    }
+  }
+
+  report.models = Object.fromEntries([...v.models].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  report.problems = collector.sorted();
+  report.problemCount = collector.count;
+  report.problemsDropped = collector.dropped;
+  report.sourceBatches = [...v.sourceBatches];
+  report.ok = collector.count === 0;
+  return report;
+}
+
+/** A report of nothing read yet. */
+function emptyReport(): BatchReport {
+  return {
     ok: false,
     complete: true,
     format: 'comma',
@@ -104,112 +171,73 @@ export async function validateBatchFile(path: string, options: ValidateOptions =
     problemsDropped: 0,
     sourceBatches: [],
   };
-  const sourceBatches = new Set<string>();
-  const models = new Map<string, ModelUsage>();
-  const ids = new IdTable();
-  let header: { index: ColumnIndex; width: number; own: UserColumn[] } | undefined;
-  /** The first record was malformed CSV: there are no columns to check rows against, only CSV to scan. */
-  let headerBroken = false;
+}
 
-  const source = await inspectSource(path);
-  report.format = source.format;
-  if (source.encodingProblem) {
-    collector.add(source.encodingProblem);
-    report.complete = false;
-  } else {
-    const onRecord = (record: ScannedRecord): boolean => {
-      if (headerBroken) {
-        report.rows += 1;
-        report.invalidRows += 1;
-        return false;
-      }
-      if (header === undefined) {
-        const parsed = parseHeader(record.cells, record.line, options.userColumns, {
-          carryOthers: options.carryOthers ?? false,
-        });
-        report.columns = parsed.columns;
-        report.headerLine = record.line;
-        report.carried = parsed.carried;
-        header = { index: parsed.index, width: parsed.columns.length, own: parsed.own };
-        if (record.badUtf8Line !== undefined) {
-          collector.add({
-            code: ProblemCode.InvalidUtf8,
-            line: record.badUtf8Line,
-            message: `the header has bytes that are not UTF-8 (line ${record.badUtf8Line})`,
-          });
-        }
-        parsed.problems.forEach((p) => collector.add(p));
-        return false;
-      }
-      report.rows += 1;
-      const sourceAt = header.index.get(RecordColumn.BatchId);
-      const source = sourceAt === undefined ? '' : (record.cells[sourceAt] ?? '').trim();
-      if (source && sourceBatches.size < MAX_SOURCE_BATCHES) sourceBatches.add(source);
-      const row = checkRecord(
-        record,
-        {
-          rowNumber: report.rows,
-          width: header.width,
-          index: header.index,
-          columns: report.columns ?? [],
-          defaultModel: options.defaultModel,
-          own: header.own,
-        },
-        ids,
-        collector,
-      );
-      if (row) {
-        report.validRows += 1;
-        const { model, num_images: images = 1 } = row.request;
-        let usage = models.get(model);
-        if (usage === undefined && models.size < maxModels) models.set(model, (usage = { rows: 0, images: 0 }));
-        usage ??= report.otherModels;
-        usage.rows += 1;
-        usage.images += images;
-      } else {
-        report.invalidRows += 1;
-      }
-      return false;
-    };
-    const scan = await scanBatchFile({
-      path,
-      format: source.format,
-      start: source.dataStart,
-      line: 1,
-      maxRecordBytes: options.maxRecordBytes,
-      maxFields: options.maxFields,
-      onRecord,
-      onProblem: (p) => {
-        if (header === undefined && !headerBroken) {
-          headerBroken = true;
-          collector.add({
-            code: p.code,
-            line: p.line,
-            message:
-              source.format === 'jsonl'
-                ? p.message
-                : `the header row is not valid CSV, so no row can be checked: ${p.message}`,
-          });
-        } else {
-          collector.add(p);
-        }
-      },
+/** The first record: the header's columns, and its problems. */
+function readHeader(v: Validation, record: ScannedRecord): void {
+  const parsed = parseHeader(record.cells, record.line, v.options.userColumns, {
+    carryOthers: v.options.carryOthers ?? false,
+  });
+  v.report.columns = parsed.columns;
+  v.report.headerLine = record.line;
+  v.report.carried = parsed.carried;
+  v.header = { index: parsed.index, width: parsed.columns.length, own: parsed.own };
+  if (record.badUtf8Line !== undefined) {
+    v.collector.add({
+      code: ProblemCode.InvalidUtf8,
+      line: record.badUtf8Line,
+      message: `the header has bytes that are not UTF-8 (line ${record.badUtf8Line})`,
     });
-    report.complete = !scan.fatal;
-    if (header === undefined && !headerBroken && !scan.fatal) {
-      collector.add({ code: ProblemCode.FileEmpty, line: 1, message: 'the file is empty: no header row' });
-    } else if (header !== undefined && report.rows === 0 && !scan.fatal) {
-      collector.add({ code: ProblemCode.FileNoRows, line: 2, message: 'the file has a header but no data rows' });
-    }
   }
+  parsed.problems.forEach((p) => v.collector.add(p));
+}
 
-  report.models = Object.fromEntries([...models].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-  report.problems = collector.sorted();
-  report.problemCount = collector.count;
-  report.problemsDropped = collector.dropped;
-  report.sourceBatches = [...sourceBatches];
-  report.ok = collector.count === 0;
-  return report;
+/** A data record: its source batch, its problems, and its model's usage when it is valid. */
+function checkDataRow(v: Validation, record: ScannedRecord, header: NonNullable<Validation['header']>): void {
+  const { report } = v;
+  report.rows += 1;
+  const sourceAt = header.index.get(RecordColumn.BatchId);
+  const source = sourceAt === undefined ? '' : (record.cells[sourceAt] ?? '').trim();
+  if (source && v.sourceBatches.size < MAX_SOURCE_BATCHES) v.sourceBatches.add(source);
+  const row = checkRecord(
+    record,
+    {
+      rowNumber: report.rows,
+      width: header.width,
+      index: header.index,
+      columns: report.columns ?? [],
+      defaultModel: v.options.defaultModel,
+      own: header.own,
+    },
+    v.ids,
+    v.collector,
+  );
+  if (row) {
+    report.validRows += 1;
+    const { model, num_images: images = 1 } = row.request;
+    let usage = v.models.get(model);
+    if (usage === undefined && v.models.size < v.maxModels) v.models.set(model, (usage = { rows: 0, images: 0 }));
+    usage ??= report.otherModels;
+    usage.rows += 1;
+    usage.images += images;
+  } else {
+    report.invalidRows += 1;
+  }
+}
+
+/** A problem the scanner found; before any header, it breaks the header (no row can be checked). */
+function scanProblem(v: Validation, p: BatchProblem, format: BatchFormat): void {
+  if (v.header === undefined && !v.headerBroken) {
+    v.headerBroken = true;
+    v.collector.add({
+      code: p.code,
+      line: p.line,
+      message:
+        format === 'jsonl' ? p.message : `the header row is not valid CSV, so no row can be checked: ${p.message}`,
+    });
+  } else {
+    v.collector.add(p);
+  }
 }
 
 /** The problem for a row holding bytes that are not UTF-8, naming the field whose text was damaged. */

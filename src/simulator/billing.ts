@@ -1,5 +1,5 @@
 import { type AccountConfig } from './config';
-import { CreationOutcome, type Ledger } from './ledger';
+import { CreationOutcome, type ChargeBook } from './charges';
 import { toMicros, toUsd } from './money';
 
 /** Why a charge cannot be made: the details of a 402. */
@@ -29,7 +29,7 @@ function monthOf(ms: number): string {
 
 /**
  * Wallets per account and monthly spending per key. Every movement of money goes through here so that the
- * ledger and the balances cannot disagree.
+ * charge book and the balances cannot disagree.
  */
 export class Billing {
   private readonly wallets = new Map<string, number>();
@@ -41,7 +41,7 @@ export class Billing {
 
   constructor(
     accounts: readonly AccountConfig[],
-    readonly ledger: Ledger,
+    readonly charges: ChargeBook,
   ) {
     for (const account of accounts) {
       this.wallets.set(account.id, toMicros(account.walletUsd));
@@ -114,7 +114,7 @@ export class Billing {
     if (use && use.month === month) use.micros += input.micros;
     else this.spent.set(input.keyId, { month, micros: input.micros });
     this.chargeMonth.set(input.creationId, { keyId: input.keyId, month, micros: input.micros });
-    this.ledger.charge({ ...input, at: input.now });
+    this.charges.charge({ ...input, at: input.now });
   }
 
   /** Refunds a creation's charge in full (once) and records its outcome. */
@@ -125,14 +125,14 @@ export class Billing {
       this.wallets.set(accountId, (this.wallets.get(accountId) ?? 0) + charged.micros);
       const use = this.spent.get(charged.keyId);
       if (use && use.month === charged.month) use.micros -= charged.micros;
-      this.ledger.refund(creationId, at, reason);
+      this.charges.refund(creationId, at, reason);
     }
-    this.ledger.register(creationId, outcome);
+    this.charges.register(creationId, outcome);
   }
 
   /** A creation finished well: its charge stands. */
   settleSuccess(creationId: string): void {
     this.chargeMonth.delete(creationId);
-    this.ledger.register(creationId, CreationOutcome.Succeeded);
+    this.charges.register(creationId, CreationOutcome.Succeeded);
   }
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { type StatusNamingName } from '../api/contract';
 import {
   IdempotencyVariant,
   describeIssues,
@@ -8,6 +9,7 @@ import {
   SimulatorConfigError,
 } from './config';
 import { type SimulatorEngine } from './engine';
+import { type Fault, type FaultKind, type FaultSettings } from './faults';
 
 /**
  * Run-time controls of the simulator (not part of the service): the same commands in process
@@ -103,4 +105,51 @@ export function applyControl(engine: SimulatorEngine, input: unknown): void {
       return;
     }
   }
+}
+
+/** A fault as scripts and controls accept it: its kind, or `{ kind, delayMs }`. */
+export type FaultInput = FaultKind | Fault;
+
+/** The run-time controls of a running simulator, in process. */
+export interface SimulatorControls {
+  /** Applies a control command (the same as `POST /_sim/control`). */
+  control(command: ControlCommand): void;
+  /** Replaces the fault settings; fields left out are off. */
+  setFaults(settings: Partial<FaultSettings>): void;
+  /** Faults handed out to submissions since this simulator started, by kind (`none` included). */
+  faultCounts(): Record<FaultKind, number>;
+  /** Submissions whose prompt contains `match` get these faults, one per submission, in order. */
+  scriptFor(match: string, faults: readonly FaultInput[]): void;
+  revokeKey(keyId: string): void;
+  addKey(accountId: string, keyId: string, key: string): void;
+  setAccountDisabled(accountId: string, disabled: boolean): void;
+  setWallet(accountId: string, usd: number): void;
+  walletUsd(accountId: string): number;
+  setMonthlyBudget(keyId: string, usd: number | null): void;
+  setIdempotencyVariant(variant: IdempotencyVariant): void;
+  setStatusNaming(naming: StatusNamingName): void;
+  setLimits(limits: LimitsPatch): void;
+}
+
+/** The controls of `engine`, each a command through {@link applyControl} (or a read after settling). */
+export function controlsOf(engine: SimulatorEngine): SimulatorControls {
+  return {
+    control: (command) => applyControl(engine, command),
+    setFaults: (settings) => applyControl(engine, { op: 'setFaults', faults: settings }),
+    faultCounts: () => engine.faults.counts(),
+    scriptFor: (match, faults) => applyControl(engine, { op: 'script', match, faults: [...faults] }),
+    revokeKey: (keyId) => applyControl(engine, { op: 'revokeKey', keyId }),
+    addKey: (accountId, keyId, key) => applyControl(engine, { op: 'addKey', accountId, keyId, key }),
+    setAccountDisabled: (accountId, disabled) =>
+      applyControl(engine, { op: 'setAccountDisabled', accountId, disabled }),
+    setWallet: (accountId, usd) => applyControl(engine, { op: 'setWallet', accountId, usd }),
+    walletUsd: (accountId) => {
+      engine.settle();
+      return engine.billing.balanceUsd(accountId);
+    },
+    setMonthlyBudget: (keyId, usd) => applyControl(engine, { op: 'setMonthlyBudget', keyId, usd }),
+    setIdempotencyVariant: (variant) => applyControl(engine, { op: 'setIdempotencyVariant', variant }),
+    setStatusNaming: (naming) => applyControl(engine, { op: 'setStatusNaming', naming }),
+    setLimits: (limits) => applyControl(engine, { op: 'setLimits', limits }),
+  };
 }

@@ -1,33 +1,26 @@
 import { createHash } from 'node:crypto';
-import type { IncomingHttpHeaders } from 'node:http';
 import { DEFAULT_IDEMPOTENCY_HEADER, ErrorCode, type StatusNamingName } from '../api/contract';
-import { type Principal } from './auth';
+import { KeyRing, type Principal } from './auth';
 import { Billing } from './billing';
 import { retryAfterSeconds } from './clock';
 import { IdempotencyVariant, type SimulatorConfig } from './config';
-import { CreationStore, creationRecord, earliestFinish, newCreationId, type Creation } from './creations';
-import { FaultKind, FaultPlan, forcedFailure, type Fault } from './faults';
+import { newCreation, type CreationStart } from './creation-start';
+import { CreationStore, creationRecord, newCreationId, type Creation } from './creations';
+import { FaultKind, FaultPlan } from './faults';
 import { IdempotencyStore } from './idempotency';
 import { imageOf } from './files';
+import { acceptedDelivery, chargeRefusalResponse, SEND, type Judged } from './judgement';
 import { modelRecord } from './pricing';
 import { presentRecord } from './record-shape';
-import { CreationOutcome, Ledger } from './ledger';
+import { CreationOutcome, ChargeBook } from './charges';
 import { toMicros } from './money';
-import { drawGeneration, timingOf, type GenerationTiming } from './generation';
-import { hash32, mulberry32, type Random, type SeededRandom } from './random';
+import { timingOf, type GenerationTiming } from './generation';
+import { hash32, mulberry32, type SeededRandom } from './random';
+import { quotaRefusal } from './quota';
 import { RateLimiter } from './rate-limit';
 import { errorResponse, invalidRequest, retryAfter, type ApiResponse, type Delivery } from './responses';
-import { FailureMessage } from '../api/contract';
-import { idempotencyKeyProblem, validateCreationBody, type ValidCreationBody } from './validation';
-import { KeyRing } from './auth';
-
-/** A submit request as the server read it. */
-export interface SubmitInput {
-  headers: IncomingHttpHeaders;
-  body: Buffer;
-  /** The body was larger than `maxBodyBytes` (only its start was kept). */
-  tooLarge: boolean;
-}
+import { parseBody, type ParsedBody, type SubmitInput } from './submit-body';
+import { idempotencyKeyProblem, validateCreationBody } from './validation';
 
 /** The simulator's reply to a request: what to send, how, and what to call once it has gone out. */
 export interface Reply {
@@ -36,16 +29,6 @@ export interface Reply {
   done?: () => void;
 }
 
-type Parsed = { ok: true; value: unknown } | { ok: false; problem: { field: string; message: string } };
-
-interface Judged {
-  response: ApiResponse;
-  /** What the idempotency store keeps under the key (depends on the variant), if anything. */
-  store: ApiResponse | undefined;
-  delivery: Delivery;
-}
-
-const SEND: Delivery = { kind: 'send' };
 const IDEMPOTENCY_FIELD = DEFAULT_IDEMPOTENCY_HEADER;
 const MAX_PENDING_WAITS = 1000;
 
@@ -55,7 +38,7 @@ const MAX_PENDING_WAITS = 1000;
  */
 export class SimulatorEngine {
   readonly keys: KeyRing;
-  readonly ledger: Ledger;
+  readonly charges: ChargeBook;
   readonly billing: Billing;
   readonly creations: CreationStore;
   readonly idempotency: IdempotencyStore;
@@ -74,8 +57,8 @@ export class SimulatorEngine {
   constructor(readonly config: SimulatorConfig) {
     this.random = mulberry32(config.seed);
     this.keys = new KeyRing(config.accounts);
-    this.ledger = new Ledger(config.ledger.maxEntries, () => this.settle());
-    this.billing = new Billing(config.accounts, this.ledger);
+    this.charges = new ChargeBook(config.ledger.maxEntries, () => this.settle());
+    this.billing = new Billing(config.accounts, this.charges);
     this.creations = new CreationStore({
       ttlMs: config.creations.ttlMs,
       maxEntries: config.creations.maxEntries,
@@ -165,39 +148,12 @@ export class SimulatorEngine {
     return presentRecord(record, this.config, true, (n) => imageOf(c, n));
   }
 
-  private quota(principal: Principal, parsed: Parsed): ApiResponse | undefined {
-    const now = this.now();
-    const { accountConcurrency, modelCapacity } = this.config.limits;
-    const ofAccount = this.creations.inFlightOfAccount(principal.accountId);
-    if (accountConcurrency !== null && ofAccount.size >= accountConcurrency) {
-      return errorResponse(
-        ErrorCode.QuotaExceeded,
-        'Too many creations in flight for this account.',
-        { scope: 'account', reason: 'concurrency_limit', limit: accountConcurrency },
-        retryAfter(retryAfterSeconds(earliestFinish(ofAccount) - now)),
-      );
-    }
-    const model = parsed.ok ? (parsed.value as { model?: unknown } | null)?.model : undefined;
-    if (modelCapacity !== null && typeof model === 'string') {
-      const ofModel = this.creations.inFlightOfModel(model);
-      if (ofModel.size >= modelCapacity) {
-        return errorResponse(
-          ErrorCode.QuotaExceeded,
-          'The model is at capacity.',
-          { scope: 'model', reason: 'capacity', limit: modelCapacity, model },
-          retryAfter(retryAfterSeconds(earliestFinish(ofModel) - now)),
-        );
-      }
-    }
-    return undefined;
-  }
-
   async submit(principal: Principal, input: SubmitInput): Promise<Reply> {
     const limited = this.rateLimit(principal);
     if (limited) return { response: limited, delivery: SEND };
     this.settle();
     const parsed = parseBody(input, this.config.maxBodyBytes);
-    const quota = this.quota(principal, parsed);
+    const quota = quotaRefusal(this.creations, this.config.limits, principal.accountId, parsed, this.now());
     if (quota) return { response: quota, delivery: SEND };
 
     const header = input.headers['idempotency-key'];
@@ -265,7 +221,7 @@ export class SimulatorEngine {
   }
 
   /** Validation, wallet and budget, charge, start: the steps whose responses variant (b) stores. */
-  private judge(principal: Principal, parsed: Parsed, idempotencyKey: string | null): Judged {
+  private judge(principal: Principal, parsed: ParsedBody, idempotencyKey: string | null): Judged {
     this.revision++;
     const allJudged = this.variant === IdempotencyVariant.AllJudged;
     const final = (response: ApiResponse): Judged => ({
@@ -288,23 +244,7 @@ export class SimulatorEngine {
     const now = this.now();
     const micros = unitPrice * request.numImages;
     const refusal = this.billing.check(principal.accountId, principal.keyId, micros, now);
-    if (refusal) {
-      const topUp = this.config.topUpUrl;
-      return final(
-        refusal.reason === 'wallet'
-          ? errorResponse(ErrorCode.InsufficientBalance, 'The wallet cannot cover this request.', {
-              required: refusal.requiredUsd,
-              balance: refusal.balanceUsd,
-              top_up_url: topUp,
-            })
-          : errorResponse(ErrorCode.InsufficientBalance, 'The monthly budget of this API key is exhausted.', {
-              reason: 'monthly_budget_exceeded',
-              monthly_cap_usd: refusal.capUsd,
-              required: refusal.requiredUsd,
-              top_up_url: topUp,
-            }),
-      );
-    }
+    if (refusal) return final(chargeRefusalResponse(refusal, this.config.topUpUrl));
 
     const fault = this.faults.next(request.prompt);
     if (fault.kind === FaultKind.InternalBeforeCharge) {
@@ -333,38 +273,12 @@ export class SimulatorEngine {
       );
     }
 
-    const creation = this.start(principal, request, id, micros, idempotencyKey, fault, now);
+    const creation = this.start({ principal, request, id, micros, idempotencyKey, fault, now });
     const accepted: ApiResponse = {
       status: 202,
       body: creationRecord(creation, now, this.naming, this.filesUrl),
     };
-    return this.deliver(fault, accepted, allJudged);
-  }
-
-  private deliver(fault: Fault, accepted: ApiResponse, allJudged: boolean): Judged {
-    switch (fault.kind) {
-      case FaultKind.InternalAfterCharge: {
-        const failed = errorResponse(ErrorCode.Internal, 'Internal error.');
-        return { response: failed, store: allJudged ? failed : accepted, delivery: SEND };
-      }
-      case FaultKind.ResetAfterCommit:
-        return { response: accepted, store: accepted, delivery: { kind: 'reset' } };
-      case FaultKind.Slow:
-        return {
-          response: accepted,
-          store: accepted,
-          delivery: { kind: 'slow', delayMs: fault.delayMs ?? this.faults.settings.slow.delayMs },
-        };
-      case FaultKind.None:
-      case FaultKind.InternalBeforeCharge:
-      case FaultKind.GenerationFailed:
-      case FaultKind.ProviderUnavailable:
-      case FaultKind.FailSafety:
-      case FaultKind.FailNoImage:
-      case FaultKind.FailTimedOut:
-      case FaultKind.FailGeneration:
-        return { response: accepted, store: accepted, delivery: SEND };
-    }
+    return acceptedDelivery(fault, accepted, allJudged, this.faults.settings.slow.delayMs);
   }
 
   /** The generation timing of a model (resolved once per model). */
@@ -377,66 +291,11 @@ export class SimulatorEngine {
     return timing;
   }
 
-  /** Fixes the creation's whole future at acceptance: timings from its own seeded stream, then its outcome. */
-  private start(
-    principal: Principal,
-    request: ValidCreationBody,
-    id: string,
-    micros: number,
-    idempotencyKey: string | null,
-    fault: Fault,
-    now: number,
-  ): Creation {
-    const own = mulberry32(hash32(id, this.config.seed));
-    const { queuedMs, runningMs } = drawGeneration(this.timing(request.model), own);
-    const runningAt = now + queuedMs;
-    const finishedAt = runningAt + runningMs;
-    const creation: Creation = {
-      id,
-      accountId: principal.accountId,
-      keyId: principal.keyId,
-      idempotencyKey,
-      model: request.model,
-      prompt: request.prompt,
-      negativePrompt: request.negativePrompt,
-      width: request.width,
-      height: request.height,
-      numImages: request.numImages,
-      seed: request.seed ?? Math.floor(own() * 2 ** 32),
-      costMicros: micros,
-      acceptedAt: now,
-      runningAt,
-      finishedAt,
-      error: forcedFailure(fault.kind) ?? this.safetyFilter(request.prompt, own),
-      settled: false,
-      lastPollAt: undefined,
-    };
+  /** Starts the accepted creation: its whole future fixed now (see {@link newCreation}). */
+  private start(start: CreationStart): Creation {
+    const creation = newCreation(start, this.timing(start.request.model), this.config);
     this.creations.add(creation);
-    this.ledger.register(id, CreationOutcome.InFlight);
+    this.charges.register(start.id, CreationOutcome.InFlight);
     return creation;
-  }
-
-  /** The model's safety filter, applied to what will be generated: trigger words, and generic prompts. */
-  private safetyFilter(prompt: string, random: Random): FailureMessage | undefined {
-    const { triggerWords, genericDeclineProbability } = this.config.safety;
-    const lower = prompt.toLowerCase();
-    if (triggerWords.some((word) => lower.includes(word.toLowerCase()))) return FailureMessage.SafetyFilter;
-    const words = lower.split(/\s+/).filter(Boolean).length;
-    if (words <= 2 && random() < genericDeclineProbability) return FailureMessage.SafetyFilter;
-    return undefined;
-  }
-}
-
-/** Content type, size and JSON syntax: the body-level problems, reported at the validation step. */
-function parseBody(input: SubmitInput, maxBytes: number): Parsed {
-  if (input.tooLarge) return { ok: false, problem: { field: 'body', message: `must be at most ${maxBytes} bytes` } };
-  const type = input.headers['content-type'];
-  if (!type || !/^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i.test(type)) {
-    return { ok: false, problem: { field: 'Content-Type', message: 'must be application/json' } };
-  }
-  try {
-    return { ok: true, value: JSON.parse(input.body.toString('utf8')) as unknown };
-  } catch {
-    return { ok: false, problem: { field: 'body', message: 'is not valid JSON' } };
   }
 }

@@ -18,15 +18,15 @@ export { FaultKind, type Fault, type FaultSettings, type ScriptRule } from './fa
 export { type ControlCommand, type LimitsPatch } from './control';
 export {
   CreationOutcome,
-  LedgerKind,
-  Ledger,
-  type LedgerEntry,
-  type LedgerCreation,
-  type LedgerSnapshot,
-  type LedgerViolations,
+  ChargeKind,
+  ChargeBook,
+  type ChargeEntry,
+  type ChargedCreation,
+  type ChargeSnapshot,
+  type ChargeViolations,
   type KeySummary,
   type IdempotencySummary,
-} from './ledger';
+} from './charges';
 export { type SeenRequest } from './files';
 export { STATE_FORMAT, STATE_VERSION, type SimulatorState } from './persistence';
 export { encodePng, renderImage } from './png';

@@ -6,11 +6,11 @@ import { describeIssues, faultSchema, SimulatorConfigError } from './config';
 import { type Creation } from './creations';
 import { type SimulatorEngine } from './engine';
 import { type Fault, type ScriptRule } from './faults';
-import { CreationOutcome, LedgerKind } from './ledger';
+import { CreationOutcome, ChargeKind } from './charges';
 
 /**
  * The simulator's state in a JSON file, so that a stopped simulator (the demo after Ctrl-C) starts again with
- * its creations, stored idempotent responses, money and ledger, and consumed fault scripts. Creations keep
+ * its creations, stored idempotent responses, money and charge book, and consumed fault scripts. Creations keep
  * their absolute times, so one that was running finishes on schedule relative to the clock. Rate-limit
  * buckets and settings changed at run time (faults, limits, naming) are not saved: the config gives them.
  * Files are written whole to a temporary file that is then renamed over the old one, so a crash mid-write
@@ -100,12 +100,13 @@ const stateSchema = z.strictObject({
       }),
     ),
   }),
+  /** The charge book (the key keeps its first name: files of this version hold it). */
   ledger: z.strictObject({
     seq: nonNegative,
     entries: z.array(
       z.strictObject({
         seq: nonNegative,
-        kind: z.enum([LedgerKind.Charge, LedgerKind.Refund]),
+        kind: z.enum([ChargeKind.Charge, ChargeKind.Refund]),
         accountId: z.string().min(1),
         keyId: z.string().min(1),
         creationId: z.string().min(1),
@@ -164,7 +165,7 @@ export function captureState(engine: SimulatorEngine): SimulatorState {
     },
     keys: engine.keys.runtimeChanges(),
     billing: engine.billing.saveState(),
-    ledger: engine.ledger.saveState(),
+    ledger: engine.charges.saveState(),
     creations: engine.creations.list().map(savedCreation),
     idempotency: engine.idempotency.list(),
   };
@@ -174,7 +175,7 @@ export function captureState(engine: SimulatorEngine): SimulatorState {
 export function applyState(engine: SimulatorEngine, state: SimulatorState): void {
   engine.keys.replayChanges(state.keys);
   engine.billing.restoreState(state.billing);
-  engine.ledger.restoreState(state.ledger);
+  engine.charges.restoreState(state.ledger);
   for (const saved of state.creations) engine.creations.restore(restoredCreation(saved));
   engine.idempotency.restore(state.idempotency, engine.now());
   engine.faults.restoreState({

@@ -101,9 +101,9 @@ export interface ChaosReport {
   figures: ChaosFigures;
   /** The reconcile step after the batch. */
   reconcile: ReconcileFigures;
-  /** The final results.jsonl (written by the reconcile step) against the simulator's ledger, per row and in total. */
+  /** The final results.jsonl (written by the reconcile step) against the simulator's charge book, per row and in total. */
   spend: SpendReconciliation;
-  /** The ledger store against the simulator's ledger, after the reconcile step. */
+  /** The ledger store against the simulator's charge book, after the reconcile step. */
   store: StoreCheck;
   /** Every invariant that does not hold, in words; empty when the run passed. */
   violations: string[];
@@ -298,7 +298,7 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
       progress,
       outcomes,
       runsPerRow: runs,
-      ledger: sim.ledger,
+      charges: sim.charges,
       written,
       events,
       storms,
@@ -320,19 +320,19 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
     proxy.setFaults({});
     const reconciled = await reconcile({ client, taskQueue, batchId, outDir, ledger });
     step('reconciled the unresolved rows');
-    const reconcileFigures = reconcileFiguresOf(written.unresolvedRows, reconciled, batchId, sim.ledger);
+    const reconcileFigures = reconcileFiguresOf(written.unresolvedRows, reconciled, batchId, sim.charges);
     violations.push(...reconcileViolations(reconcileFigures));
     // The spend reconciliation, on the final results: results.jsonl as the reconcile step wrote it again into the
     // batch's output folder, against every charge and refund of the simulator under the batch's keys.
     const spend = reconcileSpend(
       batchId,
       await readResultsSpend(reconciled.written.resultsJsonl),
-      sim.ledger.byCreation(),
+      sim.charges.byCreation(),
     );
     violations.push(...spendViolations(spend));
     step('reconciled the spend of the final results against the ledger');
-    // The ledger store against the simulator's ledger: every charge in both, to the cent.
-    const store = await checkStore(ledger, batchId, sim.ledger.byCreation());
+    // The ledger store against the simulator's charge book: every charge in both, to the cent.
+    const store = await checkStore(ledger, batchId, sim.charges.byCreation());
     violations.push(...storeViolations(store));
     step('checked the ledger store against the simulator');
     if (violations.length > 0) keep = true;

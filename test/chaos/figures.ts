@@ -30,7 +30,7 @@ export function formatFigures(report: ChaosReport, wallMs: number): string {
   zero('rows whose workflow ran twice', f.rowsRunTwice);
   check("batch's counts = rows' states", f.batchCountsDiffer === 0 ? 'yes' : 'no', f.batchCountsDiffer === 0);
 
-  section('money (simulator ledger)');
+  section('money (simulator charge book)');
   zero('rows charged twice', f.doubleCharged);
   zero('idempotency keys charged twice', f.ledgerChargedTwice);
   zero('succeeded (or images unsaved) rows not charged once', f.succeededNotChargedOnce);
@@ -70,7 +70,7 @@ export function formatFigures(report: ChaosReport, wallMs: number): string {
   zero('rows charged twice after reconcile', r.rowsChargedTwice);
   zero('keys charged twice after reconcile', r.keysChargedTwice);
 
-  section("spend reconciliation (results against the simulator's ledger)");
+  section("spend reconciliation (results against the simulator's charge book)");
   const s = report.spend;
   const money = (m: Spend) => `net ${usd(m.netUsd)} (charged ${usd(m.chargedUsd)}, refunded ${usd(m.refundedUsd)})`;
   info('rows compared', `${s.rowsCompared} (of ${s.resultRows} in results.jsonl)`);
@@ -104,7 +104,7 @@ export function formatFigures(report: ChaosReport, wallMs: number): string {
   info('simulator total net (all rows)', money(s.simulatorAllRows));
   check('total', spendTotalInWords(s), totalsAgree && s.differences.length === 0);
 
-  section("ledger store (against the simulator's ledger)");
+  section("ledger store (against the simulator's charge book)");
   const st = report.store;
   info('keys in the store', st.storeKeys);
   info('charges under the batch keys', st.charges);

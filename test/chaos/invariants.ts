@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parse } from 'csv-parse/sync';
 import type { JsonlRecord, WrittenResults } from '../../src/results';
-import { CreationOutcome, type FaultKind, type Ledger, type LedgerCreation } from '../../src/simulator';
+import { CreationOutcome, type FaultKind, type ChargeBook, type ChargedCreation } from '../../src/simulator';
 import type { FaultProxyCounts } from '../helpers/fault-proxy';
 import {
   idempotencyKeyFor,
@@ -20,7 +20,7 @@ import type { DoneEvent } from './chaos-scenario';
 
 /**
  * The invariants of a chaos run, as figures: each is counted from the sources of truth (the row workflows, the
- * simulator's ledger, the files on disk, the result files) rather than from what the batch says about itself.
+ * simulator's charge book, the files on disk, the result files) rather than from what the batch says about itself.
  */
 
 export interface FigureInputs {
@@ -30,7 +30,7 @@ export interface FigureInputs {
   progress: BatchProgress;
   outcomes: readonly RowOutcome[];
   runsPerRow: ReadonlyMap<string, number>;
-  ledger: Ledger;
+  charges: ChargeBook;
   written: WrittenResults;
   events: readonly DoneEvent[];
   storms: number;
@@ -107,7 +107,7 @@ const FINAL: readonly string[] = [RowState.Succeeded, RowState.ImagesUnsaved, Ro
 const PROBLEMS_KEPT = 10;
 
 export async function computeFigures(input: FigureInputs): Promise<ChaosFigures> {
-  const { outcomes, ledger, batchId } = input;
+  const { outcomes, charges, batchId } = input;
   const completed = outcomes.filter((o) => o.status === 'COMPLETED' && o.result && FINAL.includes(o.result.state));
   const byState: Partial<Record<RowState, number>> = {};
   for (const o of completed) byState[o.result!.state] = (byState[o.result!.state] ?? 0) + 1;
@@ -115,10 +115,10 @@ export async function computeFigures(input: FigureInputs): Promise<ChaosFigures>
   const batchCountsDiffer =
     input.progress.done && JSON.stringify(sorted(counted)) === JSON.stringify(sorted(byState)) ? 0 : 1;
 
-  const byKey = new Map(ledger.byIdempotencyKey().map((s) => [s.idempotencyKey, s]));
+  const byKey = new Map(charges.byIdempotencyKey().map((s) => [s.idempotencyKey, s]));
   const ledgerKeysOf = ledgerKeysByRow(batchId, byKey.keys());
-  const creationsOf = new Map<string, LedgerCreation[]>();
-  for (const c of ledger.byCreation()) {
+  const creationsOf = new Map<string, ChargedCreation[]>();
+  for (const c of charges.byCreation()) {
     if (c.idempotencyKey !== null) creationsOf.set(c.idempotencyKey, [...(creationsOf.get(c.idempotencyKey) ?? []), c]);
   }
 
@@ -168,8 +168,8 @@ export async function computeFigures(input: FigureInputs): Promise<ChaosFigures>
     const ownNet: number | null = result!.netUsd;
     if (result!.state !== RowState.Unknown && ownNet !== null && Math.abs(netUsd - ownNet) > 1e-6) moneyMismatches++;
   }
-  const violations = ledger.violations();
-  const failed = ledger
+  const violations = charges.violations();
+  const failed = charges
     .byCreation()
     .filter((c) => c.outcome === CreationOutcome.Failed || c.outcome === CreationOutcome.Rejected);
 
@@ -341,7 +341,7 @@ export function recordProblems(
   outcome: RowOutcome,
   batchId: string,
   ledgerKeys: readonly string[],
-  creationsOf: ReadonlyMap<string, readonly LedgerCreation[]>,
+  creationsOf: ReadonlyMap<string, readonly ChargedCreation[]>,
 ): string[] {
   const { rowId, result: record } = outcome;
   if (outcome.status !== 'COMPLETED') return [`its workflow is ${outcome.status}, not completed with its record`];
@@ -486,7 +486,7 @@ export function violationsOf(f: ChaosFigures, expect: Expectations): string[] {
   return out;
 }
 
-/** What the reconcile step after the batch did, against the simulator's ledger. */
+/** What the reconcile step after the batch did, against the simulator's charge book. */
 export interface ReconcileFigures {
   /** Rows of unresolved.csv before the step. */
   unresolvedBefore: number;
@@ -505,9 +505,9 @@ export function reconcileFiguresOf(
   unresolvedBefore: number,
   outcome: ReconcileOutcome,
   batchId: string,
-  ledger: Ledger,
+  charges: ChargeBook,
 ): ReconcileFigures {
-  const byKey = new Map(ledger.byIdempotencyKey().map((s) => [s.idempotencyKey, s.netCharged]));
+  const byKey = new Map(charges.byIdempotencyKey().map((s) => [s.idempotencyKey, s.netCharged]));
   const keysByRow = ledgerKeysByRow(batchId, byKey.keys());
   let rowsChargedTwice = 0;
   for (const keys of keysByRow.values()) {
@@ -521,7 +521,7 @@ export function reconcileFiguresOf(
     reported,
     unresolvedAfter: outcome.written.unresolvedRows,
     rowsChargedTwice,
-    keysChargedTwice: ledger.violations().chargedTwice.length,
+    keysChargedTwice: charges.violations().chargedTwice.length,
   };
 }
 

@@ -3,7 +3,7 @@ import { idempotencyKeyFor, parseIdempotencyKey } from '../../src/model';
 
 /**
  * The spend reconciliation of a batch: what its results say it spent (results.jsonl, one record per row) against what
- * the simulator's ledger charged and refunded under the batch's idempotency keys, per row and in total. Pure: it
+ * the simulator's charge book charged and refunded under the batch's idempotency keys, per row and in total. Pure: it
  * takes plain data (records as results.jsonl holds them, creations as `Ledger.byCreation()` gives them), so that it
  * can be tested without a server.
  *
@@ -27,7 +27,7 @@ export interface ResultsSpendRecord {
   net_usd: unknown;
 }
 
-/** What the reconciliation reads of a simulator creation (`Ledger.byCreation()`). */
+/** What the reconciliation reads of a simulator creation (`ChargeBook.byCreation()`). */
 export interface SimulatorCreationSpend {
   creationId: string;
   idempotencyKey: string | null;
@@ -48,18 +48,18 @@ export interface ResultsSpend {
   netUsd: number | null;
 }
 
-/** A row whose results differ from the simulator's ledger, and why. */
+/** A row whose results differ from the simulator's charge book, and why. */
 export interface SpendDifference {
   rowId: string;
   /** What results show for the row; null when results have no record of it. */
   results: ResultsSpend | null;
-  /** What the simulator's ledger holds over every key of the row. */
+  /** What the simulator's charge book holds over every key of the row. */
   simulator: Spend;
   /** In words: which figures differ, keys results do not list, a malformed figure, a repeated or missing record. */
   reasons: string[];
 }
 
-/** A row whose results hold a null figure, with what the simulator's ledger holds for it. */
+/** A row whose results hold a null figure, with what the simulator's charge book holds for it. */
 export interface UnknownSpendRow {
   rowId: string;
   results: ResultsSpend;
@@ -298,7 +298,7 @@ export function spendViolations(r: SpendReconciliation): string[] {
     const named = r.differences.slice(0, DIFFERENCES_NAMED).map(describeDifference);
     const more = r.differences.length - named.length;
     out.push(
-      `spend reconciliation: ${r.differences.length} rows differ from the simulator's ledger ` +
+      `spend reconciliation: ${r.differences.length} rows differ from the simulator's charge book ` +
         `(${named.join(' | ')}${more > 0 ? ` | and ${more} more` : ''})`,
     );
   }

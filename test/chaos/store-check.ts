@@ -1,9 +1,9 @@
 import { eachRow, type LedgerKey, type LedgerStore } from '../../src/ledger';
-import type { LedgerCreation } from '../../src/simulator';
+import type { ChargedCreation } from '../../src/simulator';
 import { parseIdempotencyKey, roundUsd } from '../../src/model';
 
 /**
- * The ledger store against the simulator's ledger, after the chaos run and its reconcile: every charge the simulator
+ * The ledger store against the simulator's charge book, after the chaos run and its reconcile: every charge the simulator
  * made under a key of the batch is a key the store knows (written ahead of its request), every creation the store
  * knows is one the simulator made under that key, and every charge both know is the same, to the cent.
  */
@@ -27,7 +27,7 @@ export interface StoreCheck {
 export async function checkStore(
   store: LedgerStore,
   batchId: string,
-  creations: readonly LedgerCreation[],
+  creations: readonly ChargedCreation[],
 ): Promise<StoreCheck> {
   const keys = new Map<string, LedgerKey>();
   for await (const row of eachRow(store, batchId)) for (const key of row.keys) keys.set(key.idempotencyKey, key);

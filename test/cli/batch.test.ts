@@ -14,7 +14,7 @@ import { chargedKeys, rowOfKey, startStack, type CliStack } from './stack';
  * The batch commands as a user runs them, each a `node bin/imagebatch.js ...` child process, against the
  * pinned Temporal dev server, the simulator and an `imagebatch worker` child: run (--follow --json), status,
  * ls, results and its four files, a re-run of errors.csv, a second run of the same batch id, and pause,
- * resume and cancel on a running batch. The simulator's ledger shows what was charged.
+ * resume and cancel on a running batch. The simulator's charge book shows what was charged.
  */
 
 // Every bound is generous: CI runs this on 2 loaded cores; a bound is a hang detector, never a speed test.
@@ -120,7 +120,7 @@ describe('run --follow --json, status, ls', { timeout: 120_000 }, () => {
     // Each row was submitted exactly once (--max-attempts 1): one charge per row, none twice.
     const rows = chargedKeys(stack.sim, 'cli-main').map((k) => rowOfKey('cli-main', k));
     expect(rows.sort()).toEqual(MAIN_IDS);
-    expect(stack.sim.ledger.chargedTwice()).toEqual([]);
+    expect(stack.sim.charges.chargedTwice()).toEqual([]);
     // flux-dev 0.04 x 3 rows + flux-schnell 0.01 x 2 images; the failed rows were refunded.
     expect(final.spentUsd).toBeCloseTo(0.14, 6);
   });
@@ -242,7 +242,7 @@ describe('results', { timeout: 120_000 }, () => {
     expect(validate.code, describeRun(['validate', retryCsv], validate)).toBe(0);
     expect(validate.stdout).toContain('2 rows, 2 valid, 0 problem(s)');
 
-    const charges = stack.sim.ledger.entries().filter((e) => e.kind === 'charge').length;
+    const charges = stack.sim.charges.entries().filter((e) => e.kind === 'charge').length;
     const args = ['run', retryCsv, '--batch-id', 'cli-retry', '--out', path.join(stack.dir, 'out-retry')];
     args.push('--follow', '--json');
     const r = await cli(args, { ...env(), timeoutMs: 60_000 });
@@ -256,17 +256,17 @@ describe('results', { timeout: 120_000 }, () => {
     });
     const retried = chargedKeys(stack.sim, 'cli-retry').map((k) => rowOfKey('cli-retry', k));
     expect(retried.sort()).toEqual(['r3', 'r6']);
-    expect(stack.sim.ledger.entries().filter((e) => e.kind === 'charge').length - charges).toBe(2);
+    expect(stack.sim.charges.entries().filter((e) => e.kind === 'charge').length - charges).toBe(2);
   });
 
   it('run again with the same batch id: the same result, nothing charged again', async () => {
     const { args, final } = await runMainBatch();
-    const charges = stack.sim.ledger.entries().filter((e) => e.kind === 'charge').length;
+    const charges = stack.sim.charges.entries().filter((e) => e.kind === 'charge').length;
     const again = await cli(args, { ...env(), timeoutMs: 60_000 });
     expect(again.code, describeRun(args, again)).toBe(0);
     expect(JSON.parse(again.stdout)).toMatchObject({ status: 'completed', done: true, counts: final.counts });
-    expect(stack.sim.ledger.entries().filter((e) => e.kind === 'charge').length).toBe(charges);
-    expect(stack.sim.ledger.chargedTwice()).toEqual([]);
+    expect(stack.sim.charges.entries().filter((e) => e.kind === 'charge').length).toBe(charges);
+    expect(stack.sim.charges.chargedTwice()).toEqual([]);
   });
 });
 
@@ -335,7 +335,7 @@ describe('pause, resume, cancel', { timeout: 120_000 }, () => {
     // Only rows that started were ever submitted.
     const submitted = new Set(chargedKeys(stack.sim, 'cli-ctl').map((k) => rowOfKey('cli-ctl', k)));
     expect(submitted.size).toBeLessThanOrEqual(final.started);
-    expect(stack.sim.ledger.chargedTwice()).toEqual([]);
+    expect(stack.sim.charges.chargedTwice()).toEqual([]);
 
     const list = await cliJson<{ batchId: string; status: string }[]>(['ls', '--json'], env());
     expect(list).toContainEqual(expect.objectContaining({ batchId: 'cli-ctl', status: 'completed' }));

@@ -170,7 +170,7 @@ describe('doctor --local', () => {
   it('--spend-one pays once, shows the record shape and mapping, saves the image; a re-run pays nothing again', async () => {
     const key = 'imagebatch-doctor/spend-one/flux-schnell';
     const charges = () =>
-      sim.ledger
+      sim.charges
         .byIdempotencyKey()
         .filter((s) => s.idempotencyKey === key)
         .map((s) => s.chargedUsd);
@@ -215,13 +215,13 @@ describe('doctor --local', () => {
   });
 
   it('--spend-one with a model the account lacks submits nothing (exit 3)', async () => {
-    const before = sim.ledger.entries().length;
+    const before = sim.charges.entries().length;
     const { exitCode, stdout } = await run({ env: envFor(sim), spendOne: true, model: 'no-such-model', out: 'x' });
     expect(exitCode).toBe(3);
     expect(line(stdout, 'spend one')).toMatch(
       /^spend one ~ FAIL ~ model no-such-model is not in the account's catalog; nothing was submitted/,
     );
-    expect(sim.ledger.entries().length).toBe(before);
+    expect(sim.charges.entries().length).toBe(before);
   });
 
   it('guesses catalog ids under a common name (slug): a warning naming the setting, not a failure (exit 0)', async () => {

@@ -76,7 +76,7 @@ const PROMPTS = [
 ];
 
 /** Creations charged and kept (net of refunds): what the account paid for. */
-const paid = () => sim.ledger.byCreation().filter((c) => c.netUsd > 0).length;
+const paid = () => sim.charges.byCreation().filter((c) => c.netUsd > 0).length;
 
 /** A folder of its own, with `name` holding `lines`. */
 async function folderWith(name: string, lines: readonly string[]): Promise<string> {
@@ -125,7 +125,7 @@ describe('what was paid is remembered by what was asked', { timeout: 180_000 }, 
     const again = await runIn(elsewhere, 'prompts.csv');
     expect(again.progress.counts).toMatchObject({ succeeded: 4 });
     expect(paid()).toBe(4);
-    expect(sim.ledger.chargedTwice()).toEqual([]);
+    expect(sim.charges.chargedTwice()).toEqual([]);
     // Its results and images are in the folder it ran from.
     expect((await resultsOf(elsewhere, 'prompts')).map((r) => r.state)).toEqual(Array(4).fill('succeeded'));
   });
@@ -165,7 +165,7 @@ describe('what was paid is remembered by what was asked', { timeout: 180_000 }, 
     expect(r.stderr).toMatch(/this one is batch prompts-[0-9a-f]{8}/);
     expect(paid()).toBe(10);
     expect(await readFile(path.join(first, 'out', 'prompts', 'results.csv'), 'utf8')).toBe(before);
-    expect(sim.ledger.chargedTwice()).toEqual([]);
+    expect(sim.charges.chargedTwice()).toEqual([]);
   });
 
   it('results of a batch paused at its cap offer nothing to run; its errors.csv is refused while it is open', async () => {
@@ -227,7 +227,7 @@ describe('what was paid is remembered by what was asked', { timeout: 180_000 }, 
       60_000,
     );
     expect(paid() - paidBefore).toBe(6);
-    expect(sim.ledger.chargedTwice()).toEqual([]);
+    expect(sim.charges.chargedTwice()).toEqual([]);
     // Once it has ended, its errors.csv may run; followed, its row's model, which the account lacks, stops it before
     // anything is sent: exit 3.
     await cli(['results', 'capped'], { env: temporalEnv, cwd: folder });
@@ -248,7 +248,7 @@ describe('what was paid is remembered by what was asked', { timeout: 180_000 }, 
     const { rows } = JSON.parse(shown.stdout) as { rows: { group: string; paid: number; paidUsd: number }[] };
     // Every creation the simulator kept is a paid key of the store, and the same dollars.
     expect(rows.reduce((n, r) => n + r.paid, 0)).toBe(paid());
-    const kept = sim.ledger.byCreation().filter((c) => c.netUsd > 0);
+    const kept = sim.charges.byCreation().filter((c) => c.netUsd > 0);
     expect(rows.reduce((n, r) => n + r.paidUsd, 0)).toBeCloseTo(
       kept.reduce((n, c) => n + c.netUsd, 0),
       6,
@@ -274,13 +274,13 @@ describe('what was paid is remembered by what was asked', { timeout: 180_000 }, 
     ]);
 
     const check = ['ledger', 'check', '--json'];
-    const requestsBefore = sim.ledger.entries().length;
+    const requestsBefore = sim.charges.entries().length;
     const agreed = await cli(check, { env: temporalEnv, timeoutMs: 60_000 });
     expect(agreed.code, describeRun(check, agreed)).toBe(0);
     const summary = JSON.parse(agreed.stdout) as { checked: number; agree: number; findingCount: number };
     expect(summary.checked).toBeGreaterThanOrEqual(paid());
     expect(summary).toMatchObject({ findingCount: 0 });
-    expect(sim.ledger.entries().length).toBe(requestsBefore); // a GET by id charges nothing
+    expect(sim.charges.entries().length).toBe(requestsBefore); // a GET by id charges nothing
 
     // A cost the store got wrong is found, naming the key; exit 1.
     const store = await defaultLedger();

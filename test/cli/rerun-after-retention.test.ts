@@ -212,7 +212,7 @@ describe('a batch run again after its row workflows are gone', { timeout: 120_00
 
     // Nothing charged again, nothing submitted again.
     expect(chargedKeys(sim, BATCH).sort()).toEqual(chargedBefore);
-    expect(sim.ledger.chargedTwice()).toEqual([]);
+    expect(sim.charges.chargedTwice()).toEqual([]);
     expect(postsByKey()).toEqual(postsBefore);
     // r1's images are back, downloaded again from its creation (polled, not submitted).
     for (const image of images) {

@@ -9,7 +9,7 @@ import { chargedKeys, startStack, type CliStack } from './stack';
  * What `run` checks before money and says after it (#31): a model the account lacks stops the batch before anything
  * is started (and `validate` says so with a key at hand), the exit code says whether every row has its images
  * (`--allow-partial` for pipelines that take a part), a batch run again says that nothing new was sent, and each
- * batch writes its own output folder. Against the simulator, whose ledger shows what was charged.
+ * batch writes its own output folder. Against the simulator, whose charge book shows what was charged.
  */
 let stack: CliStack;
 let work: string;
@@ -31,7 +31,7 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-const charges = () => stack.sim.ledger.entries().filter((e) => e.kind === 'charge').length;
+const charges = () => stack.sim.charges.entries().filter((e) => e.kind === 'charge').length;
 
 async function csv(name: string, rows: string[]): Promise<string> {
   const file = path.join(work, name);

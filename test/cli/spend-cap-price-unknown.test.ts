@@ -35,7 +35,7 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-const nothingCharged = () => expect(stack.sim.ledger.entries().filter((e) => e.kind === 'charge')).toEqual([]);
+const nothingCharged = () => expect(stack.sim.charges.entries().filter((e) => e.kind === 'charge')).toEqual([]);
 
 describe('--spend-cap with a model of unknown price', { timeout: 120_000 }, () => {
   it('run: exit 3 naming the model and --price, nothing started or charged; with --price it starts', async () => {
@@ -59,7 +59,7 @@ describe('--spend-cap with a model of unknown price', { timeout: 120_000 }, () =
   });
 
   it('schedule create with a local file: exit 3 naming the model and --price, no schedule, nothing charged', async () => {
-    const chargesBefore = stack.sim.ledger.entries().filter((e) => e.kind === 'charge').length;
+    const chargesBefore = stack.sim.charges.entries().filter((e) => e.kind === 'charge').length;
     const args = ['schedule', 'create', 'nightly', '--file', file, '--every', '1h', '--spend-cap', '1'];
     args.push('--out', path.join(stack.dir, 'out-schedule'));
     const refused = await cli(args, { env, timeoutMs: 60_000 });
@@ -68,6 +68,6 @@ describe('--spend-cap with a model of unknown price', { timeout: 120_000 }, () =
     expect(refused.stderr).toContain('--price flux-dev=<usd per image>');
     const described = await cli(['schedule', 'describe', 'nightly'], { env });
     expect(described.code, describeRun(['schedule', 'describe', 'nightly'], described)).not.toBe(0);
-    expect(stack.sim.ledger.entries().filter((e) => e.kind === 'charge')).toHaveLength(chargesBefore);
+    expect(stack.sim.charges.entries().filter((e) => e.kind === 'charge')).toHaveLength(chargesBefore);
   });
 });

@@ -82,7 +82,7 @@ export async function startStack(options: {
 
 /** Idempotency keys the simulator charged for batch `batchId` (`ib/<batch>/<row>/a<n>`), one per charge. */
 export function chargedKeys(sim: Simulator, batchId: string): string[] {
-  return sim.ledger
+  return sim.charges
     .entries()
     .filter((e) => e.kind === 'charge' && parseIdempotencyKey(e.idempotencyKey ?? '')?.batchId === batchId)
     .map((e) => e.idempotencyKey!);

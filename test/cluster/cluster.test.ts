@@ -232,7 +232,7 @@ describe('on a split Temporal cluster on PostgreSQL', () => {
     await writeFile(file, ['id,prompt', ...rowIds.map((id, i) => `${id},a long id number ${i + 1}`)].join('\n') + '\n');
     const outDir = path.join(dir, 'out-long');
     const args = ['run', file, '--batch-id', batchId, '--model', 'flux-dev', '--out', outDir, '--follow', '--json'];
-    const before = sim!.ledger.entries().filter((e) => e.kind === 'charge').length;
+    const before = sim!.charges.entries().filter((e) => e.kind === 'charge').length;
     const r = await cli(args, { ...cliEnv(), timeoutMs: 180_000 });
     expect(r.code, `${describeRun(args, r)}\n${workerLogs()}`).toBe(0);
     expect(JSON.parse(r.stdout)).toMatchObject({ batchId, done: true, counts: { succeeded: 3 } });
@@ -240,7 +240,7 @@ describe('on a split Temporal cluster on PostgreSQL', () => {
     expect(written.code, describeRun(['results', batchId], written)).toBe(0);
     const records = await expectEveryRowFinal(outDir, 3);
     expect(records.map((x) => [x.row_id, x.state])).toEqual(rowIds.map((id) => [id, 'succeeded']));
-    expect(sim!.ledger.entries().filter((e) => e.kind === 'charge').length - before).toBe(3);
-    expect(sim!.ledger.chargedTwice()).toEqual([]);
+    expect(sim!.charges.entries().filter((e) => e.kind === 'charge').length - before).toBe(3);
+    expect(sim!.charges.chargedTwice()).toEqual([]);
   }, 240_000);
 });

@@ -8,10 +8,10 @@ import {
   VARIANTS,
   credentialStrippingDispatcher,
   expectFailure,
-  expectLedgerConsistent,
+  expectChargesConsistent,
   expectNoKeyLeak,
   harness,
-  ledgerOf,
+  chargesOf,
   makeKey,
   request,
   startContractSim,
@@ -39,7 +39,7 @@ beforeEach(() => {
   clock.advance(60_000);
 });
 afterEach(() => {
-  expectLedgerConsistent(sim);
+  expectChargesConsistent(sim);
   expectNoKeyLeak();
 });
 
@@ -75,7 +75,7 @@ describe.each(AUTH_STYLES)('BatchStop, key via %s', (auth) => {
       const h = harness(sim, clock, { authHeader: auth });
       const ok = await h.run('submitCreation', [input]);
       expect(ok.value?.creationId).toMatch(/^cr_/);
-      expect(ledgerOf(sim, input.idempotencyKey)?.chargedUsd).toBe(0.04);
+      expect(chargesOf(sim, input.idempotencyKey)?.chargedUsd).toBe(0.04);
     },
   );
 
@@ -103,7 +103,7 @@ describe.each(AUTH_STYLES)('BatchStop, key via %s', (auth) => {
     });
     const poll = await h.run('pollCreation', [{ creationId: 'cr_0000000000AAAAAAAAAAAAAAAA' }]);
     expect(expectFailure(poll, FailureType.BatchStop, true)).toMatchObject({ reason: 'api_key_invalid' });
-    expect(ledgerOf(sim, input.idempotencyKey)).toBeUndefined();
+    expect(chargesOf(sim, input.idempotencyKey)).toBeUndefined();
   });
 
   it('401 api_key_invalid for a revoked key, from the next request on', async () => {
@@ -120,7 +120,7 @@ describe.each(AUTH_STYLES)('BatchStop, key via %s', (auth) => {
     });
     const poll = await h.run('pollCreation', [{ creationId: before.value?.creationId ?? '' }]);
     expect(expectFailure(poll, FailureType.BatchStop, true)).toMatchObject({ reason: 'api_key_invalid' });
-    expect(ledgerOf(sim, input.idempotencyKey)).toBeUndefined();
+    expect(chargesOf(sim, input.idempotencyKey)).toBeUndefined();
   });
 
   it.each(VARIANTS)(
@@ -143,7 +143,7 @@ describe.each(AUTH_STYLES)('BatchStop, key via %s', (auth) => {
       }
       const ok = await h.run('submitCreation', [input]);
       expect(ok.value?.creationId).toMatch(/^cr_/);
-      expect(ledgerOf(sim, input.idempotencyKey)).toMatchObject({ chargedUsd: 0.04, netCharged: 1 });
+      expect(chargesOf(sim, input.idempotencyKey)).toMatchObject({ chargedUsd: 0.04, netCharged: 1 });
     },
   );
 
@@ -169,20 +169,20 @@ describe.each(AUTH_STYLES)('BatchStop, key via %s', (auth) => {
         topUpUrl: TOP_UP_URL,
       });
       expect(details.monthlyCapUsd).toBeUndefined();
-      expect(ledgerOf(sim, old.idempotencyKey)).toBeUndefined();
+      expect(chargesOf(sim, old.idempotencyKey)).toBeUndefined();
 
       const replay = await h.run('submitCreation', [old]);
       if (variant === 'all-judged') {
         // The 402 was judged and stored: the old key keeps answering it even though the wallet is full now.
         expect(expectFailure(replay, FailureType.BatchStop, true)).toMatchObject({ reason: 'insufficient_balance' });
-        expect(ledgerOf(sim, old.idempotencyKey)).toBeUndefined();
+        expect(chargesOf(sim, old.idempotencyKey)).toBeUndefined();
       } else {
         expect(replay.value?.creationId).toMatch(/^cr_/);
       }
       const fresh = { ...old, idempotencyKey: tag(`wallet-${variant}-2`) };
       const ok = await h.run('submitCreation', [fresh]);
       expect(ok.value?.creationId).toMatch(/^cr_/);
-      expect(ledgerOf(sim, fresh.idempotencyKey)).toMatchObject({ chargedUsd: 0.04, netCharged: 1 });
+      expect(chargesOf(sim, fresh.idempotencyKey)).toMatchObject({ chargedUsd: 0.04, netCharged: 1 });
     },
   );
 
@@ -201,7 +201,7 @@ describe.each(AUTH_STYLES)('BatchStop, key via %s', (auth) => {
       requiredUsd: 0.04,
       topUpUrl: TOP_UP_URL,
     });
-    expect(ledgerOf(sim, input.idempotencyKey)).toBeUndefined();
-    expect(sim.ledger.byKey().find((k) => k.keyId === keyId)?.netUsd).toBe(0.04);
+    expect(chargesOf(sim, input.idempotencyKey)).toBeUndefined();
+    expect(sim.charges.byKey().find((k) => k.keyId === keyId)?.netUsd).toBe(0.04);
   });
 });

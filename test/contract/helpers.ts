@@ -183,9 +183,9 @@ export function expectNoKeyLeak(): { failures: number; logs: number } {
   return { failures: produced.failures.length, logs: produced.logs.length };
 }
 
-/** The ledger invariants every scenario must keep, and no simulator handler crash. */
-export function expectLedgerConsistent(sim: Simulator): void {
-  const v = sim.ledger.violations();
+/** The charge book's invariants every scenario must keep, and no simulator handler crash. */
+export function expectChargesConsistent(sim: Simulator): void {
+  const v = sim.charges.violations();
   expect(v.chargedTwice).toEqual([]);
   expect(v.overchargedCreations).toEqual([]);
   expect(v.unrefundedFailures).toEqual([]);
@@ -193,9 +193,9 @@ export function expectLedgerConsistent(sim: Simulator): void {
   expect(sim.unexpectedErrors()).toEqual([]);
 }
 
-/** The ledger's summary of one idempotency key (undefined: nothing was ever charged under it). */
-export function ledgerOf(sim: Simulator, idempotencyKey: string, accountId = MAIN_ACCOUNT) {
-  return sim.ledger.byIdempotencyKey().find((s) => s.idempotencyKey === idempotencyKey && s.accountId === accountId);
+/** The charge book's summary of one idempotency key (undefined: nothing was ever charged under it). */
+export function chargesOf(sim: Simulator, idempotencyKey: string, accountId = MAIN_ACCOUNT) {
+  return sim.charges.byIdempotencyKey().find((s) => s.idempotencyKey === idempotencyKey && s.accountId === accountId);
 }
 
 /** The failure's `nextRetryDelay` in milliseconds (0 when it has none). */

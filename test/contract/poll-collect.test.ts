@@ -11,10 +11,10 @@ import {
   NAMINGS,
   OTHER_ACCOUNT_KEY,
   expectFailure,
-  expectLedgerConsistent,
+  expectChargesConsistent,
   expectNoKeyLeak,
   harness,
-  ledgerOf,
+  chargesOf,
   type Harness,
   request,
   retryDelayOf,
@@ -42,7 +42,7 @@ beforeEach(() => {
   clock.advance(60_000);
 });
 afterEach(() => {
-  expectLedgerConsistent(sim);
+  expectChargesConsistent(sim);
   expectNoKeyLeak();
 });
 
@@ -128,7 +128,7 @@ describe.each(NAMINGS.flatMap((naming) => AUTH_STYLES.map((auth) => ({ naming, a
       expect(result?.outcome === 'succeeded' && result.images).toEqual([
         { url: `${sim.filesUrl}/files/${id}-0.png`, width: 1024, height: 1024, source: 'images[0].url' },
       ]);
-      expect(sim.ledger.creation(id)).toMatchObject({ outcome: 'succeeded', netUsd: 0.04 });
+      expect(sim.charges.creation(id)).toMatchObject({ outcome: 'succeeded', netUsd: 0.04 });
     });
 
     it('polling faster than the minimum interval -> RateLimited after Retry-After; the creation is held locally', async () => {
@@ -162,7 +162,7 @@ describe.each(NAMINGS.flatMap((naming) => AUTH_STYLES.map((auth) => ({ naming, a
         clock.advance(4000);
         const r = await h.run('pollCreation', [{ creationId: id }]);
         expect(r.value).toEqual({ outcome: 'failed', status: 'failed', costUsd: 0.04, error: text, retryable });
-        expect(sim.ledger.creation(id)).toMatchObject({ outcome: 'failed', chargedUsd: 0.04, refundedUsd: 0.04 });
+        expect(sim.charges.creation(id)).toMatchObject({ outcome: 'failed', chargedUsd: 0.04, refundedUsd: 0.04 });
       },
     );
 
@@ -173,7 +173,7 @@ describe.each(NAMINGS.flatMap((naming) => AUTH_STYLES.map((auth) => ({ naming, a
         const key = tag(`key-${fault}`);
         sim.scriptFor(key, [fault]);
         const ended = await driveCreateImage(h, clock, createImageInput(key, tag(fault), 'failed'));
-        const id = ledgerOf(sim, key)?.creationIds[0];
+        const id = chargesOf(sim, key)?.creationIds[0];
         expect(id).toMatch(/^cr_/);
         // (What limit bound the worker is not this test's: test/activities/create-image.test.ts.)
         const { limit: _limit, ...value } = ended.value ?? {};
@@ -181,8 +181,13 @@ describe.each(NAMINGS.flatMap((naming) => AUTH_STYLES.map((auth) => ({ naming, a
         // Accepted once, then polled at the interval (never too soon: no 429) until the creation failed.
         expect(ended.retries[0]).toEqual({ type: FailureType.Pending, status: names.queued });
         expect(ended.retries.slice(1).every((f) => f.type === FailureType.Pending)).toBe(true);
-        expect(ledgerOf(sim, key)).toMatchObject({ creationIds: [id], chargedUsd: 0.04, refundedUsd: 0.04, netUsd: 0 });
-        expect(sim.ledger.creation(id!)).toMatchObject({ outcome: 'failed', chargedUsd: 0.04, refundedUsd: 0.04 });
+        expect(chargesOf(sim, key)).toMatchObject({
+          creationIds: [id],
+          chargedUsd: 0.04,
+          refundedUsd: 0.04,
+          netUsd: 0,
+        });
+        expect(sim.charges.creation(id!)).toMatchObject({ outcome: 'failed', chargedUsd: 0.04, refundedUsd: 0.04 });
       },
     );
 
@@ -212,11 +217,11 @@ describe.each(NAMINGS.flatMap((naming) => AUTH_STYLES.map((auth) => ({ naming, a
         clock,
         createImageInput(key, rowId, 'batch1', { num_images: 2, width: 512, height: 256 }),
       );
-      const id = ledgerOf(sim, key)?.creationIds[0] ?? 'none';
+      const id = chargesOf(sim, key)?.creationIds[0] ?? 'none';
       expect(r.failure).toBeUndefined();
       expect(r.value).toMatchObject({ outcome: 'succeeded', creationId: id, costUsd: 0.08 });
       // Submitted once, charged once for both images.
-      expect(ledgerOf(sim, key)).toMatchObject({ creationIds: [id], chargedUsd: 0.08, netCharged: 1 });
+      expect(chargesOf(sim, key)).toMatchObject({ creationIds: [id], chargedUsd: 0.08, netCharged: 1 });
       expect(r.retries.map((f) => f.status)).toEqual([names.queued, names.running]);
       const images = r.value?.outcome === 'succeeded' ? r.value.images : [];
       expect(images.map((i) => i.path)).toEqual([`${rowId}/${id}-0.png`, `${rowId}/${id}-1.png`]);
@@ -265,7 +270,7 @@ describe.each(NAMINGS.flatMap((naming) => AUTH_STYLES.map((auth) => ({ naming, a
       expect(requests).toHaveLength(1);
       expect(requests[0]?.headers.authorization).toBeUndefined();
       expect(requests[0]?.headers['x-api-key']).toBeUndefined();
-      expect(ledgerOf(sim, tag('download'))).toMatchObject({ chargedUsd: 0.04, netCharged: 1 });
+      expect(chargesOf(sim, tag('download'))).toMatchObject({ chargedUsd: 0.04, netCharged: 1 });
     });
   },
 );

@@ -8,10 +8,10 @@ import {
   NAMINGS,
   VARIANTS,
   expectFailure,
-  expectLedgerConsistent,
+  expectChargesConsistent,
   expectNoKeyLeak,
   harness,
-  ledgerOf,
+  chargesOf,
   request,
   retryDelayOf,
   startContractSim,
@@ -36,7 +36,7 @@ beforeEach(() => {
   sim.setLimits({ requestsPerSecond: 1000, burst: 1000, accountConcurrency: null });
 });
 afterEach(() => {
-  expectLedgerConsistent(sim);
+  expectChargesConsistent(sim);
   expectNoKeyLeak();
 });
 
@@ -69,9 +69,9 @@ describe.each(VARIANTS.flatMap((variant) => AUTH_STYLES.map((auth) => ({ variant
         expect(again.value?.creationId).toBe(first.value?.creationId);
         expect(again.value?.replayed).toBe(true);
 
-        const ledger = ledgerOf(sim, key);
-        expect(ledger?.creationIds).toEqual([first.value?.creationId]);
-        expect(ledger?.chargedUsd).toBe(PRICE);
+        const charged = chargesOf(sim, key);
+        expect(charged?.creationIds).toEqual([first.value?.creationId]);
+        expect(charged?.chargedUsd).toBe(PRICE);
         expect(sim.walletUsd(MAIN_ACCOUNT)).toBeCloseTo(wallet - PRICE, 9);
       },
     );
@@ -85,7 +85,7 @@ describe.each(VARIANTS.flatMap((variant) => AUTH_STYLES.map((auth) => ({ variant
       expect(a.value?.creationId).toMatch(/^cr_/);
       expect(b.value?.creationId).toBe(a.value?.creationId);
       expect([a.value?.replayed, b.value?.replayed].sort()).toEqual([true, undefined]);
-      expect(ledgerOf(sim, input.idempotencyKey)).toMatchObject({
+      expect(chargesOf(sim, input.idempotencyKey)).toMatchObject({
         creationIds: [a.value?.creationId],
         chargedUsd: PRICE,
       });
@@ -102,7 +102,7 @@ describe.each(VARIANTS.flatMap((variant) => AUTH_STYLES.map((auth) => ({ variant
       const details = expectFailure(limited, FailureType.RateLimited, false);
       expect(limited.failure?.nextRetryDelay).toBe(2000);
       expect(details).toMatchObject({ httpStatus: 429, code: ErrorCode.RateLimit, retryAfterMs: 2000 });
-      expect(ledgerOf(sim, input.idempotencyKey)).toBeUndefined();
+      expect(chargesOf(sim, input.idempotencyKey)).toBeUndefined();
 
       // Before the wait is over, nothing is sent: the process holds the key.
       clock.advance(1000);
@@ -114,7 +114,7 @@ describe.each(VARIANTS.flatMap((variant) => AUTH_STYLES.map((auth) => ({ variant
       clock.advance(1000);
       const retried = await h.run('submitCreation', [input]);
       expect(retried.value?.creationId).toMatch(/^cr_/);
-      expect(ledgerOf(sim, input.idempotencyKey)?.creationIds).toEqual([retried.value?.creationId]);
+      expect(chargesOf(sim, input.idempotencyKey)?.creationIds).toEqual([retried.value?.creationId]);
     });
 
     it('429 ERR_QUOTA_EXCEEDED -> RateLimited with scope and reason, after Retry-After; then charged once', async () => {
@@ -134,12 +134,12 @@ describe.each(VARIANTS.flatMap((variant) => AUTH_STYLES.map((auth) => ({ variant
         scope: 'account',
         reason: 'concurrency_limit',
       });
-      expect(ledgerOf(sim, input.idempotencyKey)).toBeUndefined();
+      expect(chargesOf(sim, input.idempotencyKey)).toBeUndefined();
 
       clock.advance(4000);
       const retried = await h.run('submitCreation', [input]);
       expect(retried.value?.creationId).toMatch(/^cr_/);
-      expect(ledgerOf(sim, input.idempotencyKey)?.chargedUsd).toBe(PRICE);
+      expect(chargesOf(sim, input.idempotencyKey)?.chargedUsd).toBe(PRICE);
     });
 
     it('500 before the charge -> Ambiguous with the same key; retries never charge twice, and end as Unknown if the key keeps answering 500', async () => {
@@ -151,15 +151,15 @@ describe.each(VARIANTS.flatMap((variant) => AUTH_STYLES.map((auth) => ({ variant
       expect(details).toMatchObject({ httpStatus: 500 });
       expect(first.failure?.nextRetryDelay).toBe(750); // backoff 1000 ms, jitter 0.5
       expect(first.heartbeats).toEqual([{ ambiguousTries: 1, mayBeSent: true }]);
-      expect(ledgerOf(sim, input.idempotencyKey)).toBeUndefined();
+      expect(chargesOf(sim, input.idempotencyKey)).toBeUndefined();
 
       clock.advance(750);
       const second = await h.run('submitCreation', [input], { heartbeatDetails: first.heartbeats[0] });
       if (variant === 'accepted-only') {
         // Only acceptances are stored: the retry is judged afresh, accepted and charged once.
         expect(second.value?.creationId).toMatch(/^cr_/);
-        expect(ledgerOf(sim, input.idempotencyKey)?.creationIds).toEqual([second.value?.creationId]);
-        expect(ledgerOf(sim, input.idempotencyKey)?.chargedUsd).toBe(PRICE);
+        expect(chargesOf(sim, input.idempotencyKey)?.creationIds).toEqual([second.value?.creationId]);
+        expect(chargesOf(sim, input.idempotencyKey)?.chargedUsd).toBe(PRICE);
       } else {
         // The stored 500 is replayed: still unknown, still nothing charged; the bound ends the attempt.
         expectFailure(second, FailureType.Ambiguous, false);
@@ -168,7 +168,7 @@ describe.each(VARIANTS.flatMap((variant) => AUTH_STYLES.map((auth) => ({ variant
         const third = await h.run('submitCreation', [input], { heartbeatDetails: second.heartbeats[0] });
         const unknown = expectFailure(third, FailureType.Unknown, true);
         expect(unknown).toMatchObject({ idempotencyKey: input.idempotencyKey, tries: 3 });
-        expect(ledgerOf(sim, input.idempotencyKey)).toBeUndefined();
+        expect(chargesOf(sim, input.idempotencyKey)).toBeUndefined();
       }
     });
 
@@ -178,7 +178,7 @@ describe.each(VARIANTS.flatMap((variant) => AUTH_STYLES.map((auth) => ({ variant
       sim.scriptFor(tag('i500a'), [FaultKind.InternalAfterCharge]);
       const first = await h.run('submitCreation', [input]);
       expectFailure(first, FailureType.Ambiguous, false);
-      const charged = ledgerOf(sim, input.idempotencyKey);
+      const charged = chargesOf(sim, input.idempotencyKey);
       expect(charged?.creationIds).toHaveLength(1);
       expect(charged?.chargedUsd).toBe(PRICE);
 
@@ -190,7 +190,7 @@ describe.each(VARIANTS.flatMap((variant) => AUTH_STYLES.map((auth) => ({ variant
       } else {
         expectFailure(second, FailureType.Ambiguous, false);
       }
-      expect(ledgerOf(sim, input.idempotencyKey)).toMatchObject({
+      expect(chargesOf(sim, input.idempotencyKey)).toMatchObject({
         creationIds: charged?.creationIds,
         chargedUsd: PRICE,
       });
@@ -203,13 +203,13 @@ describe.each(VARIANTS.flatMap((variant) => AUTH_STYLES.map((auth) => ({ variant
       const first = await h.run('submitCreation', [input]);
       const details = expectFailure(first, FailureType.Ambiguous, false);
       expect(details.httpStatus).toBeUndefined();
-      const charged = ledgerOf(sim, input.idempotencyKey);
+      const charged = chargesOf(sim, input.idempotencyKey);
       expect(charged?.creationIds).toHaveLength(1);
 
       clock.advance(retryDelayOf(first));
       const second = await h.run('submitCreation', [input], { heartbeatDetails: first.heartbeats[0] });
       expect(second.value).toMatchObject({ creationId: charged?.creationIds[0], replayed: true });
-      expect(ledgerOf(sim, input.idempotencyKey)).toMatchObject({ chargedUsd: PRICE, netCharged: 1 });
+      expect(chargesOf(sim, input.idempotencyKey)).toMatchObject({ chargedUsd: PRICE, netCharged: 1 });
     });
 
     it('502 -> Refunded; a new key succeeds (and under all-judged the old key replays the 502)', async () => {
@@ -220,17 +220,17 @@ describe.each(VARIANTS.flatMap((variant) => AUTH_STYLES.map((auth) => ({ variant
       const details = expectFailure<RefundedDetails>(refunded, FailureType.Refunded, true);
       expect(details).toMatchObject({ httpStatus: 502, code: ErrorCode.GenerationFailed });
       expect(details.retryAfterMs).toBeUndefined();
-      expect(ledgerOf(sim, old.idempotencyKey)).toMatchObject({ chargedUsd: PRICE, refundedUsd: PRICE, netUsd: 0 });
+      expect(chargesOf(sim, old.idempotencyKey)).toMatchObject({ chargedUsd: PRICE, refundedUsd: PRICE, netUsd: 0 });
 
       if (variant === 'all-judged') {
         const replay = await h.run('submitCreation', [old]);
         expectFailure(replay, FailureType.Refunded, true);
-        expect(ledgerOf(sim, old.idempotencyKey)).toMatchObject({ chargedUsd: PRICE, netUsd: 0 });
+        expect(chargesOf(sim, old.idempotencyKey)).toMatchObject({ chargedUsd: PRICE, netUsd: 0 });
       }
       const fresh = { ...old, idempotencyKey: tag('g502-2') };
       const accepted = await h.run('submitCreation', [fresh]);
       expect(accepted.value?.creationId).toMatch(/^cr_/);
-      expect(ledgerOf(sim, fresh.idempotencyKey)).toMatchObject({ chargedUsd: PRICE, netCharged: 1 });
+      expect(chargesOf(sim, fresh.idempotencyKey)).toMatchObject({ chargedUsd: PRICE, netCharged: 1 });
     });
 
     it('503 -> Refunded with retryAfterMs; after the wait a new key succeeds (under all-judged the old key replays the 503)', async () => {
@@ -240,14 +240,14 @@ describe.each(VARIANTS.flatMap((variant) => AUTH_STYLES.map((auth) => ({ variant
       const refunded = await h.run('submitCreation', [old]);
       const details = expectFailure<RefundedDetails>(refunded, FailureType.Refunded, true);
       expect(details).toMatchObject({ httpStatus: 503, code: ErrorCode.ProviderUnavailable, retryAfterMs: 2000 });
-      expect(ledgerOf(sim, old.idempotencyKey)).toMatchObject({ chargedUsd: PRICE, netUsd: 0 });
+      expect(chargesOf(sim, old.idempotencyKey)).toMatchObject({ chargedUsd: PRICE, netUsd: 0 });
 
       const fresh = { ...old, idempotencyKey: tag('p503-2') };
       // Within the Retry-After the process sends nothing for this key.
       const early = await h.run('submitCreation', [fresh]);
       expectFailure(early, FailureType.RateLimited, false);
       expect(early.failure?.details?.[0]).toMatchObject({ local: true });
-      expect(ledgerOf(sim, fresh.idempotencyKey)).toBeUndefined();
+      expect(chargesOf(sim, fresh.idempotencyKey)).toBeUndefined();
       clock.advance(2000);
 
       if (variant === 'all-judged') {
@@ -257,12 +257,12 @@ describe.each(VARIANTS.flatMap((variant) => AUTH_STYLES.map((auth) => ({ variant
           httpStatus: 503,
           retryAfterMs: 2000,
         });
-        expect(ledgerOf(sim, old.idempotencyKey)).toMatchObject({ chargedUsd: PRICE, netUsd: 0 });
+        expect(chargesOf(sim, old.idempotencyKey)).toMatchObject({ chargedUsd: PRICE, netUsd: 0 });
         clock.advance(2000);
       }
       const accepted = await h.run('submitCreation', [fresh]);
       expect(accepted.value?.creationId).toMatch(/^cr_/);
-      expect(ledgerOf(sim, fresh.idempotencyKey)).toMatchObject({ chargedUsd: PRICE, netCharged: 1 });
+      expect(chargesOf(sim, fresh.idempotencyKey)).toMatchObject({ chargedUsd: PRICE, netCharged: 1 });
     });
 
     it('400 with field errors -> Rejected with every field problem; nothing charged', async () => {
@@ -280,7 +280,7 @@ describe.each(VARIANTS.flatMap((variant) => AUTH_STYLES.map((auth) => ({ variant
           { field: 'num_images', message: 'must be between 1 and 4' },
         ]);
       }
-      expect(ledgerOf(sim, input.idempotencyKey)).toBeUndefined();
+      expect(chargesOf(sim, input.idempotencyKey)).toBeUndefined();
     });
 
     it('the same key with another body -> Rejected naming the Idempotency-Key; nothing charged again', async () => {
@@ -291,7 +291,7 @@ describe.each(VARIANTS.flatMap((variant) => AUTH_STYLES.map((auth) => ({ variant
       const other = await h.run('submitCreation', [{ ...input, request: { ...input.request, seed: 7 } }]);
       const details = expectFailure<RejectedDetails>(other, FailureType.Rejected, true);
       expect(details.fieldErrors[0]?.field).toBe('Idempotency-Key');
-      expect(ledgerOf(sim, input.idempotencyKey)).toMatchObject({ chargedUsd: PRICE, netCharged: 1 });
+      expect(chargesOf(sim, input.idempotencyKey)).toMatchObject({ chargedUsd: PRICE, netCharged: 1 });
     });
 
     it('404 model -> Rejected with ERR_MODEL_NOT_FOUND; nothing charged', async () => {
@@ -301,7 +301,7 @@ describe.each(VARIANTS.flatMap((variant) => AUTH_STYLES.map((auth) => ({ variant
       const details = expectFailure<RejectedDetails>(r, FailureType.Rejected, true);
       expect(details).toMatchObject({ httpStatus: 404, code: ErrorCode.ModelNotFound, fieldErrors: [] });
       expect(details.message).toContain('no-such-model');
-      expect(ledgerOf(sim, input.idempotencyKey)).toBeUndefined();
+      expect(chargesOf(sim, input.idempotencyKey)).toBeUndefined();
     });
   },
 );

@@ -118,7 +118,7 @@ async function createImageActivity(workflowId: string) {
 }
 
 function chargesFor(key: string) {
-  return sim!.ledger.byIdempotencyKey().find((s) => s.idempotencyKey === key);
+  return sim!.charges.byIdempotencyKey().find((s) => s.idempotencyKey === key);
 }
 
 describe('activities heartbeat while a request is in flight (dev server, worker processes)', () => {
@@ -190,7 +190,7 @@ describe('activities heartbeat while a request is in flight (dev server, worker 
     expect(result.creationIds).toEqual(chargesFor(key)?.creationIds);
     expect(result.chargedUsd).toBeCloseTo(chargesFor(key)!.chargedUsd);
     expect(result.netUsd).toBeCloseTo(chargesFor(key)!.netUsd);
-    expect(sim!.ledger.violations().chargedTwice).toEqual([]);
+    expect(sim!.charges.violations().chargedTwice).toEqual([]);
   }, 180_000);
 
   it('a creation that never ends leaves its row unknown at the maximum wait, paid, with a clear message', async () => {

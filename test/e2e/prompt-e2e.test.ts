@@ -85,11 +85,11 @@ async function runRow(
 }
 
 function keyCharges(key: string) {
-  return sim.ledger.byIdempotencyKey().find((s) => s.idempotencyKey === key);
+  return sim.charges.byIdempotencyKey().find((s) => s.idempotencyKey === key);
 }
 
-function expectLedgerClean() {
-  expect(sim.ledger.violations()).toEqual({
+function expectChargesClean() {
+  expect(sim.charges.violations()).toEqual({
     chargedTwice: [],
     overchargedCreations: [],
     unrefundedFailures: [],
@@ -114,7 +114,7 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
     expect(key!.chargedUsd).toBeCloseTo(keyCharges(key!.idempotencyKey)!.chargedUsd);
     expect(keyCharges(key!.idempotencyKey)?.creationIds).toEqual(result.creationIds);
     expect(events).toBeLessThanOrEqual(20);
-    expectLedgerClean();
+    expectChargesClean();
   });
 
   it.each([
@@ -141,7 +141,7 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
       expect(key.chargedUsd).toBeCloseTo(ledger!.chargedUsd);
       expect(key.refundedUsd ?? 0).toBeCloseTo(ledger!.refundedUsd);
     }
-    expectLedgerClean();
+    expectChargesClean();
   });
 
   it('the safety filter ends the row with its advice, refunded, never resubmitted', async () => {
@@ -155,7 +155,7 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
     expect(result.chargedUsd).toBe(0.04);
     expect(result.refundedUsd).toBe(result.chargedUsd);
     expect(result.netUsd).toBe(0);
-    expectLedgerClean();
+    expectChargesClean();
   });
 
   it('a lost response (reset after commit) is retried with the same key and charged once', async () => {
@@ -168,7 +168,7 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
     expect(summary?.creationIds).toHaveLength(1);
     expect(result.creationIds).toEqual(summary?.creationIds);
     expect(summary?.chargedUsd).toBeCloseTo(0.04);
-    expectLedgerClean();
+    expectChargesClean();
   });
 
   it('a 500 after the charge is retried with the same key and charged once', async () => {
@@ -177,7 +177,7 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
     const { result, batchId, rowId } = await runRow(prompt);
     expect(result.state).toBe('succeeded');
     expect(keyCharges(idempotencyKeyFor(batchId, rowId, 1))?.chargedUsd).toBeCloseTo(0.04);
-    expectLedgerClean();
+    expectChargesClean();
   });
 
   it('a 503 waits its Retry-After, then a new key succeeds (the stored 503 is never replayed)', async () => {
@@ -191,7 +191,7 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
       expect(new Set(result.keys.map((k) => k.idempotencyKey)).size).toBe(2);
       expect(result.netUsd).toBeCloseTo(0.04);
       expect(skippedMs).toBeGreaterThanOrEqual(2_000);
-      expectLedgerClean();
+      expectChargesClean();
     } finally {
       sim.setIdempotencyVariant('accepted-only');
     }
@@ -205,7 +205,7 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
     expect(result.keys.map((k) => k.outcome)).toEqual(['refunded', 'succeeded']);
     expect(new Set(result.keys.map((k) => k.idempotencyKey)).size).toBe(2);
     expect(result.netUsd).toBeCloseTo(0.04);
-    expectLedgerClean();
+    expectChargesClean();
   });
 
   it('a 400 (a body the service rejects) ends the row with every field error, not retried', async () => {
@@ -218,7 +218,7 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
     expect(result.keys).toHaveLength(1);
     expect(result.keys[0]?.outcome).toBe('rejected');
     expect([result.chargedUsd, result.netUsd]).toEqual([0, 0]);
-    expectLedgerClean();
+    expectChargesClean();
   });
 
   it('a 403 (account disabled) holds the row until it is resumed, then the same key succeeds', async () => {
@@ -231,7 +231,7 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
     expect(result.state).toBe('succeeded');
     expect(result.keys).toHaveLength(1);
     expect(result.netUsd).toBeCloseTo(0.04);
-    expectLedgerClean();
+    expectChargesClean();
   });
 
   it('a 401 (key revoked) holds the row; once the key is valid again and the row resumed, the same key succeeds', async () => {
@@ -244,7 +244,7 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
     expect(result.state).toBe('succeeded');
     expect(result.keys).toHaveLength(1);
     expect(result.netUsd).toBeCloseTo(0.04);
-    expectLedgerClean();
+    expectChargesClean();
   });
 
   it('a model the account lacks ends the row as failed at once', async () => {
@@ -273,7 +273,7 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
       expect(keyCharges(idempotencyKeyFor(batchId, rowId, 1))?.chargedUsd).toBeCloseTo(0.04);
       // Three requests at least (submit, poll, poll...) at one per 20 s.
       expect(skippedMs).toBeGreaterThanOrEqual(20_000);
-      expectLedgerClean();
+      expectChargesClean();
     } finally {
       sim.setLimits({ requestsPerSecond: 10, burst: 10 });
     }
@@ -292,6 +292,6 @@ describe('promptWorkflow against the simulator (time-skipping)', () => {
     expect(result.keys[0]?.chargedUsd).toBeUndefined();
     expect(keyCharges(result.keys[0]!.idempotencyKey)).toBeUndefined();
     expect(result.netUsd).toBeCloseTo(0.04);
-    expectLedgerClean();
+    expectChargesClean();
   });
 });

@@ -166,7 +166,7 @@ describe('the same service with discovery off', { timeout: 180_000 }, () => {
 /** Creations the simulator made for the batch, per row: each one a submission that was charged. */
 function creations(batchId: string): Record<string, number> {
   const out: Record<string, number> = {};
-  for (const c of sim.ledger.byCreation()) {
+  for (const c of sim.charges.byCreation()) {
     const key = parseIdempotencyKey(c.idempotencyKey ?? '');
     if (key?.batchId === batchId) out[key.rowId] = (out[key.rowId] ?? 0) + 1;
   }

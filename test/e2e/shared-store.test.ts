@@ -77,7 +77,7 @@ afterAll(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-const paid = () => sim.ledger.byCreation().filter((c) => c.netUsd > 0).length;
+const paid = () => sim.charges.byCreation().filter((c) => c.netUsd > 0).length;
 
 describe('workers of several hosts share one PostgreSQL ledger store', { timeout: 240_000 }, () => {
   it('a batch run again after Temporal is reset pays nothing twice, from any working directory', async () => {
@@ -114,7 +114,7 @@ describe('workers of several hosts share one PostgreSQL ledger store', { timeout
     expect(elsewhere.code, describeRun(copy, elsewhere)).toBe(0);
     expect((JSON.parse(elsewhere.stdout) as BatchProgress).counts).toMatchObject({ reused: 8 });
     expect(paid()).toBe(8);
-    expect(sim.ledger.chargedTwice()).toEqual([]);
+    expect(sim.charges.chargedTwice()).toEqual([]);
   });
 
   it('a worker on another store sends nothing for the batch, and its batch says which setting to fix', async () => {
@@ -130,7 +130,7 @@ describe('workers of several hosts share one PostgreSQL ledger store', { timeout
       TEMPORAL_TASK_QUEUE: 'imagebatch-other',
       IMAGEBATCH_LEDGER: ledgerUrl,
     });
-    const before = sim.ledger.entries().length;
+    const before = sim.charges.entries().length;
     const start = ['run', 'other.csv', '--model', 'flux-dev'];
     const started = await cli(start, { env, cwd: cliHost.cwd });
     expect(started.code, describeRun(start, started)).toBe(0);
@@ -144,6 +144,6 @@ describe('workers of several hosts share one PostgreSQL ledger store', { timeout
       60_000,
     );
     expect(stopped).toContain('IMAGEBATCH_LEDGER');
-    expect(sim.ledger.entries().length).toBe(before);
+    expect(sim.charges.entries().length).toBe(before);
   });
 });

@@ -7,14 +7,14 @@ import { type Simulator } from '../../src/simulator';
 
 /**
  * Checks of a batch that ran against the simulator, from the outside: every row's record in results.csv, and the
- * simulator's ledger (nothing paid twice). Shared by the local-mode and cluster tests.
+ * simulator's charge book (nothing paid twice). Shared by the local-mode and cluster tests.
  */
 
 /** The states a row's record ends in. */
 export const FINAL_STATES = ['succeeded', 'reused', 'failed', 'images_unsaved', 'unknown', 'cancelled', 'not_run'];
 
 /**
- * Charges of batch `batchId` (idempotency keys `ib/<batch>/<row>/a<n>`) in the simulator's ledger: per key, and per
+ * Charges of batch `batchId` (idempotency keys `ib/<batch>/<row>/a<n>`) in the simulator's charge book: per key, and per
  * row the charges that were not refunded.
  */
 export function chargesOf(
@@ -23,7 +23,7 @@ export function chargesOf(
 ): { perKey: Map<string, number>; keptPerRow: Map<string, number> } {
   const perKey = new Map<string, number>();
   const keptPerRow = new Map<string, number>();
-  const entries = sim.ledger.entries();
+  const entries = sim.charges.entries();
   const refunded = new Set(entries.filter((e) => e.kind === 'refund').map((e) => e.creationId));
   for (const e of entries) {
     const key = parseIdempotencyKey(e.idempotencyKey ?? '');

@@ -77,7 +77,7 @@ describe('doctor through a worker', () => {
 
   it('--spend-one pays once on the worker and saves the image there; a re-run pays nothing again', async () => {
     const key = 'imagebatch-doctor/spend-one/sdxl';
-    const charged = () => sim.ledger.byIdempotencyKey().filter((s) => s.idempotencyKey === key);
+    const charged = () => sim.charges.byIdempotencyKey().filter((s) => s.idempotencyKey === key);
     const first = await viaWorker({ spendOne: true, model: 'sdxl', out: 'doctor-out' });
     expect(first.exitCode, first.stdout).toBe(0);
     expect(first.stdout).toMatch(/\nsubmission\s+ok\s+HTTP 202, creation \S+, key imagebatch-doctor\/spend-one\/sdxl/);

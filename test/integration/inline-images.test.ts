@@ -183,7 +183,7 @@ function start(f: Folder, ledger: LedgerStore, taskQueue: string) {
 /** Creations the simulator made for the batch, per row: each one a submission that was charged. */
 function creationsByRow(sim: Simulator, batchId: string): Record<string, number> {
   const out: Record<string, number> = {};
-  for (const c of sim.ledger.byCreation()) {
+  for (const c of sim.charges.byCreation()) {
     const key = parseIdempotencyKey(c.idempotencyKey ?? '');
     if (key?.batchId === batchId) out[key.rowId] = (out[key.rowId] ?? 0) + 1;
   }

@@ -139,11 +139,11 @@ describe(`${WORKERS} workers on one task queue`, () => {
     expect(perWorker.reduce((a, w) => a + w.submitted, 0)).toBe(ROWS);
     // One net charge per row, none twice.
     const netCharges = new Map<string, number>();
-    for (const s of sim!.ledger.byIdempotencyKey()) {
+    for (const s of sim!.charges.byIdempotencyKey()) {
       const rowId = parseIdempotencyKey(s.idempotencyKey)?.rowId;
       if (rowId !== undefined) netCharges.set(rowId, (netCharges.get(rowId) ?? 0) + s.netCharged);
     }
     expect(rowIds.filter((id) => netCharges.get(id) !== 1)).toEqual([]);
-    expect(sim!.ledger.violations().chargedTwice).toEqual([]);
+    expect(sim!.charges.violations().chargedTwice).toEqual([]);
   }, 420_000);
 });

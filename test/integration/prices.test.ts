@@ -14,7 +14,7 @@ import { createLocalEnv, simulatorWorker, useTestEnv } from '../helpers/temporal
 
 /**
  * Spend when the service shows prices under other names, shows none, or shows a creation's cost only when polled: a
- * batch against the simulator in each mode. Every figure is right (to the simulator's ledger, per row and in total)
+ * batch against the simulator in each mode. Every figure is right (to the simulator's charge book, per row and in total)
  * or says it is unknown; never a 0 for a price nobody showed.
  */
 const env = useTestEnv(() => createLocalEnv());
@@ -97,7 +97,7 @@ async function runBatch(sim: Simulator, extra: { prices?: Record<string, number>
 /** The simulator's net, charged and refunded per row of the batch, and in total. */
 function simulatorMoney(sim: Simulator, batchId: string) {
   const byRow = new Map<string, { charged: number; refunded: number; net: number }>();
-  for (const c of sim.ledger.byCreation()) {
+  for (const c of sim.charges.byCreation()) {
     const key = parseIdempotencyKey(c.idempotencyKey ?? '');
     if (key?.batchId !== batchId) continue;
     const m = byRow.get(key.rowId) ?? { charged: 0, refunded: 0, net: 0 };
@@ -230,6 +230,6 @@ describe('prices the service shows, or not (dev server, simulator)', () => {
     expect(err).toBeInstanceOf(PriceUnknownError);
     expect((err as PriceUnknownError).models).toEqual(['sdxl']);
     expect((err as Error).message).toMatch(/--price sdxl=<usd per image>/);
-    expect(sim.ledger.byCreation()).toEqual([]);
+    expect(sim.charges.byCreation()).toEqual([]);
   }, 120_000);
 });

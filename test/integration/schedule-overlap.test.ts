@@ -63,7 +63,7 @@ async function trigger(scheduleId: string): Promise<string> {
 
 /** Every creation of the simulator under a key of one of `batchIds`, with its batch and row ids. */
 function creationsOf(batchIds: readonly string[]) {
-  return sim.ledger.byCreation().flatMap((c) => {
+  return sim.charges.byCreation().flatMap((c) => {
     const key = parseIdempotencyKey(c.idempotencyKey ?? '');
     return key && batchIds.includes(key.batchId) ? [{ ...c, batchId: key.batchId, rowId: key.rowId }] : [];
   });
@@ -207,7 +207,7 @@ async function scenario(policy: OverlapPolicyName): Promise<void> {
     rowIds.filter((id) => netByRow.get(id) !== 1),
     'rows not paid exactly once',
   ).toEqual([]);
-  expect(sim.ledger.isConsistent()).toBe(true);
+  expect(sim.charges.isConsistent()).toBe(true);
   // The schedule's overlap policy applied to the trigger.
   expect(firstStatus).toBe(EXPECTED_FIRST_RUN_STATUS[policy]);
 

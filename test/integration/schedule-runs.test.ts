@@ -153,7 +153,7 @@ describe('every scheduled run ends, says how, and writes its results (dev server
       expect(entry!.reason).toContain(`${file}:3 (width): `);
       expect((await stat(path.join(outDir, entry!.runId, 'results.csv'))).isFile()).toBe(true);
       // Nothing was sent for it.
-      expect(sim.ledger.byIdempotencyKey().filter((s) => s.idempotencyKey.includes(entry!.runId))).toEqual([]);
+      expect(sim.charges.byIdempotencyKey().filter((s) => s.idempotencyKey.includes(entry!.runId))).toEqual([]);
       await controlSchedule(env().client, scheduleId, 'delete');
     });
   });
@@ -259,7 +259,7 @@ describe('every scheduled run ends, says how, and writes its results (dev server
       expect(runs[1]).toMatchObject({ runId: runIdOf(second), rows: 3, succeeded: 0, notRun: 3, spentUsd: 0 });
       expect((await stat(path.join(outDir, runs[1]!.runId, 'results.csv'))).isFile()).toBe(true);
       // One creation in all for the schedule: the budget was never passed.
-      const charged = sim.ledger.byIdempotencyKey().filter((k) => k.creationIds.length > 0);
+      const charged = sim.charges.byIdempotencyKey().filter((k) => k.creationIds.length > 0);
       expect(charged.filter((k) => runs.some((r) => k.idempotencyKey.includes(r.runId)))).toHaveLength(1);
       await controlSchedule(env().client, scheduleId, 'delete');
     });

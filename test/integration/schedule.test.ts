@@ -89,9 +89,9 @@ describe('schedules (dev server)', () => {
       await controlSchedule(env().client, scheduleId, 'delete');
     });
     // Five creations in all: one per row, never one again for a row that had succeeded.
-    const accepted = sim.ledger.byIdempotencyKey().filter((s) => s.creationIds.length > 0);
+    const accepted = sim.charges.byIdempotencyKey().filter((s) => s.creationIds.length > 0);
     expect(accepted).toHaveLength(5);
-    expect(sim.ledger.isConsistent()).toBe(true);
+    expect(sim.charges.isConsistent()).toBe(true);
     // The runs' ledgers are the schedule's record: every row paid once, and nothing else written.
     const paid = await paidRequests(path.join(dir, 'out'), { store: ledger, fingerprintOf: testPrint });
     expect(paid.prints.size).toBe(5);

@@ -168,7 +168,7 @@ async function writeCaseFile(folder: string, c: CapCase): Promise<string> {
 /** The simulator's net charge (charged less refunded) under the keys of this batch. */
 function simulatorNet(sim: Simulator, batchId: string): number {
   let net = 0;
-  for (const c of sim.ledger.byCreation()) {
+  for (const c of sim.charges.byCreation()) {
     if (parseIdempotencyKey(c.idempotencyKey ?? '')?.batchId === batchId) net += c.netUsd;
   }
   return roundUsd(net);

@@ -145,8 +145,8 @@ describe('a new worker version in the middle of a batch', () => {
         expect(await sha256Of(path.join(dir, 'out', image.path))).toBe(image.sha256);
       }
     }
-    expect(sim!.ledger.violations().chargedTwice).toEqual([]);
-    expect(sim!.ledger.byCreation().filter((c) => c.netUsd > 0)).toHaveLength(ROWS);
+    expect(sim!.charges.violations().chargedTwice).toEqual([]);
+    expect(sim!.charges.byCreation().filter((c) => c.netUsd > 0)).toHaveLength(ROWS);
     const retried = outcomes.filter((o) => (o.result?.keys.length ?? 0) > 1);
     expect(retried.length).toBeGreaterThan(0);
 

@@ -25,7 +25,7 @@ import { byLabel, scrape, sumOf, type Sample } from './prometheus';
 /**
  * The worker's Prometheus endpoint (IMAGEBATCH_METRICS_ADDRESS): a real worker process runs a batch whose rows meet
  * scripted faults and the simulator's per-key rate limit, and its counters must equal what a proxy saw on the wire
- * and what the simulator's ledger recorded; the Temporal runtime's own metrics are served beside them.
+ * and what the simulator's charge book recorded; the Temporal runtime's own metrics are served beside them.
  */
 const NORMAL_ROWS = 10;
 /** Prompt markers and the fault each one's first submission meets. */
@@ -131,7 +131,7 @@ describe('the worker metrics endpoint', () => {
     expect(sumOf(samples, MetricName.ApiRequests, { kind: 'submit', class: '5xx' })).toBe(3); // 502, 503, 500
 
     // Charges and refunds against the ledger: a creation charged and not refused is one accepted submission.
-    const creations = sim!.ledger.byCreation();
+    const creations = sim!.charges.byCreation();
     const accepted = creations.filter((c) => c.outcome !== CreationOutcome.Rejected);
     expect(sumOf(samples, MetricName.Charges)).toBe(accepted.length);
     const micros = accepted.reduce((a, c) => a + Math.round(c.chargedUsd * 1_000_000), 0);
@@ -142,7 +142,7 @@ describe('the worker metrics endpoint', () => {
       failed_creation: creations.filter((c) => c.outcome === CreationOutcome.Failed).length,
     });
     expect(refunds).toEqual({ refused_submission: 2, failed_creation: 2 });
-    const ledgerRefunds = sim!.ledger.entries().filter((e) => e.kind === 'refund').length;
+    const ledgerRefunds = sim!.charges.entries().filter((e) => e.kind === 'refund').length;
     expect((refunds.refused_submission ?? 0) + (refunds.failed_creation ?? 0)).toBe(ledgerRefunds);
 
     // Retries by reason: every 429 and local hold is a RateLimited retry, every 500 and reset an Ambiguous one.

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AuthDetail } from '../../src/api/contract';
 import { DEMO_API_KEY, type Simulator } from '../../src/simulator';
-import { call, expectLedgerConsistent, OTHER_ACCOUNT_KEY, PROMPT, SECOND_KEY, startTestSim, submit } from './helpers';
+import { call, expectChargesConsistent, OTHER_ACCOUNT_KEY, PROMPT, SECOND_KEY, startTestSim, submit } from './helpers';
 
 describe('simulator authentication', () => {
   let sim: Simulator;
@@ -11,7 +11,7 @@ describe('simulator authentication', () => {
   afterAll(async () => {
     await sim.close();
   });
-  afterEach(() => expectLedgerConsistent(sim));
+  afterEach(() => expectChargesConsistent(sim));
 
   it('accepts the key in Authorization: Bearer and in X-API-Key', async () => {
     const bearer = await call(sim, 'GET', '/models', { via: 'bearer' });
@@ -72,8 +72,8 @@ describe('simulator authentication', () => {
       const post = await submit(local, { prompt: PROMPT, model: 'flux-dev' }, { key: SECOND_KEY });
       expect(post).toMatchObject({ status: 401, body: { detail: AuthDetail.ApiKeyInvalid } });
       expect((await call(local, 'GET', '/models')).status).toBe(200);
-      expect(local.ledger.entries()).toEqual([]);
-      expectLedgerConsistent(local);
+      expect(local.charges.entries()).toEqual([]);
+      expectChargesConsistent(local);
     } finally {
       await local.close();
     }
@@ -93,7 +93,7 @@ describe('simulator authentication', () => {
       });
       expect(control.status).toBe(200);
       expect((await call(local, 'GET', '/models', { key: OTHER_ACCOUNT_KEY })).status).toBe(200);
-      expect(local.ledger.entries()).toEqual([]);
+      expect(local.charges.entries()).toEqual([]);
     } finally {
       await local.close();
     }

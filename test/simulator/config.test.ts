@@ -4,7 +4,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { simulator } from '../../src/cli/commands/simulator';
 import { DEMO_API_KEY, hashApiKey, resolveConfig, SimulatorConfigError, startSimulator } from '../../src/simulator';
-import { call, expectLedgerConsistent, PROMPT, startTestSim, submit } from './helpers';
+import { call, expectChargesConsistent, PROMPT, startTestSim, submit } from './helpers';
 
 describe('simulator config', () => {
   it('has the defaults of contract-defaults.md', () => {
@@ -141,7 +141,7 @@ describe('bounded memory', () => {
       expect(stats.idempotencyEntries).toBeLessThanOrEqual(40);
       clock.advance(2 * 3600_000);
       expect(sim.stats()).toMatchObject({ creations: 0, inFlight: 0, idempotencyEntries: 0 });
-      expectLedgerConsistent(sim);
+      expectChargesConsistent(sim);
     } finally {
       await sim.close();
     }

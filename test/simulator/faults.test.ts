@@ -5,7 +5,7 @@ import { FaultKind, type Simulator } from '../../src/simulator';
 import {
   call,
   expectError,
-  expectLedgerConsistent,
+  expectChargesConsistent,
   expectRetryAfter,
   netCharged,
   PROMPT,
@@ -15,7 +15,7 @@ import {
 
 let sim: Simulator;
 afterEach(async () => {
-  expectLedgerConsistent(sim);
+  expectChargesConsistent(sim);
   await sim.close();
 });
 
@@ -39,7 +39,7 @@ describe('faults at generation time', () => {
     expect(polled.body.status).toBe('failed');
     expect(polled.body.error).toBe(message);
     expect(netCharged(sim)).toBe(0);
-    expect(sim.ledger.entries().map((e) => [e.kind, e.amountUsd])).toEqual([
+    expect(sim.charges.entries().map((e) => [e.kind, e.amountUsd])).toEqual([
       ['charge', 0.08],
       ['refund', 0.08],
     ]);
@@ -99,8 +99,8 @@ describe('faults at submission', () => {
     sim.scriptFor('[502]', ['generation_failed_502']);
     const reply = await submit(sim, { prompt: `${PROMPT} [502]`, model: 'flux-dev' });
     expectError(reply, 502, ErrorCode.GenerationFailed);
-    expect(sim.ledger.entries().map((e) => e.kind)).toEqual(['charge', 'refund']);
-    expect(sim.ledger.byCreation()[0]?.outcome).toBe('rejected');
+    expect(sim.charges.entries().map((e) => e.kind)).toEqual(['charge', 'refund']);
+    expect(sim.charges.byCreation()[0]?.outcome).toBe('rejected');
     expect(sim.walletUsd('acct_demo')).toBe(100);
   });
 
@@ -131,7 +131,7 @@ describe('faults at submission', () => {
           const polled = (await call(s, 'GET', `/creations/${id}`)).body;
           out.push(polled.error ?? polled.status);
         }
-        expectLedgerConsistent(s);
+        expectChargesConsistent(s);
         return out;
       } finally {
         await s.close();

@@ -9,7 +9,7 @@ import {
 } from '../../src/simulator';
 import { drawGeneration, timingOf } from '../../src/simulator/generation';
 import { hash32, mulberry32, uniformInt } from '../../src/simulator/random';
-import { expectLedgerConsistent, PROMPT, submit } from './helpers';
+import { expectChargesConsistent, PROMPT, submit } from './helpers';
 
 const SEED = 7;
 const LONG_TAIL = {
@@ -80,7 +80,7 @@ describe('generation times in the simulator', () => {
   let sim: Simulator | undefined;
   afterEach(async () => {
     if (sim) {
-      expectLedgerConsistent(sim);
+      expectChargesConsistent(sim);
       await sim.close();
     }
     sim = undefined;

@@ -128,9 +128,9 @@ export function expectRetryAfter(reply: Reply): number {
   return seconds;
 }
 
-/** The ledger invariants every scenario must keep, and no handler crash. */
-export function expectLedgerConsistent(sim: Simulator): void {
-  const v = sim.ledger.violations();
+/** The charge book's invariants every scenario must keep, and no handler crash. */
+export function expectChargesConsistent(sim: Simulator): void {
+  const v = sim.charges.violations();
   expect(v.chargedTwice).toEqual([]);
   expect(v.overchargedCreations).toEqual([]);
   expect(v.unrefundedFailures).toEqual([]);
@@ -138,7 +138,7 @@ export function expectLedgerConsistent(sim: Simulator): void {
   expect(sim.unexpectedErrors()).toEqual([]);
 }
 
-/** Net USD charged to a key according to the ledger. */
+/** Net USD charged to a key according to the charge book. */
 export function netCharged(sim: Simulator, keyId = 'key_demo'): number {
-  return sim.ledger.byKey().find((k) => k.keyId === keyId)?.netUsd ?? 0;
+  return sim.charges.byKey().find((k) => k.keyId === keyId)?.netUsd ?? 0;
 }

@@ -4,7 +4,7 @@ import { type Simulator } from '../../src/simulator';
 import {
   call,
   expectError,
-  expectLedgerConsistent,
+  expectChargesConsistent,
   expectRetryAfter,
   netCharged,
   PROMPT,
@@ -14,7 +14,7 @@ import {
 
 let sim: Simulator;
 afterEach(async () => {
-  expectLedgerConsistent(sim);
+  expectChargesConsistent(sim);
   await sim.close();
 });
 
@@ -32,8 +32,8 @@ describe('Idempotency-Key: both variants', () => {
       expect(second.body).toEqual(first.body);
       expect(second.headers['idempotent-replayed']).toBe('true');
       expect(first.headers['idempotent-replayed']).toBeUndefined();
-      expect(sim.ledger.entries().filter((e) => e.kind === 'charge')).toHaveLength(1);
-      expect(sim.ledger.byIdempotencyKey()).toEqual([
+      expect(sim.charges.entries().filter((e) => e.kind === 'charge')).toHaveLength(1);
+      expect(sim.charges.byIdempotencyKey()).toEqual([
         expect.objectContaining({
           idempotencyKey: 'batch-1/row-1/attempt-1',
           creationIds: [first.body.id],
@@ -59,7 +59,7 @@ describe('Idempotency-Key: both variants', () => {
     expect(reply.body.error.details.errors).toEqual([
       { field: 'Idempotency-Key', message: expect.any(String) as unknown },
     ]);
-    expect(sim.ledger.entries()).toEqual([]);
+    expect(sim.charges.entries()).toEqual([]);
   });
 
   it('accepts 255 printable ASCII characters', async () => {
@@ -97,7 +97,7 @@ describe('Idempotency-Key: both variants', () => {
     expect(b.body.id).toBe(a.body.id);
     expect(b.headers['idempotent-replayed']).toBe('true');
     expect(order).toEqual(['first', 'second']);
-    expect(sim.ledger.entries()).toHaveLength(1);
+    expect(sim.charges.entries()).toHaveLength(1);
   });
 
   it('401, 403 and 429 are never stored under the key', async () => {
@@ -132,9 +132,9 @@ describe('Idempotency-Key: what each variant stores', () => {
         expectRetryAfter(retry);
         expect(retry.headers['idempotent-replayed']).toBe('true');
         expect(netCharged(sim)).toBe(0);
-        expect(sim.ledger.entries().map((e) => e.kind)).toEqual(['charge', 'refund']);
+        expect(sim.charges.entries().map((e) => e.kind)).toEqual(['charge', 'refund']);
       }
-      expectLedgerConsistent(sim);
+      expectChargesConsistent(sim);
       if (variant === 'accepted-only') await sim.close();
     }
   });
@@ -152,7 +152,7 @@ describe('Idempotency-Key: what each variant stores', () => {
         expect((await submit(s, bad, { idempotencyKey: 'bad' })).status).toBe(400);
         const again = await submit(s, bad, { idempotencyKey: 'bad' });
         expect(again.headers['idempotent-replayed']).toBe(variant === 'all-judged' ? 'true' : undefined);
-        expectLedgerConsistent(s);
+        expectChargesConsistent(s);
       } finally {
         await s.close();
       }
@@ -167,8 +167,8 @@ describe('Idempotency-Key: what each variant stores', () => {
         s.scriptFor('[ambiguous]', ['internal_after_charge']);
         const req = { prompt: `${PROMPT} [ambiguous]`, model: 'flux-dev' };
         expectError(await submit(s, req, { idempotencyKey: 'k' }), 500, ErrorCode.Internal);
-        expect(s.ledger.byCreation()).toHaveLength(1);
-        const [row] = s.ledger.byCreation();
+        expect(s.charges.byCreation()).toHaveLength(1);
+        const [row] = s.charges.byCreation();
         const retry = await submit(s, req, { idempotencyKey: 'k' });
         if (variant === 'accepted-only') {
           expect(retry.status).toBe(202);
@@ -177,8 +177,8 @@ describe('Idempotency-Key: what each variant stores', () => {
         } else {
           expectError(retry, 500, ErrorCode.Internal);
         }
-        expect(s.ledger.entries()).toHaveLength(1);
-        expectLedgerConsistent(s);
+        expect(s.charges.entries()).toHaveLength(1);
+        expectChargesConsistent(s);
       } finally {
         await s.close();
       }
@@ -191,9 +191,9 @@ describe('Idempotency-Key: what each variant stores', () => {
     sim.scriptFor('[early]', ['internal_before_charge']);
     const req = { prompt: `${PROMPT} [early]`, model: 'flux-dev' };
     expectError(await submit(sim, req, { idempotencyKey: 'k' }), 500, ErrorCode.Internal);
-    expect(sim.ledger.entries()).toEqual([]);
+    expect(sim.charges.entries()).toEqual([]);
     expect((await submit(sim, req, { idempotencyKey: 'k' })).status).toBe(202);
-    expect(sim.ledger.entries()).toHaveLength(1);
+    expect(sim.charges.entries()).toHaveLength(1);
   });
 
   it('connection reset after commit: the client sees no response, the retry replays the accepted creation', async () => {
@@ -202,10 +202,10 @@ describe('Idempotency-Key: what each variant stores', () => {
     const req = { prompt: `${PROMPT} [reset]`, model: 'flux-dev' };
     const lost = await submit(sim, req, { idempotencyKey: 'k' }).catch((err: Error) => err);
     expect(lost).toBeInstanceOf(Error);
-    expect(sim.ledger.entries()).toHaveLength(1);
+    expect(sim.charges.entries()).toHaveLength(1);
     const retry = await submit(sim, req, { idempotencyKey: 'k' });
     expect(retry.status).toBe(202);
-    expect(retry.body.id).toBe(sim.ledger.entries()[0]?.creationId);
-    expect(sim.ledger.entries()).toHaveLength(1);
+    expect(retry.body.id).toBe(sim.charges.entries()[0]?.creationId);
+    expect(sim.charges.entries()).toHaveLength(1);
   });
 });

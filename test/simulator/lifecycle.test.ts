@@ -6,7 +6,7 @@ import { DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulato
 import {
   call,
   expectError,
-  expectLedgerConsistent,
+  expectChargesConsistent,
   expectRetryAfter,
   OTHER_ACCOUNT_KEY,
   PROMPT,
@@ -17,7 +17,7 @@ import {
 
 let sim: Simulator;
 afterEach(async () => {
-  expectLedgerConsistent(sim);
+  expectChargesConsistent(sim);
   await sim.close();
 });
 
@@ -118,7 +118,7 @@ describe('creation lifecycle on the injected clock', () => {
     }
   });
 
-  it('a failed creation shows one of the four strings and is refunded in the ledger', async () => {
+  it('a failed creation shows one of the four strings and is refunded in the charge book', async () => {
     const { sim: s, clock } = await startTestSim({ safety: { triggerWords: ['forbidden'] } });
     sim = s;
     const { body } = await submit(sim, { prompt: 'a forbidden scene in detail', model: 'flux-dev' });
@@ -127,13 +127,13 @@ describe('creation lifecycle on the injected clock', () => {
     const failed = await call(sim, 'GET', `/creations/${body.id}`);
     expect(failed.body).toMatchObject({ status: 'failed', error: FailureMessage.SafetyFilter, images: [] });
     expect(sim.walletUsd('acct_demo')).toBe(100);
-    expect(sim.ledger.creation(body.id)).toMatchObject({
+    expect(sim.charges.creation(body.id)).toMatchObject({
       outcome: 'failed',
       chargedUsd: 0.04,
       refundedUsd: 0.04,
       netUsd: 0,
     });
-    const refund = sim.ledger.entries().find((e) => e.kind === 'refund');
+    const refund = sim.charges.entries().find((e) => e.kind === 'refund');
     expect(refund?.at).toBe(clock.now() - 10_000 + 4000); // at the finish time, not at the read
   });
 });

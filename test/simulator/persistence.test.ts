@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ErrorCode, FailureMessage } from '../../src/api/contract';
 import {
   FaultKind,
-  LedgerKind,
+  ChargeKind,
   ManualClock,
   SimulatorConfigError,
   STATE_FORMAT,
@@ -17,7 +17,7 @@ import {
 import {
   call,
   expectError,
-  expectLedgerConsistent,
+  expectChargesConsistent,
   netCharged,
   OTHER_ACCOUNT_KEY,
   PROMPT,
@@ -58,7 +58,7 @@ async function stop(sim: Simulator): Promise<void> {
 }
 
 describe('simulator state file', () => {
-  it('a restart keeps creations on schedule, idempotent replays, the ledger and consumed scripts', async () => {
+  it('a restart keeps creations on schedule, idempotent replays, the charge book and consumed scripts', async () => {
     const clock1 = new ManualClock();
     const first = await start(clock1);
     const body = { prompt: PROMPT, model: 'flux-dev' };
@@ -69,8 +69,8 @@ describe('simulator state file', () => {
     expect((await call(first, 'GET', `/creations/${a.body.id}`)).body.status).toBe('running');
     const walletBefore = first.walletUsd('acct_demo');
     expect(walletBefore).toBeCloseTo(100 - 0.08, 6);
-    const entriesBefore = first.ledger.entries();
-    expect(entriesBefore.map((e) => e.kind)).toEqual([LedgerKind.Charge, LedgerKind.Charge]);
+    const entriesBefore = first.charges.entries();
+    expect(entriesBefore.map((e) => e.kind)).toEqual([ChargeKind.Charge, ChargeKind.Charge]);
     expect(first.unexpectedErrors()).toEqual([]);
     await stop(first);
 
@@ -81,7 +81,7 @@ describe('simulator state file', () => {
     const clock2 = new ManualClock(clock1.now());
     const second = await start(clock2);
     expect(second.walletUsd('acct_demo')).toBeCloseTo(walletBefore, 6);
-    expect(second.ledger.entries()).toEqual(entriesBefore);
+    expect(second.charges.entries()).toEqual(entriesBefore);
 
     // The old creation is found, is still running, and finishes on its original schedule.
     clock2.advance(2000);
@@ -115,19 +115,19 @@ describe('simulator state file', () => {
     clock2.advance(5000);
     expect((await call(second, 'GET', `/creations/${again.body.id}`)).body.status).toBe('succeeded');
 
-    const entries = second.ledger.entries();
+    const entries = second.charges.entries();
     expect(entries.slice(0, entriesBefore.length)).toEqual(entriesBefore);
     expect(entries.map((e) => [e.kind, e.creationId])).toEqual([
-      [LedgerKind.Charge, a.body.id],
-      [LedgerKind.Charge, b.body.id],
-      [LedgerKind.Refund, b.body.id],
-      [LedgerKind.Charge, again.body.id],
+      [ChargeKind.Charge, a.body.id],
+      [ChargeKind.Charge, b.body.id],
+      [ChargeKind.Refund, b.body.id],
+      [ChargeKind.Charge, again.body.id],
     ]);
     expect(new Set(entries.map((e) => e.seq)).size).toBe(entries.length);
-    expect(second.ledger.creation(a.body.id)?.outcome).toBe('succeeded');
-    expect(second.ledger.chargedTwice()).toEqual([]);
+    expect(second.charges.creation(a.body.id)?.outcome).toBe('succeeded');
+    expect(second.charges.chargedTwice()).toEqual([]);
     expect(netCharged(second)).toBeCloseTo(0.08, 6);
-    expectLedgerConsistent(second);
+    expectChargesConsistent(second);
   });
 
   it('draws no creation id twice across a restart, even at the same clock time', async () => {
@@ -139,7 +139,7 @@ describe('simulator state file', () => {
     const two = await submit(second, { prompt: PROMPT, model: 'flux-dev' });
     expect([one.status, two.status]).toEqual([202, 202]);
     expect(two.body.id).not.toBe(one.body.id);
-    expectLedgerConsistent(second);
+    expectChargesConsistent(second);
   });
 
   it('keeps run-time key, account, wallet and monthly-budget changes', async () => {
@@ -165,7 +165,7 @@ describe('simulator state file', () => {
     expectError(refused, 402, ErrorCode.InsufficientBalance);
     expect(refused.body.error.details).toMatchObject({ reason: 'monthly_budget_exceeded' });
     expect((await submit(second, { prompt: PROMPT, model: 'flux-schnell' })).status).toBe(202);
-    expectLedgerConsistent(second);
+    expectChargesConsistent(second);
   });
 
   it('keeps the memory bounds of the config it starts with', async () => {
@@ -183,7 +183,7 @@ describe('simulator state file', () => {
       idempotency: { maxEntries: 3 },
     });
     expect(second.stats()).toMatchObject({ creations: 2, inFlight: 0, idempotencyEntries: 3, ledgerEntries: 5 });
-    expectLedgerConsistent(second);
+    expectChargesConsistent(second);
   });
 
   it('saveState() without a stateFile rejects; a missing file starts afresh', async () => {

@@ -4,17 +4,17 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode, FailureMessage } from '../../src/api/contract';
 import { FaultKind, ManualClock, resolveConfig, SimulatorConfigError, type Simulator } from '../../src/simulator';
-import { call, expectError, expectLedgerConsistent, netCharged, PROMPT, startTestSim, submit } from './helpers';
+import { call, expectError, expectChargesConsistent, netCharged, PROMPT, startTestSim, submit } from './helpers';
 
 /**
- * The `pricing` switches: how a price is shown (contract-defaults.md's `cost_usd` / `price_usd`, other names, or none)
- * and whether a creation's cost is on its 202 at all. Only the HTTP bodies change; charging and the ledger do not.
+ * The `pricing` switches: how a price is shown (contract-defaults.md's `cost_usd` / `price_usd`, other names, or none) and
+ * whether a creation's cost is on its 202 at all. Only the HTTP bodies change; charging and the charge book do not.
  */
 
 const running: Simulator[] = [];
 afterEach(async () => {
   for (const sim of running.splice(0)) {
-    expectLedgerConsistent(sim);
+    expectChargesConsistent(sim);
     await sim.close();
   }
 });
@@ -114,13 +114,13 @@ describe('pricing.fields: how prices appear', () => {
     ]);
   });
 
-  it('hidden: the ledger still records the charge and the refund; 402 details still name the amounts', async () => {
+  it('hidden: the charge book still records the charge and the refund; 402 details still name the amounts', async () => {
     const { sim, clock } = await start({ fields: 'hidden' });
     sim.scriptFor('[bad]', [FaultKind.FailGeneration]);
     const ok = await submit(sim, { prompt: PROMPT, model: 'flux-dev' }, { idempotencyKey: 'row-1' });
     const bad = await submit(sim, { prompt: `${PROMPT} [bad]`, model: 'flux-dev', num_images: 2 });
     expect([ok.status, bad.status]).toEqual([202, 202]);
-    expect(sim.ledger.entries()).toEqual([
+    expect(sim.charges.entries()).toEqual([
       expect.objectContaining({ kind: 'charge', creationId: ok.body.id, idempotencyKey: 'row-1', amountUsd: 0.04 }),
       expect.objectContaining({ kind: 'charge', creationId: bad.body.id, amountUsd: 0.08 }),
     ]);
@@ -128,7 +128,7 @@ describe('pricing.fields: how prices appear', () => {
     const failed = await call(sim, 'GET', `/creations/${bad.body.id}`);
     expect(failed.body).toMatchObject({ status: 'failed', error: FailureMessage.Failed });
     expect(keysOf(failed.body)).toEqual(expected('error'));
-    expect(sim.ledger.entries().map((e) => [e.kind, e.amountUsd])).toEqual([
+    expect(sim.charges.entries().map((e) => [e.kind, e.amountUsd])).toEqual([
       ['charge', 0.04],
       ['charge', 0.08],
       ['refund', 0.08],
@@ -163,7 +163,7 @@ describe('pricing.costOn: poll-only', () => {
       clock.advance(10_000);
       const done = await call(sim, 'GET', `/creations/${first.body.id}`);
       expect(done.body).toMatchObject({ status: 'succeeded', ...COST[fields] });
-      expect(sim.ledger.entries().filter((e) => e.kind === 'charge')).toHaveLength(1);
+      expect(sim.charges.entries().filter((e) => e.kind === 'charge')).toHaveLength(1);
     },
   );
 
@@ -206,7 +206,7 @@ describe('pricing and the state file', () => {
       const accepted = await submit(first.sim, req, { idempotencyKey: 'k' });
       expect(accepted.body).toMatchObject({ cost_usd: 0.04 });
       running.splice(running.indexOf(first.sim), 1);
-      expectLedgerConsistent(first.sim);
+      expectChargesConsistent(first.sim);
       await first.sim.close();
 
       const second = await start({ fields: 'renamed', costOn: 'poll-only' }, new ManualClock(), file);

@@ -2,7 +2,7 @@ import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock, QUEUE_SERVICE_PROFILE, type Simulator } from '../../src/simulator';
 import { renderImage } from '../../src/simulator/png';
-import { call, expectLedgerConsistent, PROMPT, startTestSim, submit } from './helpers';
+import { call, expectChargesConsistent, PROMPT, startTestSim, submit } from './helpers';
 
 /**
  * The queue-service profile: an independent service written to the interface, as a tester met it. Its records are
@@ -14,7 +14,7 @@ import { call, expectLedgerConsistent, PROMPT, startTestSim, submit } from './he
 const running: Simulator[] = [];
 afterEach(async () => {
   for (const sim of running.splice(0)) {
-    expectLedgerConsistent(sim);
+    expectChargesConsistent(sim);
     await sim.close();
   }
 });

@@ -10,7 +10,7 @@ import { DISCOVERED_SOURCE_SUFFIX } from '../../src/api/schemas';
 import { loadSimulatorConfigFile } from '../../src/cli/commands/simulator';
 import { FaultKind, ManualClock, resolveConfig, SimulatorConfigError, type Simulator } from '../../src/simulator';
 import { renderImage } from '../../src/simulator/png';
-import { call, expectLedgerConsistent, PROMPT, startTestSim, submit } from './helpers';
+import { call, expectChargesConsistent, PROMPT, startTestSim, submit } from './helpers';
 
 /**
  * The `records` switches: where a creation record shows its images (`imageShape`) and its status (`statusField`).
@@ -21,7 +21,7 @@ import { call, expectLedgerConsistent, PROMPT, startTestSim, submit } from './he
 const running: Simulator[] = [];
 afterEach(async () => {
   for (const sim of running.splice(0)) {
-    expectLedgerConsistent(sim);
+    expectChargesConsistent(sim);
     await sim.close();
   }
 });

@@ -5,7 +5,7 @@ import { DEMO_API_KEY, type Simulator } from '../../src/simulator';
 import {
   call,
   expectError,
-  expectLedgerConsistent,
+  expectChargesConsistent,
   expectRetryAfter,
   netCharged,
   OTHER_ACCOUNT_KEY,
@@ -17,7 +17,7 @@ import {
 
 let sim: Simulator;
 afterEach(async () => {
-  expectLedgerConsistent(sim);
+  expectChargesConsistent(sim);
   await sim.close();
 });
 
@@ -45,9 +45,9 @@ describe('POST /creations: acceptance and charge', () => {
       cost_usd: 0.12,
     });
     expect(sim.walletUsd('acct_demo')).toBeCloseTo(100 - 0.12, 10);
-    const [entry] = sim.ledger.entries();
+    const [entry] = sim.charges.entries();
     expect(entry).toMatchObject({ kind: 'charge', keyId: 'key_demo', creationId: reply.body.id, amountUsd: 0.12 });
-    expect(JSON.stringify(sim.ledger.snapshot())).not.toContain('img_live_');
+    expect(JSON.stringify(sim.charges.snapshot())).not.toContain('img_live_');
   });
 });
 
@@ -77,7 +77,7 @@ describe('POST /creations: validation (400, nothing charged)', () => {
     ]);
     for (const e of reply.body.error.details.errors) expect(e.message).toEqual(expect.any(String) as unknown);
     expect(reply.body.error.details.errors).toContainEqual({ field: 'width', message: 'must be a multiple of 64' });
-    expect(sim.ledger.entries()).toEqual([]);
+    expect(sim.charges.entries()).toEqual([]);
   });
 
   it('enforces the edges of each range', async () => {
@@ -134,7 +134,7 @@ describe('POST /creations: validation (400, nothing charged)', () => {
     const reply = await call(sim, 'POST', '/creations', { raw, contentType });
     expectError(reply, 400, ErrorCode.InvalidRequest);
     expect(reply.body.error.details.errors.length).toBeGreaterThan(0);
-    expect(sim.ledger.entries()).toEqual([]);
+    expect(sim.charges.entries()).toEqual([]);
     // The connection and the server are still fine afterwards.
     expect((await call(sim, 'GET', '/models')).status).toBe(200);
   });
@@ -146,7 +146,7 @@ describe('POST /creations: validation (400, nothing charged)', () => {
     );
     if (!(reply instanceof Error)) expectError(reply, 400, ErrorCode.InvalidRequest);
     expect((await call(sim, 'GET', '/models')).status).toBe(200);
-    expect(sim.ledger.entries()).toEqual([]);
+    expect(sim.charges.entries()).toEqual([]);
   });
 });
 
@@ -204,7 +204,7 @@ describe('limits: 429 with Retry-After, nothing charged', () => {
     const limited = await submit(sim, { prompt: PROMPT, model: 'flux-dev' });
     expectError(limited, 429, ErrorCode.RateLimit);
     expect(expectRetryAfter(limited)).toBe(1);
-    expect(sim.ledger.entries()).toEqual([]);
+    expect(sim.charges.entries()).toEqual([]);
     // Another key has its own bucket.
     expect((await call(sim, 'GET', '/models', { key: SECOND_KEY })).status).toBe(200);
     clock.advance(500);
@@ -224,7 +224,7 @@ describe('limits: 429 with Retry-After, nothing charged', () => {
     expect(expectRetryAfter(full)).toBe(3);
     // Another account is not affected.
     expect((await submit(sim, { prompt: PROMPT, model: 'sdxl' }, { key: OTHER_ACCOUNT_KEY })).status).toBe(202);
-    expect(sim.ledger.entries().filter((e) => e.keyId === 'key_demo')).toHaveLength(2);
+    expect(sim.charges.entries().filter((e) => e.keyId === 'key_demo')).toHaveLength(2);
     clock.advance(2500);
     expect((await submit(sim, { prompt: PROMPT, model: 'flux-dev' })).status).toBe(202);
   });
@@ -270,6 +270,6 @@ describe('clients that go away', () => {
     });
     await new Promise((r) => setTimeout(r, 30));
     expect((await call(sim, 'GET', '/models')).status).toBe(200);
-    expect(sim.ledger.entries()).toEqual([]);
+    expect(sim.charges.entries()).toEqual([]);
   });
 });

@@ -1,14 +1,15 @@
 import { toUsd } from './money';
 
 /**
- * Every charge and refund the simulator makes, so that tests can prove the client's promises: nothing
+ * The simulator's charge book (the service's side of the money; imagebatch's own record is the ledger store,
+ * src/ledger): every charge and refund the simulator makes, so that tests can prove the client's promises: nothing
  * charged twice for one idempotency key, every failed creation refunded, no charge without a creation.
  * Entries name the key by id, never the key. Bounded: beyond `maxEntries` the oldest entries and creation
  * rows are dropped (the summaries then cover the retained window only).
  */
 
-export const LedgerKind = { Charge: 'charge', Refund: 'refund' } as const;
-export type LedgerKind = (typeof LedgerKind)[keyof typeof LedgerKind];
+export const ChargeKind = { Charge: 'charge', Refund: 'refund' } as const;
+export type ChargeKind = (typeof ChargeKind)[keyof typeof ChargeKind];
 
 export const CreationOutcome = {
   InFlight: 'in_flight',
@@ -19,9 +20,9 @@ export const CreationOutcome = {
 } as const;
 export type CreationOutcome = (typeof CreationOutcome)[keyof typeof CreationOutcome];
 
-export interface LedgerEntry {
+export interface ChargeEntry {
   seq: number;
-  kind: LedgerKind;
+  kind: ChargeKind;
   accountId: string;
   keyId: string;
   creationId: string;
@@ -32,7 +33,7 @@ export interface LedgerEntry {
   reason: string;
 }
 
-export interface LedgerCreation {
+export interface ChargedCreation {
   creationId: string;
   accountId: string;
   keyId: string;
@@ -63,14 +64,14 @@ export interface IdempotencySummary {
   netCharged: number;
 }
 
-/** The ledger as persistence saves it. */
-export interface LedgerState {
+/** The charge book as persistence saves it. */
+export interface ChargeBookState {
   seq: number;
-  entries: LedgerEntry[];
-  rows: LedgerRow[];
+  entries: ChargeEntry[];
+  rows: ChargeRow[];
 }
 
-export interface LedgerRow {
+export interface ChargeRow {
   creationId: string;
   accountId: string;
   keyId: string;
@@ -83,24 +84,24 @@ export interface LedgerRow {
   refundedMicros: number;
 }
 
-export interface LedgerSnapshot {
-  entries: LedgerEntry[];
+export interface ChargeSnapshot {
+  entries: ChargeEntry[];
   byKey: KeySummary[];
-  byCreation: LedgerCreation[];
+  byCreation: ChargedCreation[];
   byIdempotencyKey: IdempotencySummary[];
-  violations: LedgerViolations;
+  violations: ChargeViolations;
 }
 
-export interface LedgerViolations {
+export interface ChargeViolations {
   chargedTwice: IdempotencySummary[];
-  overchargedCreations: LedgerCreation[];
-  unrefundedFailures: LedgerCreation[];
-  chargesWithoutCreation: LedgerCreation[];
+  overchargedCreations: ChargedCreation[];
+  unrefundedFailures: ChargedCreation[];
+  chargesWithoutCreation: ChargedCreation[];
 }
 
-export class Ledger {
-  private readonly entryList: LedgerEntry[] = [];
-  private readonly rows = new Map<string, LedgerRow>();
+export class ChargeBook {
+  private readonly entryList: ChargeEntry[] = [];
+  private readonly rows = new Map<string, ChargeRow>();
   private seq = 0;
 
   /** @param beforeRead settles due creations, so that a read reflects refunds that are due by now. */
@@ -118,7 +119,7 @@ export class Ledger {
     micros: number;
     at: number;
   }): void {
-    const row: LedgerRow = {
+    const row: ChargeRow = {
       creationId: input.creationId,
       accountId: input.accountId,
       keyId: input.keyId,
@@ -132,7 +133,7 @@ export class Ledger {
     const existing = this.rows.get(input.creationId);
     if (existing) existing.chargedMicros += input.micros;
     else this.rows.set(input.creationId, row);
-    this.push(LedgerKind.Charge, row, input.micros, input.at, 'up-front charge');
+    this.push(ChargeKind.Charge, row, input.micros, input.at, 'up-front charge');
   }
 
   /** Marks the creation as existing (a record or a recorded rejection) with its outcome. */
@@ -149,10 +150,10 @@ export class Ledger {
     const micros = row.chargedMicros - row.refundedMicros;
     if (micros <= 0) return;
     row.refundedMicros += micros;
-    this.push(LedgerKind.Refund, row, micros, at, reason);
+    this.push(ChargeKind.Refund, row, micros, at, reason);
   }
 
-  saveState(): LedgerState {
+  saveState(): ChargeBookState {
     return {
       seq: this.seq,
       entries: this.entryList.map((e) => ({ ...e })),
@@ -160,8 +161,8 @@ export class Ledger {
     };
   }
 
-  /** Replaces the (empty, fresh) ledger's contents with saved ones; the bound applies as on every write. */
-  restoreState(state: LedgerState): void {
+  /** Replaces the (empty, fresh) charge book's contents with saved ones; the bound applies as on every write. */
+  restoreState(state: ChargeBookState): void {
     this.entryList.length = 0;
     this.rows.clear();
     for (const entry of state.entries) this.entryList.push({ ...entry });
@@ -170,7 +171,7 @@ export class Ledger {
     this.trim();
   }
 
-  private push(kind: LedgerKind, row: LedgerRow, micros: number, at: number, reason: string): void {
+  private push(kind: ChargeKind, row: ChargeRow, micros: number, at: number, reason: string): void {
     this.entryList.push({
       seq: ++this.seq,
       kind,
@@ -195,17 +196,17 @@ export class Ledger {
     }
   }
 
-  entries(): LedgerEntry[] {
+  entries(): ChargeEntry[] {
     this.beforeRead();
     return [...this.entryList];
   }
 
-  byCreation(): LedgerCreation[] {
+  byCreation(): ChargedCreation[] {
     this.beforeRead();
     return [...this.rows.values()].map(view);
   }
 
-  creation(creationId: string): LedgerCreation | undefined {
+  creation(creationId: string): ChargedCreation | undefined {
     this.beforeRead();
     const row = this.rows.get(creationId);
     return row && view(row);
@@ -217,7 +218,7 @@ export class Ledger {
     for (const e of this.entryList) {
       const s = map.get(e.keyId) ?? { charges: 0, refunds: 0, charged: 0, refunded: 0 };
       const micros = Math.round(e.amountUsd * 1_000_000);
-      if (e.kind === LedgerKind.Charge) {
+      if (e.kind === ChargeKind.Charge) {
         s.charges++;
         s.charged += micros;
       } else {
@@ -273,19 +274,19 @@ export class Ledger {
   }
 
   /** Failed or rejected creations whose charge is not fully refunded. */
-  unrefundedFailures(): LedgerCreation[] {
+  unrefundedFailures(): ChargedCreation[] {
     return this.byCreation().filter(
       (c) => (c.outcome === CreationOutcome.Failed || c.outcome === CreationOutcome.Rejected) && c.netUsd !== 0,
     );
   }
 
   /** Charges for which no creation (or recorded rejection) exists. */
-  chargesWithoutCreation(): LedgerCreation[] {
+  chargesWithoutCreation(): ChargedCreation[] {
     this.beforeRead();
     return [...this.rows.values()].filter((r) => !r.registered).map(view);
   }
 
-  violations(): LedgerViolations {
+  violations(): ChargeViolations {
     return {
       chargedTwice: this.chargedTwice(),
       overchargedCreations: [...this.rows.values()]
@@ -307,7 +308,7 @@ export class Ledger {
     );
   }
 
-  snapshot(): LedgerSnapshot {
+  snapshot(): ChargeSnapshot {
     return {
       entries: this.entries(),
       byKey: this.byKey(),
@@ -318,7 +319,7 @@ export class Ledger {
   }
 }
 
-function view(row: LedgerRow): LedgerCreation {
+function view(row: ChargeRow): ChargedCreation {
   return {
     creationId: row.creationId,
     accountId: row.accountId,

@@ -62,17 +62,23 @@ describe('schedule create says what each run asks for and may spend (issue 33)',
     expectRefused(code, '--each-run', /must be one of all, new \(got "changed"\)/);
   });
 
-  it('a budget that is not an amount of money', async () => {
-    const code = await run('schedule', 'create', 'nightly', '--file', good, '--every', '1h', '--budget-per-day', '-5');
-    expectRefused(code, '--budget-per-day', /./);
+  it('a budget that is not an amount a day or a month, or one period given twice', async () => {
+    let code = await run('schedule', 'create', 'nightly', '--file', good, '--every', '1h', '--budget', '-5/day');
+    expectRefused(code, '--budget', /expected <usd>\/day or <usd>\/month, e.g. 20\/day \(got "-5\/day"\)/);
+    cli.stderr.length = 0;
+    code = await run('schedule', 'create', 'nightly', '--file', good, '--every', '1h', '--budget', '5/week');
+    expectRefused(code, '--budget', /got "5\/week"/);
+    cli.stderr.length = 0;
+    const twice = ['--budget', '5/day', '--budget', '300/month', '--budget', '6/day'];
+    code = await run('schedule', 'create', 'nightly', '--file', good, '--every', '1h', ...twice);
+    expectRefused(code, '--budget', /a budget a day is given twice/);
   });
 
   it('the help names the default, all, and the budgets', async () => {
     await run('schedule', 'create', '--help');
     const help = cli.stdout.join('');
     expect(help).toMatch(/--each-run <all\|new>[^-]*\(default: "all"\)/);
-    expect(help).toContain('--budget-per-day <usd>');
-    expect(help).toContain('--budget-per-month <usd>');
+    expect(help).toMatch(/--budget <usd\/period>\s+all runs together: 20\/day, 300\/month/);
   });
 });
 

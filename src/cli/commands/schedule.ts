@@ -3,7 +3,8 @@ import { z } from 'zod';
 import { connectClient } from '../client';
 import { columnOptions, columnSchema, userColumnsInput } from '../columns';
 import { defineCommand, type CommandDefinition, type CommandGroup } from '../command';
-import { batchId, dollars, duration, flag, positiveInt } from '../options';
+import { batchId, dollars, duration, flag, positiveInt, repeated } from '../options';
+import { BUDGET_FLAG, parseBudgetOption } from '../schedule/budget-option';
 import { priceOptions, priceSchema, pricesInput } from '../prices';
 import { withLedgerStore } from '../ledger-store';
 import {
@@ -60,17 +61,17 @@ const createCommand = defineCommand({
     { flags: '--overlap <policy>', description: 'due during a run: docs/schedules.md', default: 'skip' },
     {
       flags: '--each-run <all|new>',
-      description: 'all rows as new images, or only new/changed requests',
+      description: 'every row, or only new/changed ones',
       default: DEFAULT_EACH_RUN,
     },
     // The name of earlier versions: the same as --each-run new.
     { flags: '--skip-succeeded', description: 'the same as --each-run new', hidden: true },
     { flags: '--model <id>', description: 'model of rows that name none' },
     { flags: '--concurrency <n>', description: 'rows in flight at most' },
-    { flags: '--max-attempts <n>', description: 'attempts per row' },
+    // A tuning knob with a sane default (docs/schedules.md); the help fits one screen.
+    { flags: '--max-attempts <n>', description: 'attempts per row', hidden: true },
     { flags: '--spend-cap <usd>', description: 'spend cap of each run' },
-    { flags: '--budget-per-day <usd>', description: 'most all runs spend in a day (--timezone)' },
-    { flags: '--budget-per-month <usd>', description: 'most all runs spend in a month (--timezone)' },
+    { flags: `${BUDGET_FLAG} <usd/period>`, description: 'all runs together: 20/day, 300/month', repeatable: true },
     ...priceOptions(),
     ...columnOptions(false),
     { flags: '--paused', description: 'create it paused' },
@@ -98,8 +99,7 @@ const createCommand = defineCommand({
       concurrency: positiveInt.optional(),
       maxAttempts: positiveInt.optional(),
       spendCap: dollars.optional(),
-      budgetPerDay: dollars.optional(),
-      budgetPerMonth: dollars.optional(),
+      budget: repeated(parseBudgetOption),
       ...priceSchema,
       ...columnSchema,
       paused: flag,
@@ -114,7 +114,7 @@ const createCommand = defineCommand({
     const source = isUrlSource(o.file) ? o.file : path.resolve(o.file);
     // A local file is checked now, before anything connects: nothing is created for a file that would fail each run.
     const checked = await checkScheduleSource({ source, ...(o.model ? { defaultModel: o.model } : {}), ...columns });
-    const budget = budgetOf(o.budgetPerDay, o.budgetPerMonth);
+    const budget = o.budget;
     const report = o.spendCap === undefined && budget === undefined ? undefined : checked;
     const ledgerId = await withLedgerStore(env, async (ledger) => ledger.id);
     const log = (line: string) => stderr(`${line}\n`);
@@ -152,11 +152,6 @@ const createCommand = defineCommand({
     }
   },
 });
-
-const budgetOf = (perDayUsd: number | undefined, perMonthUsd: number | undefined) =>
-  perDayUsd === undefined && perMonthUsd === undefined
-    ? undefined
-    : { ...(perDayUsd === undefined ? {} : { perDayUsd }), ...(perMonthUsd === undefined ? {} : { perMonthUsd }) };
 
 const lsCommand = defineCommand({
   name: 'ls',

@@ -102,9 +102,11 @@ const layers = {
   'row-lookup': { may: [] },
   schedules: { may: ['util', 'batch', 'ledger'], packages: 'no-temporal' },
   simulator: { may: ['util', 'api'], packages: 'no-temporal' },
+  // `imagebatch doctor`'s checks and paid test: a program of its own, run by an activity or by the command.
+  doctor: { may: ['util', 'api', 'config'], packages: 'no-temporal' },
   // The names and bounds of the workflow interface (signals, queries, createImage's timeout) are in src/model.
-  activities: { may: ['util', 'api', 'config', 'batch', 'ledger', 'schedules', 'row-lookup'] },
-  workflows: { may: [], types: ['activities'] },
+  activities: { may: ['util', 'api', 'config', 'batch', 'ledger', 'schedules', 'row-lookup', 'doctor'] },
+  workflows: { may: [], types: ['activities', 'doctor'] },
   metrics: { may: ['util', 'api', 'config'] },
   results: { may: ['util', 'api', 'batch', 'ledger', 'row-lookup'] },
 };

@@ -1,6 +1,6 @@
 import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { DoctorOptions, DoctorReport } from '../activities/doctor';
+import type { DoctorOptions, DoctorReport } from '../doctor';
 import { HEARTBEAT_TIMEOUT } from './timeouts';
 
 // One attempt, and a second one if the worker is lost: a re-run of `--spend-one` reuses its key, so it pays nothing

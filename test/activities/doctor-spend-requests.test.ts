@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ClientOutcome, ImageApiClient } from '../../src/api/client';
 import { loadServiceConfig } from '../../src/config/service-config';
-import { pollUntilEnded, submitOne, type SpendContext } from '../../src/activities/doctor/spend-requests';
+import { pollUntilEnded, submitOne, type SpendContext } from '../../src/doctor/spend-requests';
 
 /**
  * Doctor's paid test, its submission and its polls, answer by answer: what it waits in place, when it gives up, and

@@ -9,7 +9,8 @@ import {
   settingsProblemReport,
   type DoctorOptions,
   type DoctorReport,
-} from '../../activities/doctor';
+} from '../../doctor';
+import { doctorImageSaver } from '../../activities/doctor';
 import { loadApiKey } from '../../config/api-key';
 import { ConfigError, loadServiceConfig } from '../../config/service-config';
 import { doctorWorkflow } from '../../workflows';
@@ -148,11 +149,13 @@ async function runLocal(options: DoctorCommandOptions, checkOptions: DoctorOptio
     if (err instanceof ConfigError) return settingsProblemReport(err.message);
     throw err;
   }
+  const outputRoot = options.outputRoot ?? process.cwd();
   return runDoctorChecks(
     {
       config,
       apiKey: () => loadApiKey(options.env),
-      outputRoot: options.outputRoot ?? process.cwd(),
+      outputRoot,
+      saveImages: doctorImageSaver({ config, outputRoot, now: Date.now }),
       ...(options.signal ? { signal: options.signal } : {}),
     },
     checkOptions,

@@ -1,7 +1,7 @@
-import { guessModelIdField, ModelIdGuessBy, parseModels, catalogEntries } from '../../api/catalog';
-import type { ClientOutcome } from '../../api/client';
-import type { ModelInfo } from '../../model';
-import { SERVICE_CONFIG_ENV, type ServiceConfig } from '../../config/service-config';
+import { guessModelIdField, ModelIdGuessBy, parseModels, catalogEntries } from '../api/catalog';
+import type { ClientOutcome } from '../api/client';
+import type { ModelInfo } from '../model';
+import { SERVICE_CONFIG_ENV, type ServiceConfig } from '../config/service-config';
 import { CheckResult, type DoctorCheck, type SettingToWrite } from './types';
 
 /**

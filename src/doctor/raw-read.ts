@@ -1,8 +1,8 @@
 import type { Dispatcher } from 'undici';
-import { send } from '../../api/http';
-import { redactRawText } from '../../api/redact';
-import { parseJson } from '../../api/schemas';
-import { AuthHeaderStyle, type ServiceConfig } from '../../config/service-config';
+import { send } from '../api/http';
+import { redactRawText } from '../api/redact';
+import { parseJson } from '../api/schemas';
+import { AuthHeaderStyle, type ServiceConfig } from '../config/service-config';
 
 /**
  * One free GET of the service, read raw (its JSON, the key redacted from the text first): what doctor shows the

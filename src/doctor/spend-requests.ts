@@ -1,10 +1,10 @@
 import type { Dispatcher } from 'undici';
-import type { ImageApiClient } from '../../api/client';
-import { ErrorCode } from '../../api/contract';
-import { backoffCeilingMs, pollStep, submitStep, type PollStep, type SubmitStep } from '../../api/creation-steps';
-import { findRecordFields, StatusMeaning, type RecordReading } from '../../api/record-findings';
-import { BatchStopReason, type ModelInfo, type PollCreationResult } from '../../model';
-import { SERVICE_CONFIG_ENV, type ServiceConfig } from '../../config/service-config';
+import type { ImageApiClient } from '../api/client';
+import { ErrorCode } from '../api/contract';
+import { backoffCeilingMs, pollStep, submitStep, type PollStep, type SubmitStep } from '../api/creation-steps';
+import { findRecordFields, StatusMeaning, type RecordReading } from '../api/record-findings';
+import { BatchStopReason, type ModelInfo, type PollCreationResult } from '../model';
+import { SERVICE_CONFIG_ENV, type ServiceConfig } from '../config/service-config';
 import type { DoctorCheck, DoctorDeps, SettingToWrite, SpendOneOptions } from './types';
 
 /** The requests of `doctor --spend-one`: the one submission, and the polls of its creation. */

@@ -1,8 +1,8 @@
 import type { Dispatcher } from 'undici';
-import type { ApiKeyProvider } from '../../api/api-key';
-import type { ModelInfo, PollCreationResult } from '../../model';
-import type { RecordFindings } from '../../api/record-findings';
-import type { ServiceConfig } from '../../config/service-config';
+import type { ApiKeyProvider } from '../api/api-key';
+import type { ImageRef, ModelInfo, PollCreationResult } from '../model';
+import type { RecordFindings } from '../api/record-findings';
+import type { ServiceConfig } from '../config/service-config';
 
 /** The data of `imagebatch doctor`'s report (see `../doctor.ts`): what each check found, never a thrown error. */
 
@@ -92,13 +92,22 @@ export interface DoctorReport {
   settings?: SettingToWrite[];
 }
 
+/** How the paid test saves its images: the batches' own download, given by the activity or the command. */
+export type SaveImages = (input: {
+  creationId: string;
+  images: ImageRef[];
+  /** Resolved against `outputRoot`. */
+  outDir: string;
+  signal?: AbortSignal;
+}) => Promise<{ path: string; bytes: number }[]>;
+
 export interface DoctorDeps {
   config: ServiceConfig;
   apiKey: ApiKeyProvider;
   /** @default a pool on the base URL's origin (closed at the end) */
   dispatcher?: Dispatcher;
-  /** @default the guarded download dispatcher of the batches */
-  downloadDispatcher?: Dispatcher;
+  /** Saves a creation's images into `outDir` as a batch saves them (without the key, through the download guard). */
+  saveImages: SaveImages;
   /** Folder that a relative `outDir` is resolved against. */
   outputRoot: string;
   /** @default Date.now */

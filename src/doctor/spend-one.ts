@@ -1,12 +1,11 @@
 import path from 'node:path';
-import { idempotencyKeyProblem } from '../../api/client';
-import { FAILED_STATUS } from '../../api/contract';
-import { findRecordFields, type RecordFindings } from '../../api/record-findings';
-import { redactJsonValue, redactRawText } from '../../api/redact';
-import { imagesOf } from '../../api/schemas';
-import type { ImageRef, PollCreationResult } from '../../model';
-import { SERVICE_CONFIG_ENV } from '../../config/service-config';
-import { downloadImages, guardedDownloadDispatcher } from '../download';
+import { idempotencyKeyProblem } from '../api/client';
+import { FAILED_STATUS } from '../api/contract';
+import { findRecordFields, type RecordFindings } from '../api/record-findings';
+import { redactJsonValue, redactRawText } from '../api/redact';
+import { imagesOf } from '../api/schemas';
+import type { ImageRef, PollCreationResult } from '../model';
+import { SERVICE_CONFIG_ENV } from '../config/service-config';
 import { costCheck, imageHostCheck, imagesCheck, recordFieldsCheck, recordOf } from './record-checks';
 import { keyPaths, readRecords, writeRecords } from './record-file';
 import { recordSettings } from './settings-to-write';
@@ -257,34 +256,19 @@ async function saveImages(
   out: SpendOneReport,
 ): Promise<void> {
   const { add } = ctx;
-  const config = ctx.deps.config;
   try {
-    const downloadDispatcher = ctx.deps.downloadDispatcher ?? guardedDownloadDispatcher(config, 2);
-    try {
-      const saved = await downloadImages(
-        { batchId: 'doctor', rowId: 'spend-one', creationId, images, outDir },
-        {
-          dispatcher: downloadDispatcher,
-          outputRoot: ctx.deps.outputRoot,
-          maxBytes: ctx.deps.config.maxDownloadBytes,
-          maxRedirects: ctx.deps.config.downloadMaxRedirects,
-          headersTimeoutMs: ctx.deps.config.headersTimeoutMs,
-          bodyTimeoutMs: ctx.deps.config.bodyTimeoutMs,
-          requestTimeoutMs: ctx.deps.config.requestTimeoutMs,
-          defaultRetryAfterMs: ctx.deps.config.defaultRetryAfterMs,
-          now: ctx.now,
-          ...(ctx.deps.signal ? { signal: ctx.deps.signal } : {}),
-        },
-      );
-      out.saved = saved.map((s) => path.join(outDir, s.path));
-      add({
-        name: 'download',
-        result: CheckResult.Ok,
-        found: `saved ${saved.map((s) => `${path.join(outDir, s.path)} (${s.bytes} bytes)`).join(', ')}`,
-      });
-    } finally {
-      if (!ctx.deps.downloadDispatcher) await downloadDispatcher.close();
-    }
+    const saved = await ctx.deps.saveImages({
+      creationId,
+      images,
+      outDir,
+      ...(ctx.deps.signal ? { signal: ctx.deps.signal } : {}),
+    });
+    out.saved = saved.map((s) => path.join(outDir, s.path));
+    add({
+      name: 'download',
+      result: CheckResult.Ok,
+      found: `saved ${saved.map((s) => `${path.join(outDir, s.path)} (${s.bytes} bytes)`).join(', ')}`,
+    });
   } catch (err) {
     add({
       name: 'download',

@@ -264,4 +264,34 @@ describe('every scheduled run ends, says how, and writes its results (dev server
       await controlSchedule(env().client, scheduleId, 'delete');
     });
   });
+
+  it('--each-run new: a row inserted at the top of a file without ids runs, and no paid prompt is paid again', async () => {
+    const file = path.join(dir, 'no-ids.csv');
+    await writeFile(file, 'prompt\na red kite over a beach\na green tram in the fog\n');
+    await (
+      await newWorker()
+    ).runUntil(async () => {
+      const { scheduleId, outDir } = await schedule(file, { eachRun: 'new' });
+      await controlSchedule(env().client, scheduleId, 'trigger');
+      const [first] = await runIds(scheduleId, 1);
+      expect(await closed(first!)).toBe('COMPLETED');
+      // A new row at the top: every positional id shifts by one.
+      await writeFile(file, 'prompt\na blue door in the snow\na red kite over a beach\na green tram in the fog\n');
+      await triggerAgain(scheduleId);
+      const second = (await runIds(scheduleId, 2)).find((id) => id !== first)!;
+      expect(await closed(second)).toBe('COMPLETED');
+      const runs = await index(outDir);
+      expect(runs[0]).toMatchObject({ outcome: 'completed', rows: 2, succeeded: 2, skipped: 0 });
+      expect(runs[1]).toMatchObject({ outcome: 'completed', rows: 1, succeeded: 1, skipped: 2 });
+      expect(await readFile(path.join(outDir, runs[1]!.runId, 'input.csv'), 'utf8')).toContain(
+        'a blue door in the snow',
+      );
+      // Three creations for three prompts, across both runs.
+      const ids = runs.map((r) => r.runId);
+      const charged = sim.charges.byIdempotencyKey().filter((k) => ids.some((id) => k.idempotencyKey.includes(id)));
+      expect(charged.filter((k) => k.netCharged > 0)).toHaveLength(3);
+      expect(charged.every((k) => k.netCharged <= 1)).toBe(true);
+      await controlSchedule(env().client, scheduleId, 'delete');
+    });
+  });
 });

@@ -17,6 +17,7 @@ import {
 } from '../model';
 import type { Logger } from '../api/client';
 import { whileHeartbeating } from './heartbeat';
+import { terminatedRuns } from './scheduled-run-sweep';
 
 /** How often a scheduled run asks its batch's progress while it runs. */
 export const RUN_WATCH_EVERY_MS = 5_000;
@@ -83,20 +84,32 @@ export function createScheduledRunActivities(deps: {
     async recordScheduledRun(input: RecordScheduledRunInput): Promise<ScheduledRunEntry> {
       const ctx = Context.current();
       const scheduleDir = path.resolve(deps.outputRoot, input.outDir);
-      let resultsCsv: string | undefined;
-      if (deps.writeResults) {
+      const index = path.join(scheduleDir, SCHEDULE_RUNS_INDEX);
+      const write = async (runId: string, file: string | undefined) => {
+        if (!deps.writeResults) {
+          deps.logger.warn('no results writer on this worker: the run has no result files', { runId });
+          return {};
+        }
         const written = deps.writeResults({
-          batchId: input.runId,
-          outDir: path.join(scheduleDir, input.runId),
-          ...(input.file ? { file: input.file } : {}),
+          batchId: runId,
+          outDir: path.join(scheduleDir, runId),
+          ...(file ? { file } : {}),
           ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
         });
-        resultsCsv = (await whileHeartbeating(ctx, written)).resultsCsv;
-      } else {
-        deps.logger.warn('no results writer on this worker: the run has no result files', { runId: input.runId });
+        return { resultsCsv: (await whileHeartbeating(ctx, written)).resultsCsv };
+      };
+      // Runs terminated before (they ran no more code) get their results and their line first.
+      if (deps.temporalClient) {
+        const others = new Set(await recordedRunIds(index));
+        others.add(input.runId);
+        const terminated = await whileHeartbeating(ctx, terminatedRuns(deps.temporalClient, scheduleDir, others));
+        for (const { file, ...line } of terminated)
+          await appendRunOnce(index, { ...line, ...(await write(line.runId, file)) });
       }
+      const written = await write(input.runId, input.file);
       // A run that ended before its batch started (its budget spent) ran none of its rows.
       const counts = input.progress ? runCounts(input.progress) : { succeeded: 0, failed: 0, notRun: input.rows };
+      const unknownSpendRows = input.progress?.unknownSpendRows ?? 0;
       const entry: ScheduledRunEntry = {
         runId: input.runId,
         outcome: input.outcome,
@@ -104,29 +117,37 @@ export function createScheduledRunActivities(deps: {
         rows: input.rows,
         ...counts,
         skipped: input.skipped,
+        // No batch: nothing was sent, so nothing was spent.
         spentUsd: input.progress?.spentUsd ?? 0,
+        ...(unknownSpendRows > 0 ? { unknownSpendRows } : {}),
         startedAt: new Date(input.startedAtMs).toISOString(),
         endedAt: new Date(input.endedAtMs).toISOString(),
-        ...(resultsCsv ? { resultsCsv } : {}),
+        ...written,
       };
-      await appendRunOnce(path.join(scheduleDir, SCHEDULE_RUNS_INDEX), entry);
+      await appendRunOnce(index, entry);
       return entry;
     },
   };
 }
 
-/** Appends the run's line unless a line of the same run is there already (an earlier attempt wrote it). */
-async function appendRunOnce(index: string, entry: ScheduledRunEntry): Promise<void> {
-  await mkdir(path.dirname(index), { recursive: true });
-  const existing = await readFile(index, 'utf8').catch((err: NodeJS.ErrnoException) => {
+/** The run ids the schedule's index lists. */
+async function recordedRunIds(index: string): Promise<string[]> {
+  const text = await readFile(index, 'utf8').catch((err: NodeJS.ErrnoException) => {
     if (err.code === 'ENOENT') return '';
     throw err;
   });
-  const seen = existing
-    .split('\n')
-    .filter((l) => l.trim() !== '')
-    .some((l) => runIdOf(l) === entry.runId);
-  if (!seen) await appendFile(index, `${JSON.stringify(entry)}\n`, 'utf8');
+  return text.split('\n').flatMap((l) => {
+    const id = l.trim() === '' ? undefined : runIdOf(l);
+    return id === undefined ? [] : [id];
+  });
+}
+
+/** Appends the run's line unless a line of the same run is there already (an earlier attempt wrote it). */
+async function appendRunOnce(index: string, entry: ScheduledRunEntry): Promise<void> {
+  await mkdir(path.dirname(index), { recursive: true });
+  if (!(await recordedRunIds(index)).includes(entry.runId)) {
+    await appendFile(index, `${JSON.stringify(entry)}\n`, 'utf8');
+  }
 }
 
 function runIdOf(line: string): string | undefined {

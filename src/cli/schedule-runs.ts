@@ -61,8 +61,14 @@ export function scheduleRunsLines(view: ScheduleRunsView): string[] {
   for (const r of view.runs) {
     lines.push(
       `  ${r.runId} ${r.outcome} at ${r.endedAt}: ${r.succeeded} succeeded, ${r.failed} failed, ${r.notRun} not run, ` +
-        `${r.skipped} skipped as paid before, ${r.spentUsd} USD${r.reason ? ` (${r.reason})` : ''}`,
+        `${r.skipped ?? 'unknown'} skipped as paid before, ${spentText(r)}${r.reason ? ` (${r.reason})` : ''}`,
     );
   }
   return lines;
+}
+
+/** What a run spent: known, at least (rows of unknown spend on top), or unknown. */
+function spentText(r: ScheduledRunEntry): string {
+  const unknown = r.unknownSpendRows ? ` and ${r.unknownSpendRows} row(s) of unknown spend` : '';
+  return r.spentUsd === undefined ? 'spend unknown' : `${r.spentUsd} USD${unknown}`;
 }

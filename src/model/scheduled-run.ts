@@ -14,6 +14,11 @@ export const ScheduledRunOutcome = {
   Stopped: 'stopped',
   /** It was cancelled (a person, or the schedule's `cancel_other` overlap policy). */
   Cancelled: 'cancelled',
+  /**
+   * It was terminated (the `terminate_other` overlap policy, or a person): it ran no more code, so the next run of
+   * the schedule to end writes its results and its line.
+   */
+  Terminated: 'terminated',
 } as const;
 export type ScheduledRunOutcome = (typeof ScheduledRunOutcome)[keyof typeof ScheduledRunOutcome];
 
@@ -37,10 +42,12 @@ export interface ScheduledRunEntry {
   failed: number;
   /** Rows never started (the run ended first). */
   notRun: number;
-  /** Rows left out because an earlier run may have paid for them (`--skip-succeeded`). */
-  skipped: number;
-  /** Net spend known (USD). */
-  spentUsd: number;
+  /** Rows left out because an earlier run may have paid for them (`--each-run new`); absent when not known. */
+  skipped?: number;
+  /** Net spend known (USD): at least this; absent when nothing of it is known (a terminated run's batch unread). */
+  spentUsd?: number;
+  /** Rows that ended whose spend is not known: on top of `spentUsd`. */
+  unknownSpendRows?: number;
   /** ISO times, workflow time. */
   startedAt: string;
   endedAt: string;

@@ -3,6 +3,7 @@ import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { parse } from 'csv-parse/sync';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -13,7 +14,7 @@ import {
 } from '../../src/cli/schedule/manage';
 import { CreationOutcome, startSimulator, type Simulator } from '../../src/simulator';
 import type { ScheduledBatchResult } from '../../src/workflows';
-import { parseIdempotencyKey } from '../../src/model';
+import { parseIdempotencyKey, SCHEDULE_RUNS_INDEX, type ScheduledRunEntry } from '../../src/model';
 import { createLocalEnv, simulatorWorker, useTestEnv } from '../helpers/temporal';
 import { waitUntil, within, writeBatchCsv } from './helpers';
 
@@ -231,6 +232,27 @@ async function scenario(policy: OverlapPolicyName): Promise<void> {
     expect(run1ClosedFirst, 'run 1 closed before run 2 started').toBe(true);
     const paidByFirst = new Set(creations.filter((c) => c.batchId === batches[0]).map((c) => c.rowId));
     expect(input2.filter((id) => paidByFirst.has(id))).toEqual([]);
+  }
+  if (policy === 'terminate_other') {
+    // The terminated run ran no more code: the next run to end wrote its results and its line, before its own.
+    const lines = (await readFile(path.join(outDir, SCHEDULE_RUNS_INDEX), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as ScheduledRunEntry);
+    expect(lines.map((l) => [l.runId, l.outcome])).toEqual([
+      [batches[0], 'terminated'],
+      [batches[1], second!.outcome],
+      [batches[2], third!.outcome],
+    ]);
+    expect(lines[0]!.rows).toBe(rowIds.length);
+    expect(lines[0], 'what its preparation left out is not known').not.toHaveProperty('skipped');
+    // Its results list every row of its input, each in its state (a row whose creation it paid is not `not_run`).
+    const results = parse(await readFile(path.join(outDir, batches[0]!, 'results.csv'), 'utf8'), { columns: true });
+    const states = new Map((results as { row_id: string; state: string }[]).map((r) => [r.row_id, r.state]));
+    expect([...states.keys()].sort()).toEqual([...(await inputIds(path.join(outDir, batches[0]!)))].sort());
+    const paidByFirst = creations.filter((c) => c.batchId === batches[0] && c.netUsd > 0).map((c) => c.rowId);
+    expect(paidByFirst.length).toBeGreaterThan(0);
+    for (const id of paidByFirst) expect(states.get(id), id).not.toBe('not_run');
   }
 }
 

@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { BatchNoAnswerError, QUERY_TIMEOUT_MS, followBatch } from '../../src/cli/batches';
 import { DevServer } from '../../src/temporal/dev-server';
 import { devServerBase } from '../helpers/dev-server';
@@ -15,6 +15,7 @@ import { baseEnv, cli, describeRun, ensureDistIsFresh } from '../cli/helpers';
  * The CLI's waits on a batch that no worker runs (a task queue nobody polls): `status` and `pause` end after
  * QUERY_TIMEOUT_MS with a message that says what is wrong, instead of the server's 30 s and "Failed to query
  * Workflow"; `run --follow` says so once and goes on waiting. And `run --max-poll-wait` reaches the batch's input.
+ * The tests wait out timeouts on batches of their own, so they run at the same time.
  */
 let dir: string;
 let server: DevServer | undefined;
@@ -51,8 +52,10 @@ async function startInput(batchId: string): Promise<BatchWorkflowInput> {
   return JSON.parse(Buffer.from(payload!).toString('utf8')) as BatchWorkflowInput;
 }
 
-describe('the CLI bounds its waits on a batch nobody runs', () => {
-  it('run --max-poll-wait puts the maximum wait into the batch input; a bad value is a usage error', async () => {
+describe.concurrent('the CLI bounds its waits on a batch nobody runs', () => {
+  it('run --max-poll-wait puts the maximum wait into the batch input; a bad value is a usage error', async ({
+    expect,
+  }) => {
     const file = await batchFile('maxwait');
     const args = ['run', file, '--batch-id', 'maxwait', '--max-poll-wait', '45m', '--out', path.join(dir, 'out')];
     const r = await cli(args, { env });
@@ -65,12 +68,18 @@ describe('the CLI bounds its waits on a batch nobody runs', () => {
     expect(rb.stderr).toMatch(/--max-poll-wait.*at least 1 s, such as 90s, 45m or 2h/s);
   }, 120_000);
 
-  it('status ends after the query timeout and asks whether a worker runs; pause says its signal was sent', async () => {
+  it('status ends after the query timeout and asks whether a worker runs; pause says its signal was sent', async ({
+    expect,
+  }) => {
     const file = await batchFile('silent');
     const run = ['run', file, '--batch-id', 'silent', '--out', path.join(dir, 'out')];
     expect((await cli(run, { env })).code).toBe(0);
 
-    const status = await cli(['status', 'silent'], { env, timeoutMs: 60_000 });
+    // Both wait out the query timeout, each on its own: at once.
+    const [status, pause] = await Promise.all([
+      cli(['status', 'silent'], { env, timeoutMs: 60_000 }),
+      cli(['pause', 'silent'], { env, timeoutMs: 60_000 }),
+    ]);
     expect(status.code, describeRun(['status'], status)).toBe(1);
     expect(status.stderr).toContain(
       `batch silent did not answer within ${QUERY_TIMEOUT_MS / 1000} s: is a worker running`,
@@ -78,14 +87,13 @@ describe('the CLI bounds its waits on a batch nobody runs', () => {
     // The server alone would have held the query for 30 s.
     expect(status.ms).toBeLessThan(25_000);
 
-    const pause = await cli(['pause', 'silent'], { env, timeoutMs: 60_000 });
     expect(pause.code, describeRun(['pause'], pause)).toBe(1);
     expect(pause.stderr).toContain('pause was sent and applies once a worker runs the batch, but batch silent did');
     const events = (await client.workflow.getHandle(batchWorkflowId('silent')).fetchHistory()).events ?? [];
     expect(events.some((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'pause')).toBe(true);
   }, 120_000);
 
-  it('following a batch nobody answers for reports it once and goes on until stopped', async () => {
+  it('following a batch nobody answers for reports it once and goes on until stopped', async ({ expect }) => {
     const handle = await client.workflow.start(batchWorkflow, {
       taskQueue: TASK_QUEUE,
       workflowId: batchWorkflowId('followed'),

@@ -22,9 +22,14 @@ import { WorkerProcess } from '../helpers/worker-process';
  * a request held longer than the heartbeat timeout does not fail a live worker's attempt, and the attempt of a
  * worker killed with SIGKILL mid-request is retried by another worker after the heartbeat timeout (20 s), not
  * after the attempt's start-to-close timeout (5 minutes). The retry re-sends the same idempotency key: one charge.
+ *
+ * The first two tests each wait out a heartbeat timeout, so they run at the same time, each on a task queue of its
+ * own: the kill of the second can never reach the worker that holds the first one's request.
  */
 const HEARTBEAT_TIMEOUT_MS = 20_000;
 const TASK_QUEUE = `killed-${randomUUID()}`;
+/** The held request's queue: one worker, never killed. */
+const HELD_TASK_QUEUE = `held-${randomUUID()}`;
 
 let dir: string;
 let server: DevServer | undefined;
@@ -60,9 +65,15 @@ beforeAll(async () => {
     IMAGEGEN_BODY_TIMEOUT_MS: '110000',
     IMAGEGEN_REQUEST_TIMEOUT_MS: '110000',
   };
-  // Two workers on one task queue: the test kills whichever runs the submission; the other takes over.
+  // Two workers on one task queue: the test kills whichever runs the submission; the other takes over. A third,
+  // alone on its queue, runs the held request of the first test.
+  const queues = [TASK_QUEUE, TASK_QUEUE, HELD_TASK_QUEUE];
   workers.push(
-    ...(await Promise.all([0, 1].map(() => WorkerProcess.start({ env, outputRoot: dir, readyTimeoutMs: 120_000 })))),
+    ...(await Promise.all(
+      queues.map((queue) =>
+        WorkerProcess.start({ env: { ...env, TEMPORAL_TASK_QUEUE: queue }, outputRoot: dir, readyTimeoutMs: 120_000 }),
+      ),
+    )),
   );
 }, 300_000);
 
@@ -75,11 +86,11 @@ afterAll(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-function startRow(rowId: string, prompt: string, maxPollWaitMs?: number) {
+function startRow(rowId: string, prompt: string, maxPollWaitMs?: number, taskQueue = TASK_QUEUE) {
   const batchId = `k${randomUUID().slice(0, 8)}`;
   return client.workflow
     .start(promptWorkflow, {
-      taskQueue: TASK_QUEUE,
+      taskQueue,
       workflowId: `${batchId}/${rowId}`,
       args: [
         {
@@ -122,76 +133,84 @@ function chargesFor(key: string) {
 }
 
 describe('activities heartbeat while a request is in flight (dev server, worker processes)', () => {
-  it('a request held longer than the heartbeat timeout completes on its first attempt', async () => {
-    const prompt = `a lighthouse in slow fog [held-${randomUUID()}]`;
-    sim!.scriptFor(prompt, [{ kind: FaultKind.Slow, delayMs: HEARTBEAT_TIMEOUT_MS + 10_000 }]);
-    const { handle, key } = await startRow('held', prompt);
-    const result: RowRecord = await handle.result();
-    expect(result.state).toBe('succeeded');
-    // The held submission was answered on its first attempt: a heartbeat timeout would have sent it again.
-    expect(proxy!.posts(key)).toHaveLength(1);
-    const activity = await createImageActivity(handle.workflowId);
-    expect(activity.scheduled).toBe(1);
-    expect(activity.heartbeatTimeoutS).toBe(HEARTBEAT_TIMEOUT_MS / 1000);
-    expect(activity.lastTimeoutType ?? undefined).toBeUndefined();
-    expect(result.keys).toHaveLength(1);
-    expect(result.keys[0]).toMatchObject({ idempotencyKey: key, outcome: 'succeeded' });
-    expect(chargesFor(key)?.creationIds).toEqual(result.creationIds);
-    expect(result.chargedUsd).toBeCloseTo(chargesFor(key)!.chargedUsd);
-  }, 120_000);
+  it.concurrent(
+    'a request held longer than the heartbeat timeout completes on its first attempt',
+    async ({ expect }) => {
+      const prompt = `a lighthouse in slow fog [held-${randomUUID()}]`;
+      sim!.scriptFor(prompt, [{ kind: FaultKind.Slow, delayMs: HEARTBEAT_TIMEOUT_MS + 10_000 }]);
+      const { handle, key } = await startRow('held', prompt, undefined, HELD_TASK_QUEUE);
+      const result: RowRecord = await handle.result();
+      expect(result.state).toBe('succeeded');
+      // The held submission was answered on its first attempt: a heartbeat timeout would have sent it again.
+      expect(proxy!.posts(key)).toHaveLength(1);
+      const activity = await createImageActivity(handle.workflowId);
+      expect(activity.scheduled).toBe(1);
+      expect(activity.heartbeatTimeoutS).toBe(HEARTBEAT_TIMEOUT_MS / 1000);
+      expect(activity.lastTimeoutType ?? undefined).toBeUndefined();
+      expect(result.keys).toHaveLength(1);
+      expect(result.keys[0]).toMatchObject({ idempotencyKey: key, outcome: 'succeeded' });
+      expect(chargesFor(key)?.creationIds).toEqual(result.creationIds);
+      expect(result.chargedUsd).toBeCloseTo(chargesFor(key)!.chargedUsd);
+    },
+    120_000,
+  );
 
-  it('the attempt of a worker killed mid-request is retried after the heartbeat timeout, with the same key', async () => {
-    const prompt = `a harbour in slow rain [killed-${randomUUID()}]`;
-    sim!.scriptFor(prompt, [{ kind: FaultKind.Slow, delayMs: 35_000 }]);
-    const { handle, key } = await startRow('killed', prompt);
-    const firstPost = await waitFor('the submission to reach the service', async () => proxy!.posts(key)[0], 30_000);
-    // The worker that holds the request, by its identity (`<pid>@<host>`).
-    const identity = await waitFor(
-      'the submission to be running',
-      async () => (await handle.describe()).raw.pendingActivities?.[0]?.lastWorkerIdentity ?? undefined,
-      30_000,
-    );
-    const holder = workers.find((w) => w.running && identity.startsWith(`${w.pid}@`));
-    expect(holder, `a worker with identity ${identity}`).toBeDefined();
-    await holder!.kill();
-    const killedAt = Date.now();
-    // The retried attempt, seen while it runs (the proxy holds its submission): why the first attempt ended.
-    const retried = await waitFor(
-      'the attempt to be retried',
-      async () => {
-        const pending = (await handle.describe()).raw.pendingActivities?.[0];
-        return pending && (pending.attempt ?? 0) >= 2 ? pending : undefined;
-      },
-      60_000,
-    );
-    expect(retried.activityType?.name).toBe('createImage');
-    expect(retried.attempt).toBe(2);
-    expect(retried.lastFailure?.timeoutFailureInfo?.timeoutType).toBe(
-      temporal.api.enums.v1.TimeoutType.TIMEOUT_TYPE_HEARTBEAT,
-    );
+  it.concurrent(
+    'the attempt of a worker killed mid-request is retried after the heartbeat timeout, with the same key',
+    async ({ expect }) => {
+      const prompt = `a harbour in slow rain [killed-${randomUUID()}]`;
+      sim!.scriptFor(prompt, [{ kind: FaultKind.Slow, delayMs: 35_000 }]);
+      const { handle, key } = await startRow('killed', prompt);
+      const firstPost = await waitFor('the submission to reach the service', async () => proxy!.posts(key)[0], 30_000);
+      // The worker that holds the request, by its identity (`<pid>@<host>`).
+      const identity = await waitFor(
+        'the submission to be running',
+        async () => (await handle.describe()).raw.pendingActivities?.[0]?.lastWorkerIdentity ?? undefined,
+        30_000,
+      );
+      const holder = workers.slice(0, 2).find((w) => w.running && identity.startsWith(`${w.pid}@`));
+      expect(holder, `a worker with identity ${identity}`).toBeDefined();
+      await holder!.kill();
+      const killedAt = Date.now();
+      // The retried attempt, seen while it runs (the proxy holds its submission): why the first attempt ended.
+      const retried = await waitFor(
+        'the attempt to be retried',
+        async () => {
+          const pending = (await handle.describe()).raw.pendingActivities?.[0];
+          return pending && (pending.attempt ?? 0) >= 2 ? pending : undefined;
+        },
+        60_000,
+      );
+      expect(retried.activityType?.name).toBe('createImage');
+      expect(retried.attempt).toBe(2);
+      expect(retried.lastFailure?.timeoutFailureInfo?.timeoutType).toBe(
+        temporal.api.enums.v1.TimeoutType.TIMEOUT_TYPE_HEARTBEAT,
+      );
 
-    const result: RowRecord = await handle.result();
-    expect(result.state).toBe('succeeded');
-    expect(result.keys).toHaveLength(1);
-    expect(result.keys[0]).toMatchObject({ idempotencyKey: key, outcome: 'succeeded' });
-    const posts = proxy!.posts(key);
-    expect(posts).toHaveLength(2);
-    const retriedAfterKillMs = posts[1]! - killedAt;
-    const retriedAfterFirstMs = posts[1]! - firstPost;
-    console.log(
-      `[killed-worker] the killed worker's submission was sent again ${retriedAfterKillMs} ms after the kill ` +
-        `(${retriedAfterFirstMs} ms after the first send; heartbeat timeout ${HEARTBEAT_TIMEOUT_MS} ms)`,
-    );
-    // Retried because the heartbeats stopped: the start-to-close timeout (5 min) cannot have fired this soon.
-    expect((await createImageActivity(handle.workflowId)).scheduled).toBe(1);
-    expect(retriedAfterFirstMs).toBeLessThan(60_000);
-    // The same key twice, charged once, and the row's record says so.
-    expect(chargesFor(key)?.creationIds).toHaveLength(1);
-    expect(result.creationIds).toEqual(chargesFor(key)?.creationIds);
-    expect(result.chargedUsd).toBeCloseTo(chargesFor(key)!.chargedUsd);
-    expect(result.netUsd).toBeCloseTo(chargesFor(key)!.netUsd);
-    expect(sim!.charges.violations().chargedTwice).toEqual([]);
-  }, 180_000);
+      const result: RowRecord = await handle.result();
+      expect(result.state).toBe('succeeded');
+      expect(result.keys).toHaveLength(1);
+      expect(result.keys[0]).toMatchObject({ idempotencyKey: key, outcome: 'succeeded' });
+      const posts = proxy!.posts(key);
+      expect(posts).toHaveLength(2);
+      const retriedAfterKillMs = posts[1]! - killedAt;
+      const retriedAfterFirstMs = posts[1]! - firstPost;
+      console.log(
+        `[killed-worker] the killed worker's submission was sent again ${retriedAfterKillMs} ms after the kill ` +
+          `(${retriedAfterFirstMs} ms after the first send; heartbeat timeout ${HEARTBEAT_TIMEOUT_MS} ms)`,
+      );
+      // Retried because the heartbeats stopped: the start-to-close timeout (5 min) cannot have fired this soon.
+      expect((await createImageActivity(handle.workflowId)).scheduled).toBe(1);
+      expect(retriedAfterFirstMs).toBeLessThan(60_000);
+      // The same key twice, charged once, and the row's record says so.
+      expect(chargesFor(key)?.creationIds).toHaveLength(1);
+      expect(result.creationIds).toEqual(chargesFor(key)?.creationIds);
+      expect(result.chargedUsd).toBeCloseTo(chargesFor(key)!.chargedUsd);
+      expect(result.netUsd).toBeCloseTo(chargesFor(key)!.netUsd);
+      expect(sim!.charges.violations().chargedTwice).toEqual([]);
+    },
+    180_000,
+  );
 
   it('a creation that never ends leaves its row unknown at the maximum wait, paid, with a clear message', async () => {
     frozenAt = Date.now();

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import type { History } from '@temporalio/common/lib/proto-utils';
 import { NativeConnection } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { defaultServiceConfig } from '../../src/config/service-config';
 import { DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
@@ -97,8 +97,10 @@ async function newWorker(client: Client, taskQueue: string) {
   });
 }
 
-describe('history sizes and continue-as-new on the dev server', () => {
-  it('a row on its own: the happy path is a short history', async () => {
+// The two tests run at once: each has its own task queue, worker and workflows, and a history's length does not
+// depend on what else the server runs.
+describe.concurrent('history sizes and continue-as-new on the dev server', () => {
+  it('a row on its own: the happy path is a short history', async ({ expect }) => {
     const client = new Client({ connection: connection! });
     const taskQueue = `row-${randomUUID()}`;
     const batchId = `solo${randomUUID().slice(0, 8)}`;
@@ -121,7 +123,9 @@ describe('history sizes and continue-as-new on the dev server', () => {
     console.log(`[history] a row on its own, happy path: ${tally(lengths)}`);
   });
 
-  it('a 120-row batch hops through several runs, each history bounded, every row on its happy path', async () => {
+  it('a 120-row batch hops through several runs, each history bounded, every row on its happy path', async ({
+    expect,
+  }) => {
     const t0 = Date.now();
     const client = new Client({ connection: connection! });
     const taskQueue = `can-${randomUUID()}`;

@@ -603,7 +603,9 @@ function options(numRuns: number): fc.Parameters<[CapCase]> {
   return { seed: SEED, numRuns, endOnFailure: true };
 }
 
-describe('the spend cap over generated batches (fast-check, dev server, simulator)', () => {
+// The three properties run at once: each case has its own simulator, task queue, worker and batch, and spends its
+// time waiting for the simulator's generations; the checks are per sample, not timed.
+describe.concurrent('the spend cap over generated batches (fast-check, dev server, simulator)', () => {
   const CAP_RUNS = runs(7);
   const CAP_BUDGET_MS = 60_000;
   it(

@@ -149,16 +149,20 @@ describe('API keys on the command line', { timeout: 120_000 }, () => {
     { args: ['simulator', '--apikey', SECRET], value: SECRET },
   ];
 
-  it.each(cases)('imagebatch $args.0 refuses a key argument, names the variables, never echoes it', async (c) => {
-    // Nothing listens on port 1: a command that went past the check would fail in another way.
-    const r = await cli(c.args, { env: baseEnv({ TEMPORAL_ADDRESS: '127.0.0.1:1' }), timeoutMs: 30_000 });
-    expect(r.code, describeRun(c.args, r)).toBe(2);
-    expect(r.stderr).toMatch(/never taken from the command line/);
-    expect(r.stderr).toMatch(/IMAGEGEN_API_KEY or IMAGEGEN_API_KEY_FILE/);
-    const out = r.stdout + r.stderr;
-    expect(out.includes(c.value)).toBe(false);
-    expect(findForms(out, FORMS)).toEqual([]);
-  });
+  // Each case is a command of its own that stops at its checks: they run at once.
+  it.concurrent.for(cases)(
+    'imagebatch $args.0 refuses a key argument, names the variables, never echoes it',
+    async (c, { expect }) => {
+      // Nothing listens on port 1: a command that went past the check would fail in another way.
+      const r = await cli(c.args, { env: baseEnv({ TEMPORAL_ADDRESS: '127.0.0.1:1' }), timeoutMs: 30_000 });
+      expect(r.code, describeRun(c.args, r)).toBe(2);
+      expect(r.stderr).toMatch(/never taken from the command line/);
+      expect(r.stderr).toMatch(/IMAGEGEN_API_KEY or IMAGEGEN_API_KEY_FILE/);
+      const out = r.stdout + r.stderr;
+      expect(out.includes(c.value)).toBe(false);
+      expect(findForms(out, FORMS)).toEqual([]);
+    },
+  );
 
   it('lets every ordinary argument through', () => {
     const ordinary = [
@@ -220,15 +224,19 @@ describe('a key in the wrong variable is named, never echoed', { timeout: 120_00
     { args: ['ls'], env: { TEMPORAL_ADDRESS: SECRET }, variable: 'TEMPORAL_ADDRESS' },
   ];
 
-  it.each(cases)('imagebatch $args.0 with the key in $variable stops, names it, never prints it', async (c) => {
-    const r = await cli(c.args, { env: baseEnv({ TEMPORAL_ADDRESS: '127.0.0.1:1', ...c.env }), timeoutMs: 30_000 });
-    expect(r.code, describeRun(c.args, r)).not.toBe(0);
-    expect(r.stderr).toContain(c.variable);
-    const out = r.stdout + r.stderr;
-    expect(findForms(out, FORMS)).toEqual([]);
-    expect(out.includes(payloadKey)).toBe(false);
-    expect(out.includes(TOKEN)).toBe(false);
-  });
+  // Each case is a command of its own that stops at its checks: they run at once.
+  it.concurrent.for(cases)(
+    'imagebatch $args.0 with the key in $variable stops, names it, never prints it',
+    async (c, { expect }) => {
+      const r = await cli(c.args, { env: baseEnv({ TEMPORAL_ADDRESS: '127.0.0.1:1', ...c.env }), timeoutMs: 30_000 });
+      expect(r.code, describeRun(c.args, r)).not.toBe(0);
+      expect(r.stderr).toContain(c.variable);
+      const out = r.stdout + r.stderr;
+      expect(findForms(out, FORMS)).toEqual([]);
+      expect(out.includes(payloadKey)).toBe(false);
+      expect(out.includes(TOKEN)).toBe(false);
+    },
+  );
 
   it('control: the same scan finds the key when a message does print it', () => {
     expect(findForms(`TEMPORAL_CONFIG_FILE: cannot read ${SECRET} (ENOENT)`, FORMS)).toEqual(

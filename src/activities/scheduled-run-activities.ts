@@ -4,13 +4,12 @@ import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import {
   batchWorkflowId,
-  holdOutcome,
-  holdText,
   runCounts,
-  runShouldEnd,
+  runHold,
   QueryName,
   SCHEDULE_RUNS_INDEX,
   type BatchProgress,
+  type RunHold,
   type RunResultsWriter,
   type ScheduledRunEntry,
   type ScheduledRunOutcome,
@@ -23,8 +22,7 @@ import { terminatedRuns } from './scheduled-run-sweep';
 export const RUN_WATCH_EVERY_MS = 5_000;
 
 /** What a scheduled run's watch saw: its batch held by something only a person lifts, or its batch closed. */
-export type RunWatch =
-  { hold: typeof ScheduledRunOutcome.Paused | typeof ScheduledRunOutcome.Stopped; reason: string } | { closed: true };
+export type RunWatch = RunHold | { closed: true };
 
 export interface RecordScheduledRunInput {
   /** The schedule's output folder (as the worker sees it); the run's folder is below it. */
@@ -71,8 +69,8 @@ export function createScheduledRunActivities(deps: {
         const { status } = await handle.describe();
         if (status.name !== 'RUNNING') return { closed: true };
         const progress = await handle.query<BatchProgress>(QueryName.Progress).catch(() => undefined);
-        const hold = progress && runShouldEnd(progress) ? holdOutcome(progress.waiting) : undefined;
-        if (hold) return { hold, reason: holdText(progress?.waiting) };
+        const hold = progress ? runHold(progress) : undefined;
+        if (hold) return hold;
         await ctx.sleep(deps.watchEveryMs ?? RUN_WATCH_EVERY_MS);
       }
     },

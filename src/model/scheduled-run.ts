@@ -107,6 +107,22 @@ export function runShouldEnd(progress: BatchProgress): boolean {
   return outcome === ScheduledRunOutcome.Stopped || progress.inFlight === 0;
 }
 
+/** A batch held for good, as the run's watch tells its run. */
+export interface RunHold {
+  hold: typeof ScheduledRunOutcome.Paused | typeof ScheduledRunOutcome.Stopped;
+  /** Why, in a few words ({@link holdText}). */
+  reason: string;
+  /** Held by its spend cap: the run says so when the cap was what was left of the schedule's budget. */
+  byCap: boolean;
+}
+
+/** The hold a scheduled run ends on, once its batch is held for good ({@link runShouldEnd}); else undefined. */
+export function runHold(progress: BatchProgress): RunHold | undefined {
+  const hold = runShouldEnd(progress) ? holdOutcome(progress.waiting) : undefined;
+  if (hold === undefined) return undefined;
+  return { hold, reason: holdText(progress.waiting), byCap: progress.waiting?.kind === 'spend_cap' };
+}
+
 /** The counts of a run's index line, from its batch's last progress. */
 export function runCounts(progress: BatchProgress): Pick<ScheduledRunEntry, 'succeeded' | 'failed' | 'notRun'> {
   const c = progress.counts;

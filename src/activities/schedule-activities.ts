@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { Context } from '@temporalio/activity';
-import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import { msToNumber } from '@temporalio/common/lib/time';
 import { eachRow, fileFingerprint, rowMayBePaid } from '../ledger';
 import { BatchFileError, BatchFileErrorReason } from '../batch';
@@ -16,6 +16,7 @@ import {
   type ScheduleBudget,
 } from '../model';
 import { whileHeartbeating } from './heartbeat';
+import { describeOrNot } from './scheduled-run-sweep';
 
 export interface PrepareScheduledRunInput {
   source: string;
@@ -129,12 +130,8 @@ function cannotStart(err: unknown): never {
 
 /** Whether row `rowId` of run `batchId` is over for good: its workflow closed long ago, or Temporal forgot it. */
 async function rowSettled(client: Client, batchId: string, rowId: string, nowMs: number): Promise<boolean> {
-  try {
-    const { status, closeTime } = await client.workflow.getHandle(promptWorkflowId(batchId, rowId)).describe();
-    if (status.name === 'RUNNING' || !closeTime) return false;
-    return nowMs - closeTime.getTime() > ROW_SETTLED_AFTER_MS;
-  } catch (err) {
-    if (err instanceof WorkflowNotFoundError) return true;
-    throw err;
-  }
+  const row = await describeOrNot(client, promptWorkflowId(batchId, rowId));
+  if (!row) return true;
+  if (row.status.name === 'RUNNING' || !row.closeTime) return false;
+  return nowMs - row.closeTime.getTime() > ROW_SETTLED_AFTER_MS;
 }

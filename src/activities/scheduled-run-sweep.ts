@@ -10,7 +10,7 @@ import {
   type BatchProgress,
   type ScheduledRunEntry,
 } from '../model';
-import { runBatchIds } from '../schedules/budget';
+import { runBatchIds } from '../schedules/runs';
 
 /** The line of a run that its own workflow never wrote, with what is known of it. */
 export type UnrecordedRun = Omit<ScheduledRunEntry, 'resultsCsv'> & { file?: string };
@@ -74,7 +74,8 @@ async function batchOf(client: Client, runId: string): Promise<{ started: boolea
   return { started: true, ...(progress ? { progress } : {}) };
 }
 
-async function describeOrNot(client: Client, workflowId: string) {
+/** The workflow's description, or undefined when Temporal does not know it (never started, or forgotten). */
+export async function describeOrNot(client: Client, workflowId: string) {
   try {
     return await client.workflow.getHandle(workflowId).describe();
   } catch (err) {

@@ -14,7 +14,7 @@ import {
   ScheduledRunCannotStartError,
   type SourceCheckOptions,
 } from './source-check';
-import { runBatchIds } from './budget';
+import { runBatchIds } from './runs';
 
 /** The record of succeeded row ids that schedules wrote before the ledgers; still read, no longer written. */
 export const LEGACY_SUCCEEDED_IDS_FILE = 'succeeded-ids.txt';

@@ -13,13 +13,13 @@ export function parseBudgetOption(
   value: string,
   previous: Omit<ScheduleBudget, 'timezone'> = {},
 ): Omit<ScheduleBudget, 'timezone'> {
-  const [usd = '', period = '', ...rest] = value.trim().split('/');
-  if (rest.length > 0 || !USD_PATTERN.test(usd.trim()) || !BUDGET_PERIODS.some((p) => p === period.trim())) {
+  const [usd = '', period = '', ...rest] = value.split('/').map((part) => part.trim());
+  if (rest.length > 0 || !USD_PATTERN.test(usd) || !BUDGET_PERIODS.some((p) => p === period)) {
     throw new OptionError(BUDGET_FLAG, `expected <usd>/day or <usd>/month, e.g. 20/day (got ${JSON.stringify(value)})`);
   }
-  const key = period.trim() === 'day' ? 'perDayUsd' : 'perMonthUsd';
+  const key = period === 'day' ? 'perDayUsd' : 'perMonthUsd';
   if (previous[key] !== undefined) {
-    throw new OptionError(BUDGET_FLAG, `a budget a ${period.trim()} is given twice (got ${JSON.stringify(value)})`);
+    throw new OptionError(BUDGET_FLAG, `a budget a ${period} is given twice (got ${JSON.stringify(value)})`);
   }
-  return { ...previous, [key]: Number(usd.trim()) };
+  return { ...previous, [key]: Number(usd) };
 }

@@ -88,8 +88,13 @@ export interface CreateScheduleSettings {
 export async function capReport(
   options: Pick<CreateScheduleSettings, 'source' | 'spendCapUsd' | 'budget' | 'defaultModel' | 'userColumns'>,
 ): Promise<BatchReport | undefined> {
-  if (options.spendCapUsd === undefined && options.budget === undefined) return undefined;
+  if (options.spendCapUsd === undefined && !hasBudget(options.budget)) return undefined;
   return checkScheduleSource(options);
+}
+
+/** Whether a budget names a period: one that names none is no budget (nothing to keep, no price to check). */
+function hasBudget(budget: CreateScheduleSettings['budget']): budget is NonNullable<CreateScheduleSettings['budget']> {
+  return budget?.perDayUsd !== undefined || budget?.perMonthUsd !== undefined;
 }
 
 /** `imagebatch schedule create`: a Temporal Schedule that starts a fresh batch from the source on each tick. */
@@ -109,7 +114,9 @@ export async function createSchedule(options: CreateScheduleOptions): Promise<{ 
     ...(options.spendCapUsd === undefined ? {} : { spendCapUsd: options.spendCapUsd }),
     ...(options.prices ? { prices: options.prices } : {}),
     ...(options.userColumns ? { userColumns: options.userColumns } : {}),
-    ...(options.budget ? { budget: { ...options.budget, timezone: options.timezone ?? DEFAULT_TIMEZONE } } : {}),
+    ...(hasBudget(options.budget)
+      ? { budget: { ...options.budget, timezone: options.timezone ?? DEFAULT_TIMEZONE } }
+      : {}),
     // `all` asks for new images by intent (a pipeline runs again to get new ones): no earlier request serves it.
     ledger: { ...(options.ledgerId ? { storeId: options.ledgerId } : {}), newImages: eachRun === 'all' },
   };

@@ -63,6 +63,8 @@ export async function submitOne(
       hint: `run doctor --spend-one again with the same model and --test-id: the same key finds out, and is not charged twice`,
     },
   });
+  // Whether any try may have reached the service: then its outcome is unknown, whatever the later tries did.
+  let mayBeSent = false;
   for (let tries = 1; ; tries += 1) {
     const step = submitStep(
       await ctx.client.submit({ idempotencyKey, request: { prompt: SPEND_ONE_PROMPT, model: ctx.options.model } }),
@@ -87,9 +89,10 @@ export async function submitOne(
         continue;
       }
       case 'unclear':
+        mayBeSent ||= step.sent;
         if (tries >= config.maxAmbiguousTries || ctx.now() >= deadline) {
           // A send that never left is tried again as an outage: when all of them never left, nothing was charged.
-          return step.sent ? unknown(step.lastError) : notSent(step.lastError);
+          return mayBeSent ? unknown(step.lastError) : notSent(step.lastError);
         }
         await ctx.sleep(backoffCeilingMs(tries, config));
         continue;

@@ -93,6 +93,15 @@ describe("doctor's submission", () => {
     expect(sent).toHaveLength(3);
   });
 
+  it('a send that may have reached the service, then sends that never left: unknown, never "nothing charged"', async () => {
+    const notSent: ClientOutcome = { kind: 'notSent', lastError: 'ECONNREFUSED' };
+    const { ctx, deadline } = contextOf([{ kind: 'ambiguous', lastError: 'socket hang up' }, notSent, notSent]);
+    expect(await submitOne(ctx, 'key-1', deadline)).toMatchObject({
+      kind: 'failed',
+      check: { found: 'outcome unknown (ECONNREFUSED): the creation may have been charged' },
+    });
+  });
+
   it('gives up on answers it cannot read after the tries: the outcome is unknown, and may have been charged', async () => {
     const { ctx, sleeps, deadline } = contextOf([
       { kind: 'ambiguous', httpStatus: 500, lastError: 'HTTP 500: oops' },

@@ -3,7 +3,7 @@ import { Context } from '@temporalio/activity';
 import type { Dispatcher } from 'undici';
 import type { ServiceConfig } from '../api/service-config';
 import { runDoctorChecks, type DoctorDeps, type DoctorOptions, type DoctorReport, type SaveImages } from '../doctor';
-import { downloadImages, guardedDownloadDispatcher } from './download';
+import { downloadImages, downloadSettings, guardedDownloadDispatcher } from './download';
 import { whileHeartbeating } from './heartbeat';
 
 /**
@@ -24,14 +24,9 @@ export function doctorImageSaver(deps: {
       return await downloadImages(
         { batchId: 'doctor', rowId: 'spend-one', creationId, images, outDir },
         {
+          ...downloadSettings(config),
           dispatcher,
           outputRoot: deps.outputRoot,
-          maxBytes: config.maxDownloadBytes,
-          maxRedirects: config.downloadMaxRedirects,
-          headersTimeoutMs: config.headersTimeoutMs,
-          bodyTimeoutMs: config.bodyTimeoutMs,
-          requestTimeoutMs: config.requestTimeoutMs,
-          defaultRetryAfterMs: config.defaultRetryAfterMs,
           now: deps.now,
           ...(signal ? { signal } : {}),
         },

@@ -3,6 +3,7 @@ import { open, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { request, type Dispatcher } from 'undici';
+import { headerOf } from '../api/classify';
 import { retryAfterOr } from '../api/retry-after';
 import type { DownloadFailedDetails, ImageRef } from '../model';
 import { refusalOf } from '../api/download-guard';
@@ -102,7 +103,7 @@ async function followRedirects(first: string, target: Target): Promise<Dispatche
       if (refused) throw fail(hop > 0 ? `redirected to ${url}: ${refused.message}` : refused.message, false);
       throw fail(describeError(deadline.expired ? deadline.error : err), true);
     }
-    const location = header(res.headers, 'location');
+    const location = headerOf(res.headers, 'location');
     if (res.statusCode < 300 || res.statusCode >= 400 || location === undefined) return res;
     await discard(res);
     if (hop >= options.maxRedirects) throw fail(`more than ${options.maxRedirects} redirects`, false);
@@ -122,7 +123,7 @@ async function refuseAnswer(res: Dispatcher.ResponseData, target: Target): Promi
     const retryable = status === 429 || status === 408 || status >= 500;
     const retryAfterMs =
       status === 429 || status === 503
-        ? retryAfterOr(header(res.headers, 'retry-after'), options.now(), options.defaultRetryAfterMs)
+        ? retryAfterOr(headerOf(res.headers, 'retry-after'), options.now(), options.defaultRetryAfterMs)
         : undefined;
     throw fail(`HTTP ${status}`, retryable, {
       httpStatus: status,
@@ -153,7 +154,7 @@ async function streamToFile(image: ImageRef, res: Dispatcher.ResponseData, targe
     fail(
       `not an image: its first bytes are none of PNG, JPEG, GIF, WebP or AVIF (${JSON.stringify(
         Buffer.concat(head).subarray(0, 16).toString('latin1'),
-      )}; content type ${JSON.stringify(header(res.headers, 'content-type') ?? '(none)')} ignored)`,
+      )}; content type ${JSON.stringify(headerOf(res.headers, 'content-type') ?? '(none)')} ignored)`,
       false,
       { httpStatus: status },
     );
@@ -217,9 +218,4 @@ async function streamToFile(image: ImageRef, res: Dispatcher.ResponseData, targe
  */
 async function discard(res: Dispatcher.ResponseData): Promise<void> {
   await res.body.dump().catch(() => undefined);
-}
-
-function header(headers: Record<string, string | string[] | undefined>, name: string): string | undefined {
-  const v = headers[name];
-  return Array.isArray(v) ? v[0] : v;
 }

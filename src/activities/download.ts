@@ -11,12 +11,10 @@ import {
 import { ConfigError, type ServiceConfig } from '../config/service-config';
 import { sniffImageType } from '../api/image-type';
 import { CandidateTally } from './candidates';
-import { clipSource, decodeDataUri, describeImageUrl, isDataUri } from './data-uri';
+import { clipSource, describeImageUrl, isDataUri } from './data-uri';
 import { completed, saveInline, type DownloadOptions } from './download-files';
 import { downloadOne } from './download-fetch';
 import { unusableFileName } from './failures';
-
-export { clipSource, decodeDataUri, describeImageUrl, isDataUri, type DownloadOptions };
 
 /**
  * Image downloads: streamed to a temporary file beside the final one, hashed while streaming, then renamed
@@ -87,6 +85,23 @@ export function safeSegment(value: string, what: string): string {
     throw unusableFileName(what, value);
   }
   return s;
+}
+
+/** What a download takes from the service's settings: its sizes, redirects and timeouts, as every batch uses them. */
+export function downloadSettings(
+  config: ServiceConfig,
+): Pick<
+  DownloadOptions,
+  'maxBytes' | 'maxRedirects' | 'headersTimeoutMs' | 'bodyTimeoutMs' | 'requestTimeoutMs' | 'defaultRetryAfterMs'
+> {
+  return {
+    maxBytes: config.maxDownloadBytes,
+    maxRedirects: config.downloadMaxRedirects,
+    headersTimeoutMs: config.headersTimeoutMs,
+    bodyTimeoutMs: config.bodyTimeoutMs,
+    requestTimeoutMs: config.requestTimeoutMs,
+    defaultRetryAfterMs: config.defaultRetryAfterMs,
+  };
 }
 
 /**

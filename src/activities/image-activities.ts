@@ -10,7 +10,7 @@ import type {
   SubmitCreationInput,
   SubmitCreationResult,
 } from '../model';
-import { clipSource, describeImageUrl } from './download';
+import { clipSource, describeImageUrl } from './data-uri';
 import { toApplicationFailure } from './failures';
 import { whileHeartbeating } from './heartbeat';
 import { createImageAttempt } from './create-image/attempt';
@@ -22,8 +22,6 @@ import { submitOnce } from './create-image/submit';
 
 export type { ImageActivityDeps } from './create-image/run';
 export { UNRECOGNIZED_NOT_FOUND_LIMIT } from './create-image/poll';
-export { keyProgressOf } from './create-image/progress';
-export { QUEUE_LAG_MS } from '../api/poll-timing';
 
 /**
  * The image-service activities. Each attempt sends at most one request to the service; every wait (Retry-After,
@@ -106,7 +104,7 @@ export function createImageActivities(deps: ImageActivityDeps) {
 }
 
 /** `poll` with each inline image's data replaced by a short description (activity results go into history). */
-export function withoutInlineData(poll: PollCreationResult): PollCreationResult {
+function withoutInlineData(poll: PollCreationResult): PollCreationResult {
   if (poll.outcome !== 'succeeded') return poll;
   return {
     ...poll,

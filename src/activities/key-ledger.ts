@@ -30,7 +30,3 @@ export function refuseOtherStore(store: LedgerStore, storeId: string | undefined
       'the worker and the commands one IMAGEBATCH_LEDGER',
   });
 }
-
-export function asRecord(value: unknown): Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
-}

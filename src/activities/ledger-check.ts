@@ -14,7 +14,8 @@ import {
 } from '../model';
 import { toApplicationFailure } from './failures';
 import { currentDetails, heartbeat, whileHeartbeating } from './heartbeat';
-import { asRecord, refuseOtherStore } from './key-ledger';
+import { refuseOtherStore } from './key-ledger';
+import { asRecord } from '../api/outcome-text';
 
 /** A cost that differs by this much (USD) or more is a difference: the store keeps what the service said. */
 const CENT = 0.005;

@@ -10,7 +10,7 @@ import {
 } from '../../model';
 import { keyMayBeStoredSince } from '../../ledger';
 import { toApplicationFailure } from '../failures';
-import { asRecord } from '../key-ledger';
+import { asRecord } from '../../api/outcome-text';
 import { keyIds, type KeyLedger } from './ledger-consult';
 
 /** What each answer of the service writes of a key in the ledger store (what is asked first: ledger-consult.ts). */

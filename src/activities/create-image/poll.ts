@@ -5,7 +5,7 @@ import { pollStep } from '../../api/creation-steps';
 import { BatchStopReason, type PollCreationInput, type PollCreationResult } from '../../model';
 import { toApplicationFailure } from '../failures';
 import { currentDetails, whileHeartbeating } from '../heartbeat';
-import { asRecord } from '../key-ledger';
+import { asRecord } from '../../api/outcome-text';
 import { backoffMs, countOf, note, priorTries } from './progress';
 import type { ImageRun } from './run';
 

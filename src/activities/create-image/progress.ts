@@ -4,7 +4,7 @@ import { backoffCeilingMs } from '../../api/creation-steps';
 import type { KeyProgress } from '../../model';
 import { failureWith } from '../failures';
 import { currentDetails, heartbeat } from '../heartbeat';
-import { asRecord } from '../key-ledger';
+import { asRecord } from '../../api/outcome-text';
 import type { ImageRun } from './run';
 
 /**

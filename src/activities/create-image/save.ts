@@ -7,11 +7,11 @@ import type {
   DownloadImagesInput,
   KeyProgress,
 } from '../../model';
-import { downloadImages } from '../download';
+import { downloadImages, downloadSettings } from '../download';
 import { maxWaitFailure, toApplicationFailure } from '../failures';
 import { currentDetails, heartbeat, whileHeartbeating } from '../heartbeat';
 import { checkImageCount, creationByteBudget, noImageFailure } from '../image-limits';
-import { asRecord } from '../key-ledger';
+import { asRecord } from '../../api/outcome-text';
 import { pollOnceCounting } from './poll';
 import { keyProgressOf, note } from './progress';
 import type { ImageRun } from './run';
@@ -25,17 +25,11 @@ export async function download(
   maxTotalBytes?: number,
 ): Promise<DownloadedImage[]> {
   const ctx = Context.current();
-  const { config } = run.deps;
   const work = downloadImages(input, {
+    ...downloadSettings(run.deps.config),
     dispatcher: run.downloadDispatcher(),
     outputRoot: run.deps.outputRoot,
-    maxBytes: config.maxDownloadBytes,
     ...(maxTotalBytes === undefined ? {} : { maxTotalBytes }),
-    requestTimeoutMs: config.requestTimeoutMs,
-    maxRedirects: config.downloadMaxRedirects,
-    headersTimeoutMs: config.headersTimeoutMs,
-    bodyTimeoutMs: config.bodyTimeoutMs,
-    defaultRetryAfterMs: config.defaultRetryAfterMs,
     now: run.deps.now,
     // Progress joins the details already there (the count of unknown outcomes stays for the next attempt).
     progress: (p) => heartbeat(ctx, { ...asRecord(currentDetails(ctx)), download: p }),

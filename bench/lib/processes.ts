@@ -3,7 +3,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DEMO_API_KEY } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
-import { devServerBase } from '../../test/helpers/dev-server';
+import { devServerBase } from '../../src/local/dev-server-base';
 import { stopChild } from '../../test/helpers/child-process';
 
 /** The repository root. */

@@ -4,10 +4,8 @@ import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
 import { DEFAULT_SHUTDOWN_GRACE_MS } from '../config/temporal-config';
-import { devServerEnv } from '../config/dev-server-env';
-import { loadToolchainOverrides } from '../config/toolchain-config';
 import { DevServer } from '../temporal/dev-server';
-import { requireTemporalCli } from '../temporal/toolchain';
+import { devServerBase } from './dev-server-base';
 import { freePort } from '../util/net';
 import { type LocalPaths } from './home';
 import { withLock } from './lock';
@@ -160,8 +158,7 @@ async function startServer(paths: LocalPaths, env: Env): Promise<ServerState> {
     logLevel: 'warn',
     detachedLogFile: paths.serverLog,
     startTimeoutMs: START_TIMEOUT_MS,
-    executable: requireTemporalCli(loadToolchainOverrides(env).temporalCli),
-    env: devServerEnv(env),
+    ...devServerBase(env),
   });
   const state: ServerState = {
     pid: server.pid!,

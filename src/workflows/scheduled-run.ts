@@ -129,7 +129,8 @@ export async function scheduledRunThatEnds(
   watch.cancel();
   const outcome =
     held?.hold ?? (progress.status === 'cancelled' ? ScheduledRunOutcome.Cancelled : ScheduledRunOutcome.Completed);
-  const reason = held?.byCap && cap.fromBudget ? `${held.reason} (what was left of the schedule's budget)` : held?.reason;
+  const reason =
+    held?.byCap && cap.fromBudget ? `${held.reason} (what was left of the schedule's budget)` : held?.reason;
   await record({ outcome, ...(reason ? { reason } : {}), file, rows, skipped, progress });
   // A run cancelled through Temporal (a person, `cancel_other`) ends cancelled, as Temporal and `ls` show it.
   if (CancellationScope.current().consideredCancelled) throw new CancelledFailure('the scheduled run was cancelled');

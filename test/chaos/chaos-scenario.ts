@@ -11,7 +11,7 @@ import { results } from '../../src/cli/commands/results';
 import { DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
 import { hash32, mulberry32, uniformInt, type Random } from '../../src/simulator/random';
 import { DevServer } from '../../src/temporal/dev-server';
-import { devServerBase } from '../helpers/dev-server';
+import { devServerBase } from '../../src/local/dev-server-base';
 import type { BatchProgress } from '../../src/model';
 import { progressQuery, type batchWorkflow } from '../../src/workflows';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy';

@@ -7,7 +7,7 @@ import { BatchFileChangedError, startOrAttachBatch } from '../../src/cli/batches
 import { fileFingerprint, type BatchEvent, type LedgerStore } from '../../src/ledger';
 import { defaultLedger } from '../helpers/ledger';
 import { DevServer } from '../../src/temporal/dev-server';
-import { devServerBase } from '../helpers/dev-server';
+import { devServerBase } from '../../src/local/dev-server-base';
 import { batchWorkflow } from '../../src/workflows';
 import { batchWorkflowId } from '../../src/model';
 import { baseEnv, cli, describeRun, ensureDistIsFresh } from './helpers';

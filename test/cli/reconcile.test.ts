@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_API_KEY, FaultKind, IdempotencyVariant } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
-import { devServerBase } from '../helpers/dev-server';
+import { devServerBase } from '../../src/local/dev-server-base';
 import type { ReconcileOutcome } from '../../src/cli/commands/reconcile';
 import { idempotencyKeyFor } from '../../src/model';
 import { WorkerProcess, baseEnv, cli, describeRun, readCsv } from './helpers';

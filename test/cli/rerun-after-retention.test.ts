@@ -9,7 +9,7 @@ import { DEFAULT_IDEMPOTENCY_HEADER } from '../../src/api/contract';
 import { defaultLedger } from '../helpers/ledger';
 import { DEMO_API_KEY, FaultKind, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
-import { devServerBase } from '../helpers/dev-server';
+import { devServerBase } from '../../src/local/dev-server-base';
 import type { BatchProgress } from '../../src/model';
 import { WorkerProcess, baseEnv, cli, cliJson, describeRun, ensureDistIsFresh, readCsv } from './helpers';
 import { chargedKeys } from './stack';

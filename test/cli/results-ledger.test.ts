@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fileFingerprint, ledgerLocation, type NewLedgerEvent } from '../../src/ledger';
 import { defaultLedger, testPrint, writeJsonlLedger } from '../helpers/ledger';
 import { DevServer } from '../../src/temporal/dev-server';
-import { devServerBase } from '../helpers/dev-server';
+import { devServerBase } from '../../src/local/dev-server-base';
 import type { RowRecord } from '../../src/model';
 import { baseEnv, cli, describeRun, ensureDistIsFresh, readCsv } from './helpers';
 import { rowRecord } from '../helpers/records';

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DEMO_API_KEY, startSimulator, type Simulator, type SimulatorConfigInput } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
-import { devServerBase } from '../helpers/dev-server';
+import { devServerBase } from '../../src/local/dev-server-base';
 import { parseIdempotencyKey } from '../../src/model';
 import { WorkerProcess, baseEnv, ensureDistIsFresh } from './helpers';
 

@@ -6,7 +6,7 @@ import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { BatchNoAnswerError, QUERY_TIMEOUT_MS, followBatch } from '../../src/cli/batches';
 import { DevServer } from '../../src/temporal/dev-server';
-import { devServerBase } from '../helpers/dev-server';
+import { devServerBase } from '../../src/local/dev-server-base';
 import { batchWorkflowId } from '../../src/model';
 import { batchWorkflow, type BatchWorkflowInput } from '../../src/workflows';
 import { baseEnv, cli, describeRun, ensureDistIsFresh } from '../cli/helpers';

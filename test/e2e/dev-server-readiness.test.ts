@@ -5,7 +5,7 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEV_SERVER_RETENTION_MS, DevServer } from '../../src/temporal/dev-server';
-import { devServerBase } from '../helpers/dev-server';
+import { devServerBase } from '../../src/local/dev-server-base';
 import { loadToolchainOverrides } from '../../src/config/toolchain-config';
 import { temporalCliPath } from '../../src/temporal/toolchain';
 

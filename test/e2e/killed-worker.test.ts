@@ -10,7 +10,7 @@ import { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_API_KEY, FaultKind, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
-import { devServerBase } from '../helpers/dev-server';
+import { devServerBase } from '../../src/local/dev-server-base';
 import { promptWorkflow } from '../../src/workflows';
 import { idempotencyKeyFor, type RowRecord } from '../../src/model';
 import { maxWaitMessage } from '../../src/workflows/timeouts';

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { defaultServiceConfig } from '../../src/config/service-config';
 import { DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
-import { devServerBase } from '../helpers/dev-server';
+import { devServerBase } from '../../src/local/dev-server-base';
 import { createWorker } from '../../src/worker';
 import { batchWorkflowId } from '../../src/model';
 import { batchWorkflow, promptWorkflow } from '../../src/workflows';

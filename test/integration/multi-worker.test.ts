@@ -8,7 +8,7 @@ import { MetricName, ResponseClass } from '../../src/metrics';
 import { batchWorkflowId, parseIdempotencyKey } from '../../src/model';
 import { DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
-import { devServerBase } from '../helpers/dev-server';
+import { devServerBase } from '../../src/local/dev-server-base';
 import { freePort } from '../../src/util/net';
 import { batchWorkflow } from '../../src/workflows';
 import { scrape, sumOf } from '../metrics/prometheus';

@@ -15,7 +15,7 @@ import { defaultServiceConfig } from '../../src/config/service-config';
 import { DEFAULT_SHUTDOWN_GRACE_MS } from '../../src/config/temporal-config';
 import { DEMO_API_KEY, FaultKind, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
-import { devServerBase } from '../helpers/dev-server';
+import { devServerBase } from '../../src/local/dev-server-base';
 import { createWorker, workflowsPath } from '../../src/worker';
 import { batchWorkflowId } from '../../src/model';
 import { batchWorkflow } from '../../src/workflows';

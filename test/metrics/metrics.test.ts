@@ -10,7 +10,7 @@ import { batchWorkflowId, FailureType } from '../../src/model';
 import { MetricName } from '../../src/metrics';
 import { CreationOutcome, DEMO_API_KEY, FaultKind, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
-import { devServerBase } from '../helpers/dev-server';
+import { devServerBase } from '../../src/local/dev-server-base';
 import { freePort } from '../../src/util/net';
 import { batchWorkflow } from '../../src/workflows';
 import {

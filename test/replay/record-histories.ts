@@ -21,7 +21,7 @@ import { format, resolveConfig } from 'prettier';
 import { defaultServiceConfig } from '../../src/config/service-config';
 import { DEMO_ACCOUNT_ID, DEMO_API_KEY, FaultKind, startSimulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
-import { devServerBase } from '../helpers/dev-server';
+import { devServerBase } from '../../src/local/dev-server-base';
 import { createWorker } from '../../src/worker';
 import { batchWorkflowId, type PromptWorkflowInput } from '../../src/model';
 import {

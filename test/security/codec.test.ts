@@ -21,7 +21,7 @@ import { ConfigError } from '../../src/config/service-config';
 import type { WrittenResults } from '../../src/results';
 import { DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
 import { DevServer } from '../../src/temporal/dev-server';
-import { devServerBase } from '../helpers/dev-server';
+import { devServerBase } from '../../src/local/dev-server-base';
 import type { BatchProgress } from '../../src/model';
 import { baseEnv, cli, cliJson, describeRun } from '../cli/helpers';
 import { ensureDistIsFresh } from '../helpers/dist';

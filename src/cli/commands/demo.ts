@@ -9,10 +9,9 @@ import { defaultServiceConfig } from '../../config/service-config';
 import { collectResults, writeResults, type WrittenResults } from '../../results';
 import { DEMO_ACCOUNT_ID, DEMO_API_KEY, DEMO_KEY_ID, FaultKind, resolveConfig, startSimulator } from '../../simulator';
 import { DEFAULT_LEDGER_FILE, openLedgerStore } from '../../ledger';
-import { devServerEnv } from '../../config/dev-server-env';
-import { loadToolchainOverrides } from '../../config/toolchain-config';
 import { DevServer } from '../../temporal/dev-server';
-import { projectRoot, requireTemporalCli } from '../../temporal/toolchain';
+import { projectRoot } from '../../temporal/toolchain';
+import { devServerBase } from '../../local/dev-server-base';
 import { createWorker, TASK_QUEUE } from '../../worker';
 import type { BatchProgress } from '../../model';
 import { followBatch, startOrAttachBatch } from '../batches';
@@ -146,8 +145,7 @@ export async function demo(options: DemoOptions): Promise<DemoResult> {
   options.log(`starting the embedded Temporal dev server (state in ${dbFile})`);
   const server = await DevServer.start({
     dbFile,
-    executable: requireTemporalCli(loadToolchainOverrides(options.env).temporalCli),
-    env: devServerEnv(options.env),
+    ...devServerBase(options.env),
     ...(options.onServerOutput ? { onOutput: options.onServerOutput } : {}),
   });
   const sim = await startSimulator(demoSimulatorConfig(options.home));

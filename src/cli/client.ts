@@ -1,8 +1,7 @@
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { loadApiKey } from '../config/api-key';
 import { clientDataConverter, payloadCodecsFromEnv } from '../codec';
-import { loadServiceConfig } from '../config/service-config';
+import { checkWorkerSettings } from '../config/worker-settings';
 import { connectionOptions, loadTemporalConfig, type TemporalConfig } from '../config/temporal-config';
 import { IMAGEBATCH_LOCAL_ENV, localHome, localModeAllowed, localPaths } from '../local/home';
 import { AddressSource, connectError } from './connect-error';
@@ -59,8 +58,7 @@ export async function connectClient(env: Env, options: ConnectOptions = {}): Pro
     const need = options.local ?? 'server';
     // The worker's settings are checked here, where a wrong one is one line naming it, before anything starts.
     if (need === 'worker') {
-      loadServiceConfig(env);
-      loadApiKey(env);
+      checkWorkerSettings(env);
     }
     const home = localHome(env);
     const running = await ensureLocal(localOptions(env, need, options.log));

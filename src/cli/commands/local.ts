@@ -1,8 +1,7 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { z } from 'zod';
-import { loadApiKey } from '../../config/api-key';
-import { loadServiceConfig } from '../../config/service-config';
+import { checkWorkerSettings } from '../../config/worker-settings';
 import { localHome, localPaths } from '../../local/home';
 import { ensureLocal, localStatus, localTemporalEnv, stopLocal, webUiOf, type LocalStatus } from '../../local/local';
 import { settingsPrint, workerVariables } from '../../local/settings';
@@ -116,8 +115,7 @@ const startCommand = defineCommand({
   async run(opts, { stdout, stderr, env }) {
     const home = pathsOf(opts.home, env).home;
     // The worker's settings, checked as `run` checks them: a wrong one is one line naming it, before anything starts.
-    loadServiceConfig(env);
-    loadApiKey(env);
+    checkWorkerSettings(env);
     const { server, worker } = await ensureLocal(localOptions(env, 'worker', (line) => stderr(`${line}\n`), home));
     stdout(`server: pid ${server.pid}, ${server.address}; worker: pid ${worker!.pid}\n`);
   },

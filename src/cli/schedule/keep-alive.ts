@@ -1,7 +1,6 @@
 import { temporal } from '@temporalio/proto';
 import type { Client } from '@temporalio/client';
-import { loadApiKey } from '../../config/api-key';
-import { loadServiceConfig } from '../../config/service-config';
+import { checkWorkerSettings } from '../../config/worker-settings';
 import { ensureLocal } from '../../local/local';
 import { connectClient, localOptions, type ConnectedClient } from '../client';
 
@@ -57,8 +56,7 @@ export async function workerMissing(
   const noWorker = 'no local worker runs, so no scheduled run starts (ticks are skipped)';
   try {
     // The worker's settings, checked as `run` checks them: without them it cannot start.
-    loadServiceConfig(env);
-    loadApiKey(env);
+    checkWorkerSettings(env);
   } catch (err) {
     const why = err instanceof Error ? err.message : String(err);
     return `${noWorker}: ${why}; start it with \`${LOCAL_START_COMMAND}\` with the worker's settings in the environment`;

@@ -8,7 +8,8 @@ import {
   createGuardedDownloadDispatcher,
   parseAllowList,
 } from '../api/download-guard';
-import { ConfigError, type ServiceConfig } from '../config/service-config';
+import { ConfigError } from '../config/service-config';
+import { type ServiceConfig } from '../api/service-config';
 import { sniffImageType } from '../api/image-type';
 import { CandidateTally } from './candidates';
 import { clipSource, describeImageUrl, isDataUri } from './data-uri';

@@ -1,5 +1,5 @@
 import { requestBody } from '../api/client';
-import type { ServiceConfig } from '../config/service-config';
+import type { ServiceConfig } from '../api/service-config';
 import { requestPrint, type Fingerprinter, type LedgerStore } from '../ledger';
 import { toApplicationFailure } from './failures';
 

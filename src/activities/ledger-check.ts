@@ -3,7 +3,7 @@ import type { Dispatcher } from 'undici';
 import { lazyClient, type Logger } from '../api/client';
 import type { ApiKeyProvider } from '../api/api-key';
 import type { HoldRegistry } from '../api/holds';
-import type { ServiceConfig } from '../config/service-config';
+import type { ServiceConfig } from '../api/service-config';
 import type { LedgerKey, LedgerStore } from '../ledger';
 import {
   KeyOutcome,

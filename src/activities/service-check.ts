@@ -3,7 +3,8 @@ import type { Dispatcher } from 'undici';
 import { API_KEY_ENV, API_KEY_FILE_ENV, type ApiKeyProvider } from '../api/api-key';
 import { lazyClient, type Logger } from '../api/client';
 import type { HoldRegistry } from '../api/holds';
-import { SERVICE_CONFIG_ENV, type ServiceConfig } from '../config/service-config';
+import { SERVICE_CONFIG_ENV } from '../config/service-config';
+import { type ServiceConfig } from '../api/service-config';
 import { ServiceProblem, type ServiceCheck } from '../model';
 import { whileHeartbeating } from './heartbeat';
 

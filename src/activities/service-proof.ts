@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { ServiceConfig } from '../config';
+import type { ServiceConfig } from '../api/service-config';
 import type { LedgerStore, ServiceProof } from '../ledger';
 
 /**

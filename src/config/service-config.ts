@@ -12,9 +12,8 @@ import { parseRequestFields, parseRequestTemplate, templateClash } from '../api/
 
 /**
  * The image-service client's settings, read from the environment: {@link loadServiceConfig} validates all of them at
- * start-up and names the variable at fault. Their type, {@link ServiceConfig}, is the client's (src/api).
+ * start-up and names the variable at fault. Their type, `ServiceConfig`, is the client's (src/api/service-config.ts).
  */
-export { AuthHeaderStyle, POLL_PLAN_MODES, type PollPlanMode, type ServiceConfig } from '../api/service-config';
 
 /** A configuration value that cannot be used; `variable` names the environment variable. */
 export class ConfigError extends ImagebatchError {

@@ -1,7 +1,8 @@
 import { guessModelIdField, ModelIdGuessBy, parseModels, catalogEntries } from '../api/catalog';
 import type { ClientOutcome } from '../api/client';
 import type { ModelInfo } from '../model';
-import { SERVICE_CONFIG_ENV, type ServiceConfig } from '../config/service-config';
+import { SERVICE_CONFIG_ENV } from '../config/service-config';
+import { type ServiceConfig } from '../api/service-config';
 import { CheckResult, type DoctorCheck, type SettingToWrite } from './types';
 
 /**

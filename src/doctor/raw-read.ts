@@ -2,7 +2,7 @@ import type { Dispatcher } from 'undici';
 import { send } from '../api/http';
 import { redactRawText } from '../api/redact';
 import { parseJson } from '../api/schemas';
-import { AuthHeaderStyle, type ServiceConfig } from '../config/service-config';
+import { AuthHeaderStyle, type ServiceConfig } from '../api/service-config';
 
 /**
  * One free GET of the service, read raw (its JSON, the key redacted from the text first): what doctor shows the

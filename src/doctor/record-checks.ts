@@ -1,7 +1,8 @@
 import { DISCOVERED_SOURCE_SUFFIX } from '../api/schemas';
 import type { RecordFindings } from '../api/record-findings';
 import type { ImageRef, PollCreationResult } from '../model';
-import { SERVICE_CONFIG_ENV, type ServiceConfig } from '../config/service-config';
+import { SERVICE_CONFIG_ENV } from '../config/service-config';
+import { type ServiceConfig } from '../api/service-config';
 import { CheckResult, type DoctorCheck } from './types';
 
 /** The lines of `doctor --spend-one` about its record: where each field was, its cost, its images and their host. */

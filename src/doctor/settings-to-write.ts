@@ -1,6 +1,7 @@
 import { pathOfLocation, StatusMeaning, type RecordFindings } from '../api/record-findings';
 import { recordPathProblem } from '../api/record-path';
-import { SERVICE_CONFIG_ENV, type ServiceConfig } from '../config/service-config';
+import { SERVICE_CONFIG_ENV } from '../config/service-config';
+import { type ServiceConfig } from '../api/service-config';
 import type { SettingToWrite } from './types';
 
 /**

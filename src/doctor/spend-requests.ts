@@ -4,7 +4,8 @@ import { ErrorCode } from '../api/contract';
 import { backoffCeilingMs, pollStep, submitStep, type PollStep, type SubmitStep } from '../api/creation-steps';
 import { findRecordFields, StatusMeaning, type RecordReading } from '../api/record-findings';
 import { BatchStopReason, type ModelInfo, type PollCreationResult } from '../model';
-import { SERVICE_CONFIG_ENV, type ServiceConfig } from '../config/service-config';
+import { SERVICE_CONFIG_ENV } from '../config/service-config';
+import { type ServiceConfig } from '../api/service-config';
 import type { DoctorCheck, DoctorDeps, SettingToWrite, SpendOneOptions } from './types';
 
 /** The requests of `doctor --spend-one`: the one submission, and the polls of its creation. */

@@ -2,7 +2,7 @@ import type { Dispatcher } from 'undici';
 import type { ApiKeyProvider } from '../api/api-key';
 import type { ImageRef, ModelInfo, PollCreationResult } from '../model';
 import type { RecordFindings } from '../api/record-findings';
-import type { ServiceConfig } from '../config/service-config';
+import type { ServiceConfig } from '../api/service-config';
 
 /** The data of `imagebatch doctor`'s report (see `../doctor.ts`): what each check found, never a thrown error. */
 

@@ -56,7 +56,7 @@ export class BatchPrices {
    */
   priceOf(row: BatchRowInput): number | null {
     const { state } = this;
-    if (!this.knownOrUnknown) return (state.prices[row.request.model] ?? 0) * (row.request.num_images ?? 1);
+    if (!this.knownOrUnknown) return (state.prices[row.request.model] ?? 0) * imagesOf(row);
     const listed = this.listPriceOf(row)?.usd;
     const seen = state.pricesSeen?.[row.request.model];
     if (listed === undefined || seen === undefined) return listed ?? null;

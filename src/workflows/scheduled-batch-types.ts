@@ -1,5 +1,5 @@
 import type { BatchProgress, ScheduleBudget, ScheduledRunOutcome } from '../model';
-import type { BatchWorkflowInput } from './batch-workflow';
+import type { BatchWorkflowInput } from './batch-input';
 
 /** The input and result of a scheduled run, apart from its workflow so that both of its paths can name them. */
 export interface ScheduledBatchWorkflowInput extends Omit<BatchWorkflowInput, 'batchId' | 'file' | 'outDir' | 'state'> {

@@ -7,7 +7,8 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { createActivitiesWithSteps, type ActivityDeps } from '../../src/activities';
 import type { Logger } from '../../src/api/client';
-import { defaultServiceConfig, type ServiceConfig } from '../../src/config/service-config';
+import { defaultServiceConfig } from '../../src/config/service-config';
+import { type ServiceConfig } from '../../src/api/service-config';
 import { SECRET_KEY } from '../api/helpers/stub-server';
 import { lazyTempLedger } from '../helpers/ledger';
 

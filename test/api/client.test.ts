@@ -4,7 +4,8 @@ import { ImageApiClient, LocalHoldCode, silentLogger } from '../../src/api/clien
 import { keyFingerprint } from '../../src/api/api-key';
 import { ErrorCode } from '../../src/api/contract';
 import { HoldRegistry } from '../../src/api/holds';
-import { defaultServiceConfig, type ServiceConfig } from '../../src/config/service-config';
+import { defaultServiceConfig } from '../../src/config/service-config';
+import { type ServiceConfig } from '../../src/api/service-config';
 import { SECRET_KEY, startStub, type StubReply, type StubServer } from './helpers/stub-server';
 
 const servers: StubServer[] = [];

@@ -9,7 +9,8 @@ import { DefaultLogger, type LogEntry } from '@temporalio/worker';
 import { Pool, type Dispatcher } from 'undici';
 import { expect } from 'vitest';
 import { createActivitiesWithSteps, type StepActivities as Activities } from '../../src/activities';
-import { defaultServiceConfig, type AuthHeaderStyle, type ServiceConfig } from '../../src/config/service-config';
+import { defaultServiceConfig } from '../../src/config/service-config';
+import { type AuthHeaderStyle, type ServiceConfig } from '../../src/api/service-config';
 import {
   DEMO_API_KEY,
   ManualClock,

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOrAttachBatch } from '../../src/cli/batches';
 import { results } from '../../src/cli/commands/results';
 import { QUEUE_SERVICE_PROFILE, startSimulator, type Simulator } from '../../src/simulator';
-import type { ServiceConfig } from '../../src/config/service-config';
+import type { ServiceConfig } from '../../src/api/service-config';
 import { batchWorkflowId, parseIdempotencyKey, type BatchProgress } from '../../src/model';
 import { tempLedger } from '../helpers/ledger';
 import { progressQuery, resumeSignal } from '../../src/workflows';

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ServiceConfig } from '../../src/config/service-config';
+import type { ServiceConfig } from '../../src/api/service-config';
 import { startOrAttachBatch } from '../../src/cli/batches';
 import { results } from '../../src/cli/commands/results';
 import { startSimulator, type Simulator, type SimulatorConfigInput } from '../../src/simulator';

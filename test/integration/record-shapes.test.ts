@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOrAttachBatch } from '../../src/cli/batches';
 import { results } from '../../src/cli/commands/results';
-import type { ServiceConfig } from '../../src/config/service-config';
+import type { ServiceConfig } from '../../src/api/service-config';
 import { startSimulator, type Simulator, type SimulatorConfigInput } from '../../src/simulator';
 import type { BatchProgress } from '../../src/model';
 import { cancelSignal, progressQuery } from '../../src/workflows';

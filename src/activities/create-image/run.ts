@@ -4,7 +4,7 @@ import type { HoldRegistry } from '../../api/holds';
 import type { PollPlan } from '../../api/poll-plan';
 import { PollTiming } from '../../api/poll-timing';
 import type { ApiKeyProvider } from '../../api/api-key';
-import type { ServiceConfig } from '../../config/service-config';
+import type { ServiceConfig } from '../../api/service-config';
 import type { Fingerprinter, LedgerStore } from '../../ledger';
 import { guardedDownloadDispatcher } from '../download';
 import { keyLedger, type KeyLedger } from './ledger-consult';

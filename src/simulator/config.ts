@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { type StatusNamingName } from '../api/contract';
+import { DEFAULT_IDEMPOTENCY_HEADER, type StatusNamingName } from '../api/contract';
+import { BODY_PATH } from '../api/request-shape';
 import {
   accountSchema,
   DEMO_ACCOUNT_ID,
@@ -97,6 +98,17 @@ export const simulatorConfigSchema = z
         variant: z.enum([IdempotencyVariant.AcceptedOnly, IdempotencyVariant.AllJudged]).default('accepted-only'),
         ttlMs: positiveInt.default(24 * 3600 * 1000),
         maxEntries: positiveInt.default(100_000),
+        /**
+         * The header the key is read from; null: none (with no `field` either, the service honours no key: every
+         * submission is judged as new). See `src/simulator/key-carrier.ts`.
+         */
+        header: z
+          .string()
+          .regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be an HTTP header name')
+          .nullable()
+          .default(DEFAULT_IDEMPOTENCY_HEADER),
+        /** A dotted body path the key is read from instead of any header (`idempotency_key`, `meta.key`). */
+        field: z.string().regex(BODY_PATH, 'must be a name or a dotted path').optional(),
       })
       .prefault({}),
     creations: z

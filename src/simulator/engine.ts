@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { DEFAULT_IDEMPOTENCY_HEADER, ErrorCode, type StatusNamingName } from '../api/contract';
+import { ErrorCode, type StatusNamingName } from '../api/contract';
 import { KeyRing, type Principal } from './auth';
 import { Billing } from './billing';
 import { retryAfterSeconds } from './clock';
@@ -21,6 +21,7 @@ import { RateLimiter } from './rate-limit';
 import { errorResponse, invalidRequest, retryAfter, type ApiResponse, type Delivery } from './responses';
 import { parseBody, type ParsedBody, type SubmitInput } from './submit-body';
 import { idempotencyKeyProblem, validateCreationBody } from './validation';
+import { readKey } from './key-carrier';
 
 /** The simulator's reply to a request: what to send, how, and what to call once it has gone out. */
 export interface Reply {
@@ -29,7 +30,6 @@ export interface Reply {
   done?: () => void;
 }
 
-const IDEMPOTENCY_FIELD = DEFAULT_IDEMPOTENCY_HEADER;
 const MAX_PENDING_WAITS = 1000;
 
 /**
@@ -156,12 +156,15 @@ export class SimulatorEngine {
     const quota = quotaRefusal(this.creations, this.config.limits, principal.accountId, parsed, this.now());
     if (quota) return { response: quota, delivery: SEND };
 
-    const header = input.headers['idempotency-key'];
-    const idempotencyKey = Array.isArray(header) ? header.join(', ') : header;
-    if (idempotencyKey === undefined) return this.judged(this.judge(principal, parsed, null));
+    const read = readKey(input.headers, parsed, this.config.idempotency);
+    if (read.problem) {
+      return { response: invalidRequest([{ field: read.where, message: read.problem }]), delivery: SEND };
+    }
+    const idempotencyKey = read.honoured;
+    if (idempotencyKey === undefined) return this.judged(this.judge(principal, read.body, read.sent ?? null));
 
     const problem = idempotencyKeyProblem(idempotencyKey);
-    if (problem) return { response: invalidRequest([{ field: IDEMPOTENCY_FIELD, message: problem }]), delivery: SEND };
+    if (problem) return { response: invalidRequest([{ field: read.where, message: problem }]), delivery: SEND };
     const scope = `${principal.accountId}\n${idempotencyKey}`;
     const fingerprint = createHash('sha256').update(input.body).digest('base64');
     for (let waits = 0; ; waits++) {
@@ -183,7 +186,7 @@ export class SimulatorEngine {
       if (found.kind === 'mismatch') {
         return {
           response: invalidRequest(
-            [{ field: IDEMPOTENCY_FIELD, message: 'was already used with a different request body' }],
+            [{ field: read.where, message: 'was already used with a different request body' }],
             'The idempotency key was already used with a different request.',
           ),
           delivery: SEND,
@@ -193,7 +196,7 @@ export class SimulatorEngine {
     }
     const release = this.idempotency.begin(scope);
     try {
-      const judged = this.judge(principal, parsed, idempotencyKey);
+      const judged = this.judge(principal, read.body, idempotencyKey);
       if (judged.store) this.idempotency.store(scope, fingerprint, judged.store, this.now());
       return { ...this.judged(judged), done: release };
     } catch (err) {

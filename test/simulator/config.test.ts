@@ -25,7 +25,12 @@ describe('simulator config', () => {
         keys: [{ id: 'key_demo', sha256: hashApiKey(DEMO_API_KEY), revoked: false, monthlyBudgetUsd: null }],
       },
     ]);
-    expect(cfg.idempotency).toEqual({ variant: 'accepted-only', ttlMs: 86_400_000, maxEntries: 100_000 });
+    expect(cfg.idempotency).toEqual({
+      variant: 'accepted-only',
+      ttlMs: 86_400_000,
+      maxEntries: 100_000,
+      header: 'Idempotency-Key',
+    });
     expect(cfg.statusNaming).toBe('default');
   });
 

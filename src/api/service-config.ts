@@ -43,10 +43,17 @@ export interface ServiceConfig {
    */
   modelsPath: string;
   /**
-   * Header that carries the idempotency key of a submission. `IMAGEGEN_IDEMPOTENCY_HEADER`.
+   * Header that carries the idempotency key of a submission, unless {@link idempotencyField} is set.
+   * `IMAGEGEN_IDEMPOTENCY_HEADER`.
    * @default 'Idempotency-Key'
    */
   idempotencyHeader: string;
+  /**
+   * A dotted body path (`idempotency_key`, `metadata.key`) that carries the idempotency key instead of a header: the
+   * interface says the key travels in "a header or field". `IMAGEGEN_IDEMPOTENCY_FIELD`.
+   * @default undefined (the key travels in {@link idempotencyHeader})
+   */
+  idempotencyField: string | undefined;
   /**
    * How the key is sent: `bearer` or `x-api-key`. `IMAGEGEN_AUTH_HEADER`.
    * @default 'bearer'

@@ -8,7 +8,7 @@ import * as schemaDefaults from '../api/schemas';
 import { ALLOW_INSECURE_HTTP_ENV, plainHttpProblem } from './insecure-http';
 import { gotValue, withoutValue } from './redact';
 import { DOWNLOAD_ALLOW_HOSTS_ENV, parseAllowList } from '../api/download-guard';
-import { parseRequestFields, parseRequestTemplate, templateClash } from '../api/request-shape';
+import { bodyPathProblem, parseRequestFields, parseRequestTemplate, templateClash } from '../api/request-shape';
 
 /**
  * The image-service client's settings, read from the environment: {@link loadServiceConfig} validates all of them at
@@ -37,6 +37,18 @@ const SETTINGS = {
   ],
   modelsPath: ['IMAGEGEN_MODELS_PATH', urlPath, '/models'],
   idempotencyHeader: ['IMAGEGEN_IDEMPOTENCY_HEADER', headerName, DEFAULT_IDEMPOTENCY_HEADER],
+  idempotencyField: [
+    'IMAGEGEN_IDEMPOTENCY_FIELD',
+    z
+      .string()
+      .trim()
+      .superRefine((s, ctx) => {
+        const problem = s === '' ? undefined : bodyPathProblem(s);
+        if (problem) ctx.addIssue({ code: 'custom', message: problem });
+      })
+      .transform((s) => (s === '' ? undefined : s)),
+    '',
+  ],
   authHeader: [
     'IMAGEGEN_AUTH_HEADER',
     z

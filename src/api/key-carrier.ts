@@ -1,0 +1,17 @@
+import type { ServiceConfig } from './service-config';
+
+/** Where a submission carries its idempotency key: a header, or a body field (the interface: "a header or field"). */
+export type KeyCarrier = { kind: 'header'; name: string } | { kind: 'field'; path: string };
+
+/** The carrier in force: the body field when one is set, else the header. */
+export function keyCarrierOf(config: Pick<ServiceConfig, 'idempotencyHeader' | 'idempotencyField'>): KeyCarrier {
+  return config.idempotencyField === undefined
+    ? { kind: 'header', name: config.idempotencyHeader }
+    : { kind: 'field', path: config.idempotencyField };
+}
+
+/** The carrier in words, for messages: `header Idempotency-Key`, `body field metadata.key`. */
+export function describeKeyCarrier(config: Pick<ServiceConfig, 'idempotencyHeader' | 'idempotencyField'>): string {
+  const carrier = keyCarrierOf(config);
+  return carrier.kind === 'header' ? `header ${carrier.name}` : `body field ${carrier.path}`;
+}

@@ -2,6 +2,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { isIP, type AddressInfo } from 'node:net';
 import type { Payload, PayloadCodec } from '@temporalio/common';
+import { CODEC_TOKEN_ENV } from '../config/codec-config';
 import { ConfigError } from '../config/service-config';
 import { ErrorCode, ImagebatchError } from '../model/errors';
 import { PayloadCodecError } from './errors';
@@ -23,8 +24,6 @@ import { PayloadCodecError } from './errors';
  * - answers CORS requests only from the http(s) origins it is given.
  */
 
-/** The variable that may hold the codec server's token (otherwise `imagebatch codec-server` makes one). */
-export const CODEC_TOKEN_ENV = 'IMAGEBATCH_CODEC_TOKEN';
 /** Fewest characters of a token. */
 export const CODEC_TOKEN_MIN_LENGTH = 32;
 /** A token goes in a URL path and a header unescaped: URL-unreserved characters only. */

@@ -18,8 +18,8 @@ export {
   workerDataConverter,
   type PayloadCodecs,
 } from './data-converter';
+export { CODEC_TOKEN_ENV } from '../config/codec-config';
 export {
-  CODEC_TOKEN_ENV,
   CODEC_TOKEN_MIN_LENGTH,
   codecTokenFromEnv,
   codecTokenProblem,

@@ -9,6 +9,8 @@ import { ConfigError } from './service-config';
 
 export const PAYLOAD_KEY_ENV = 'IMAGEBATCH_PAYLOAD_KEY';
 export const PAYLOAD_KEY_FILE_ENV = 'IMAGEBATCH_PAYLOAD_KEY_FILE';
+/** The variable that may hold the codec server's token (src/codec/codec-server.ts; otherwise it makes one). */
+export const CODEC_TOKEN_ENV = 'IMAGEBATCH_CODEC_TOKEN';
 
 /** AES-256: 32 bytes, written as standard base64 (44 characters, one `=`), as `openssl rand -base64 32` prints. */
 export const PAYLOAD_KEY_BYTES = 32;

@@ -60,6 +60,14 @@ export interface TemporalConfig extends ClientConfigProfile {
   maxCachedWorkflows?: number;
 }
 
+/** The variables of ours among the worker's Temporal settings, by their field of {@link TemporalConfig}. */
+export const WORKER_ENV = {
+  ratePerSecond: 'IMAGEBATCH_RATE_LIMIT',
+  maxConcurrentActivities: 'IMAGEBATCH_MAX_CONCURRENT_ACTIVITIES',
+  shutdownGraceMs: 'IMAGEBATCH_SHUTDOWN_GRACE',
+  maxCachedWorkflows: 'IMAGEBATCH_MAX_CACHED_WORKFLOWS',
+} as const satisfies Partial<Record<keyof TemporalConfig, string>>;
+
 /** The address `imagebatch worker` connects to when nothing names one. */
 export const DEFAULT_TEMPORAL_ADDRESS = '127.0.0.1:7233';
 
@@ -211,7 +219,7 @@ export function loadTemporalConfig(given: Env = process.env): TemporalConfig {
       `mTLS needs both the client certificate and its key (the ${tls?.clientCert ? 'key' : 'certificate'} is missing)`,
     );
   }
-  const cache = read(env, 'IMAGEBATCH_MAX_CACHED_WORKFLOWS', cachedWorkflows);
+  const cache = read(env, WORKER_ENV.maxCachedWorkflows, cachedWorkflows);
   return {
     ...profile,
     address: address === undefined ? DEFAULT_TEMPORAL_ADDRESS : field(address, 'TEMPORAL_ADDRESS', 'address', hostPort),
@@ -227,9 +235,9 @@ export function loadTemporalConfig(given: Env = process.env): TemporalConfig {
     ...(apiKey === undefined ? {} : { apiKey: field(apiKey, 'TEMPORAL_API_KEY', 'api_key', nonEmpty) }),
     grpcMeta: grpcHeaders(env, grpcMeta, at),
     taskQueue: read(env, 'TEMPORAL_TASK_QUEUE', nonEmpty) ?? 'imagebatch',
-    ratePerSecond: read(env, 'IMAGEBATCH_RATE_LIMIT', number(0, 100_000)) ?? 0,
-    maxConcurrentActivities: read(env, 'IMAGEBATCH_MAX_CONCURRENT_ACTIVITIES', number(1, 10_000)) ?? 100,
-    shutdownGraceMs: read(env, 'IMAGEBATCH_SHUTDOWN_GRACE', shutdownGrace) ?? DEFAULT_SHUTDOWN_GRACE_MS,
+    ratePerSecond: read(env, WORKER_ENV.ratePerSecond, number(0, 100_000)) ?? 0,
+    maxConcurrentActivities: read(env, WORKER_ENV.maxConcurrentActivities, number(1, 10_000)) ?? 100,
+    shutdownGraceMs: read(env, WORKER_ENV.shutdownGraceMs, shutdownGrace) ?? DEFAULT_SHUTDOWN_GRACE_MS,
     ...(cache === undefined ? {} : { maxCachedWorkflows: cache }),
   };
 }

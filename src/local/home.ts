@@ -1,11 +1,9 @@
 import path from 'node:path';
+import { IMAGEBATCH_HOME_ENV, IMAGEBATCH_LOCAL_ENV } from '../config/local-config';
 import { userDataFolder } from '../util/data-folder';
 import { LocalSettingError } from './errors';
 
 type Env = Readonly<Record<string, string | undefined>>;
-
-/** The variable that turns local mode off (`0`, `false`, `off`, `no`): the CLI then connects to the default address. */
-export const IMAGEBATCH_LOCAL_ENV = 'IMAGEBATCH_LOCAL';
 
 /**
  * Whether the CLI runs in local mode when no Temporal address is configured: yes unless `IMAGEBATCH_LOCAL` says no
@@ -20,9 +18,6 @@ export function localModeAllowed(env: Env): boolean {
 
 /** Local mode's default home, a folder of imagebatch's data folder (the ledger store's file is its sibling). */
 export const LOCAL_HOME_FOLDER = 'local';
-
-/** The variable that names local mode's home. */
-export const IMAGEBATCH_HOME_ENV = 'IMAGEBATCH_HOME';
 
 /**
  * Local mode's home: `$IMAGEBATCH_HOME`, else `imagebatch/local` under the user's data folder (`$XDG_DATA_HOME` or

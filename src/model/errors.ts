@@ -8,6 +8,8 @@
 export const ErrorCode = {
   /** A setting (environment variable) cannot be used. */
   ConfigInvalid: 'CONFIG_INVALID',
+  /** An `IMAGEGEN_*` or `IMAGEBATCH_*` variable is set that imagebatch does not know (a typo, another version's). */
+  SettingUnknown: 'SETTING_UNKNOWN',
   /** The API key is missing, unreadable or malformed. */
   ApiKeyInvalid: 'API_KEY_INVALID',
   /** A command-line option or argument cannot be used. */

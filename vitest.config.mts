@@ -61,6 +61,7 @@ const e2e = [
   'test/cli/spend-cap-price-unknown.test.ts',
   'test/cli/run-service-check.test.ts',
   'test/cli/run-outcomes.test.ts',
+  'test/cli/unknown-settings.test.ts',
   'test/security/codec.test.ts',
   'test/security/codec-server.test.ts',
   'test/security/codec-server-access.test.ts',

@@ -4,7 +4,7 @@ import { ErrorCode, ImagebatchError } from '../model/errors';
 export const ExitCode = {
   Ok: 0,
   Failure: 1,
-  /** Wrong options or arguments; nothing was started. */
+  /** Wrong options or arguments, or an unknown `IMAGEGEN_*`/`IMAGEBATCH_*` variable; nothing was started. */
   Usage: 2,
   /** The input file has problems; nothing was started or charged. */
   InvalidInput: 3,

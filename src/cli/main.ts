@@ -5,6 +5,7 @@ import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { Command, CommanderError, Help, Option } from 'commander';
 import type { z } from 'zod';
 import { processEnv } from '../config/env';
+import { checkKnownSettings } from '../config/known-settings';
 import { loadLogLevel } from '../config/log-level';
 import { ErrorCode, ImagebatchError } from '../model/errors';
 import { BatchValidationError } from './batches';
@@ -55,6 +56,7 @@ const COMMANDS: readonly (CommandDefinition | CommandGroup)[] = [
 /** The exit code of an error of ours, by its code; any other error is a failure. */
 const EXIT_CODES: Partial<Record<ErrorCode, ExitCode>> = {
   [ErrorCode.OptionInvalid]: ExitCode.Usage,
+  [ErrorCode.SettingUnknown]: ExitCode.Usage,
   [ErrorCode.PriceOptionInvalid]: ExitCode.Usage,
   [ErrorCode.ColumnOptionInvalid]: ExitCode.Usage,
   [ErrorCode.BatchInvalid]: ExitCode.InvalidInput,
@@ -196,6 +198,8 @@ export async function main(argv: readonly string[], io: Partial<CliIO> = {}): Pr
   };
   const result = { code: ExitCode.Ok as number };
   try {
+    // A variable of ours that no setting reads (a typo) stops every command before it does anything.
+    checkKnownSettings(env);
     if (!runsWorker) Runtime.install({ logger: new DefaultLogger(loadLogLevel(env), (e) => sdkLog.write(e)) });
     await buildProgram(context, result).parseAsync(argv);
     return result.code;

@@ -3,6 +3,7 @@ import { DefaultLogger, NativeConnection } from '@temporalio/worker';
 import { Client, Connection } from '@temporalio/client';
 import { lazyApiKeyProvider } from '../../api/api-key';
 import { loadApiKey } from '../../config/api-key';
+import { checkKnownSettings } from '../../config/known-settings';
 import { loadLogLevel } from '../../config/log-level';
 import { clientDataConverter, payloadCodecsFromEnv, workerDataConverter } from '../../codec';
 import { loadMetricsConfig } from '../../config/metrics-config';
@@ -46,9 +47,11 @@ export interface WorkerRunSummary {
 
 /**
  * `imagebatch worker`: the long-running worker for a Temporal cluster. Every setting is checked before it
- * connects (the API key's format too, without printing it), so a wrong one stops it at once with its name.
+ * connects (the API key's format too, without printing it), so a wrong one, or a variable of ours that is no
+ * setting, stops it at once with its name.
  */
 export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSummary> {
+  checkKnownSettings(options.env);
   const temporal = loadTemporalConfig(options.env);
   const service = loadServiceConfig(options.env);
   const apiKey = loadApiKey(options.env);

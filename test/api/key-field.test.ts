@@ -3,6 +3,7 @@ import { ImageApiClient, requestBody } from '../../src/api/client';
 import { describeKeyCarrier } from '../../src/api/key-carrier';
 import { buildRequestBody, RequestShapeError } from '../../src/api/request-shape';
 import { requestFingerprinter } from '../../src/activities/key-ledger';
+import { settingsFingerprint } from '../../src/activities/service-proof';
 import { ConfigError, loadServiceConfig } from '../../src/config/service-config';
 import { requestPrint } from '../../src/ledger';
 import { SECRET_KEY, startStub, type StubServer } from './helpers/stub-server';
@@ -107,6 +108,17 @@ describe('the print of a request', () => {
       requestPrint(`${base}/creations`, '{"prompt":"a lighthouse at dusk","model":"sdxl","seed":7}'),
     );
     expect(requestFingerprinter(loadServiceConfig({ IMAGEGEN_BASE_URL: base, ...FIELD }))(REQUEST)).toEqual(header);
+  });
+});
+
+describe('the proof of settings', () => {
+  it('covers the field; unset, it is left out, so proofs made before the setting existed still hold', () => {
+    const header = loadServiceConfig({});
+    const { idempotencyField: _unset, ...before } = header;
+    expect(settingsFingerprint(before as typeof header)).toBe(settingsFingerprint(header));
+    const field = settingsFingerprint(loadServiceConfig(FIELD));
+    expect(field).not.toBe(settingsFingerprint(header));
+    expect(field).not.toBe(settingsFingerprint(loadServiceConfig({ IMAGEGEN_IDEMPOTENCY_FIELD: 'idempotency_key' })));
   });
 });
 

@@ -9,8 +9,10 @@ import { toApplicationFailure } from './failures';
  */
 
 /**
- * A request's fingerprint as this worker sends it: the submit address and the exact body bytes, shaped by the
- * settings (field names, template). A RequestShapeError when the settings cannot shape it.
+ * A request's fingerprint as this worker sends it: the submit address and the body bytes shaped by the settings
+ * (field names, template), without the idempotency key: with `IMAGEGEN_IDEMPOTENCY_FIELD`, the body sent holds the
+ * key too, and the same request under another key (another batch, a re-run) is still the same request, paid once.
+ * A RequestShapeError when the settings cannot shape it.
  */
 export function requestFingerprinter(config: ServiceConfig): Fingerprinter {
   const target = `${config.baseUrl}${config.submitPath}`;

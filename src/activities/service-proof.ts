@@ -31,10 +31,14 @@ const PACING: ReadonlySet<string> = new Set([
   'httpConnections',
 ]);
 
-/** The fingerprint of the settings a proof holds for (SHA-256 of their canonical JSON). Holds no secret. */
+/**
+ * The fingerprint of the settings a proof holds for (SHA-256 of their canonical JSON). Holds no secret. A setting left
+ * unset (undefined, such as `idempotencyField` while the key travels in a header) is left out, so that proofs made
+ * before it existed still hold; once set, it is in.
+ */
 export function settingsFingerprint(config: ServiceConfig): string {
   const kept = Object.entries(config)
-    .filter(([name]) => !PACING.has(name))
+    .filter(([name, value]) => !PACING.has(name) && value !== undefined)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   return createHash('sha256').update(JSON.stringify(kept)).digest('hex');
 }

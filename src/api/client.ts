@@ -10,6 +10,7 @@ import type { QuotaGate, QuotaTicket } from './quota-gate';
 import { createServiceDispatcher, send } from './http';
 import { redactJsonValue, redactRawText } from './redact';
 import { buildRequestBody, DEFAULT_REQUEST_SHAPE, RequestShapeError, type RequestShape } from './request-shape';
+import { keyHeaders } from './key-carrier';
 
 /** What the client logs to; the messages and fields never contain the key. */
 export interface Logger {
@@ -91,13 +92,13 @@ export class ImageApiClient {
         : undefined;
   }
 
-  /** POST {base_url}/creations with the idempotency key. */
+  /** POST {base_url}/creations with the idempotency key, in its header or its body field (`keyCarrierOf`). */
   async submit(input: SubmitCreationInput, signal?: AbortSignal): Promise<ClientOutcome> {
     const keyProblem = idempotencyKeyProblem(input.idempotencyKey);
     if (keyProblem) return { kind: 'config', message: `invalid idempotency key: ${keyProblem}` };
     let body: string;
     try {
-      body = JSON.stringify(requestBody(input.request, this.config));
+      body = JSON.stringify(buildRequestBody(input.request, this.config, input.idempotencyKey));
     } catch (err) {
       if (err instanceof RequestShapeError) return { kind: 'config', message: err.message };
       throw err;
@@ -105,7 +106,7 @@ export class ImageApiClient {
     return this.call(RequestKind.Submit, this.url(this.config.submitPath), {
       method: 'POST',
       body,
-      extraHeaders: { [this.config.idempotencyHeader]: input.idempotencyKey, 'content-type': 'application/json' },
+      extraHeaders: { ...keyHeaders(this.config, input.idempotencyKey), 'content-type': 'application/json' },
       signal,
       log: { idempotencyKey: input.idempotencyKey },
     });
@@ -361,10 +362,9 @@ export class ImageApiClient {
 }
 
 /**
- * The submit body: the request fields where `IMAGEGEN_REQUEST_FIELDS` puts them, the `IMAGEGEN_REQUEST_TEMPLATE`
- * fields, then the row's `--column` fields, each step in a fixed order, so that the same request and settings always
- * send the same bytes (the service answers a key re-sent with another body with a 400). Without `shape`: the
- * documented body. Throws `RequestShapeError` when a row's field is where a request field goes.
+ * The request's content: the submit body without the idempotency key (`buildRequestBody`, each step in a fixed
+ * order), what its fingerprint is made of. Without `shape`: the documented body. Throws `RequestShapeError` when a
+ * row's field is where a request field or the key goes.
  */
 export function requestBody(r: CreationRequest, shape: RequestShape = DEFAULT_REQUEST_SHAPE): Record<string, unknown> {
   return buildRequestBody(r, shape);

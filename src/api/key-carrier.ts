@@ -15,3 +15,12 @@ export function describeKeyCarrier(config: Pick<ServiceConfig, 'idempotencyHeade
   const carrier = keyCarrierOf(config);
   return carrier.kind === 'header' ? `header ${carrier.name}` : `body field ${carrier.path}`;
 }
+
+/** The headers a submission carries its key in: the idempotency header, or none when the key is in the body. */
+export function keyHeaders(
+  config: Pick<ServiceConfig, 'idempotencyHeader' | 'idempotencyField'>,
+  key: string,
+): Record<string, string> {
+  const carrier = keyCarrierOf(config);
+  return carrier.kind === 'header' ? { [carrier.name]: key } : {};
+}

@@ -126,28 +126,59 @@ function deepFreeze<T>(value: T): T {
 }
 
 /**
+ * Why the template cannot go with the body path `target`, where `who` goes (by `setting`): the template sets the
+ * path, or a value where the path needs an object. Undefined when it fits.
+ */
+function templatePathClash(
+  template: Readonly<Record<string, unknown>>,
+  target: string,
+  who: string,
+  setting: string,
+): string | undefined {
+  const segments = target.split('.');
+  let node: unknown = template;
+  for (let i = 0; i < segments.length; i++) {
+    if (!isPlainObject(node)) break;
+    const seg = segments[i]!;
+    if (!Object.hasOwn(node, seg)) break;
+    const at = segments.slice(0, i + 1).join('.');
+    if (i === segments.length - 1) return `sets "${at}", where ${who} goes (${setting}); remove it from the template`;
+    node = node[seg];
+    if (!isPlainObject(node)) return `sets "${at}" to a value, but ${who} goes to "${target}" inside it`;
+  }
+  return undefined;
+}
+
+/**
  * Why the template cannot go with the field mapping: a template field that is a mapped target, holds one, or is a
  * value where a mapped target needs an object. Undefined when they fit.
  */
 export function templateClash(template: Readonly<Record<string, unknown>>, fields: RequestFields): string | undefined {
   for (const source of REQUEST_SOURCES) {
-    const segments = fields[source].split('.');
-    let node: unknown = template;
-    for (let i = 0; i < segments.length; i++) {
-      if (!isPlainObject(node)) break;
-      const seg = segments[i]!;
-      if (!Object.hasOwn(node, seg)) break;
-      const at = segments.slice(0, i + 1).join('.');
-      if (i === segments.length - 1) {
-        return `sets "${at}", where ${source} goes (IMAGEGEN_REQUEST_FIELDS); remove it from the template`;
-      }
-      node = node[seg];
-      if (!isPlainObject(node)) {
-        return `sets "${at}" to a value, but ${source} goes to "${fields[source]}" inside it`;
-      }
-    }
+    const clash = templatePathClash(template, fields[source], source, 'IMAGEGEN_REQUEST_FIELDS');
+    if (clash) return clash;
   }
   return undefined;
+}
+
+/**
+ * Why the idempotency key's body field (`IMAGEGEN_IDEMPOTENCY_FIELD`) cannot go with the body's other settings: it is,
+ * holds or sits inside a request field's target, or the template sets it (or a value on its way). Undefined when
+ * it fits.
+ */
+export function keyFieldClash(field: string, shape: RequestShape): string | undefined {
+  const taken = REQUEST_SOURCES.find((s) => overlaps(shape.requestFields[s], field));
+  if (taken) {
+    const target = shape.requestFields[taken];
+    return (
+      (target === field
+        ? `"${field}" is where ${taken} goes`
+        : `"${field}" and "${target}", where ${taken} goes, are one inside the other`) +
+      ' (IMAGEGEN_REQUEST_FIELDS): the key needs a field of its own'
+    );
+  }
+  const clash = templatePathClash(shape.requestTemplate, field, 'the idempotency key', 'IMAGEGEN_IDEMPOTENCY_FIELD');
+  return clash === undefined ? undefined : `IMAGEGEN_REQUEST_TEMPLATE ${clash}`;
 }
 
 /** A request whose own columns (`extra`) cannot be placed in the body; nothing was sent. */
@@ -159,13 +190,26 @@ export class RequestShapeError extends ImagebatchError {
 export interface RequestShape {
   requestFields: RequestFields;
   requestTemplate: Readonly<Record<string, unknown>>;
+  /**
+   * The body field that carries the idempotency key (`IMAGEGEN_IDEMPOTENCY_FIELD`).
+   * @default undefined (the key travels in a header, not in the body)
+   */
+  idempotencyField?: string | undefined;
 }
 
 /** The documented body, with no template. */
 export const DEFAULT_REQUEST_SHAPE: RequestShape = { requestFields: IDENTITY_FIELDS, requestTemplate: {} };
 
-/** Sets `value` at `segments` in `body`, making objects on the way; a non-object on the way is a problem. */
-function place(body: Record<string, unknown>, segments: readonly string[], value: unknown): string | undefined {
+/**
+ * Sets `value` at `segments` in `body`, making objects on the way; a non-object on the way is a problem, and so is a
+ * value already there when `fresh`.
+ */
+function place(
+  body: Record<string, unknown>,
+  segments: readonly string[],
+  value: unknown,
+  fresh = false,
+): string | undefined {
   let node = body;
   for (let i = 0; i < segments.length - 1; i++) {
     const seg = segments[i]!;
@@ -180,7 +224,9 @@ function place(body: Record<string, unknown>, segments: readonly string[], value
       return `"${segments.slice(0, i + 1).join('.')}" already holds a value`;
     }
   }
-  node[segments.at(-1)!] = value;
+  const leaf = segments.at(-1)!;
+  if (fresh && Object.hasOwn(node, leaf)) return `"${segments.join('.')}" already holds a value`;
+  node[leaf] = value;
   return undefined;
 }
 
@@ -197,14 +243,19 @@ function mergeTemplate(body: Record<string, unknown>, template: Readonly<Record<
 /**
  * The submit body of a request: the request fields at their targets (in the fixed order of
  * {@link REQUEST_SOURCES}), then the template's fields, then the row's own `extra` fields in sorted order (a row's
- * value wins over the template's). The same request and settings always give the same bytes.
- * Throws {@link RequestShapeError} when an `extra` field is where a request field goes.
+ * value wins over the template's), and last, given an `idempotencyKey` and a key field
+ * ({@link RequestShape.idempotencyField}), the key at that field. Without the key, it is the request's content: the
+ * same request under another key has the same body (its fingerprint). With it, the bytes a submission sends: the same
+ * request, key and settings always give the same bytes, so a retry of the key sends what its first send did.
+ * Throws {@link RequestShapeError} when an `extra` field is where a request field or the key goes.
  */
 export function buildRequestBody(
   r: CreationRequest,
   shape: RequestShape = DEFAULT_REQUEST_SHAPE,
+  idempotencyKey?: string,
 ): Record<string, unknown> {
   const fields = shape.requestFields;
+  const keyField = shape.idempotencyField;
   const body: Record<string, unknown> = {};
   for (const source of REQUEST_SOURCES) {
     const value = r[source];
@@ -228,8 +279,18 @@ export function buildRequestBody(
           'send it under another field',
       );
     }
+    if (keyField !== undefined && overlaps(keyField, field)) {
+      throw new RequestShapeError(
+        `a --column field goes to "${field}", where the idempotency key goes ("${keyField}", ` +
+          'IMAGEGEN_IDEMPOTENCY_FIELD): send it under another field',
+      );
+    }
     const problem = place(body, field.split('.'), value);
     if (problem) throw new RequestShapeError(`a --column field goes to "${field}", but ${problem} (the template's)`);
+  }
+  if (keyField !== undefined && idempotencyKey !== undefined) {
+    const problem = place(body, keyField.split('.'), idempotencyKey, true);
+    if (problem) throw new RequestShapeError(`IMAGEGEN_IDEMPOTENCY_FIELD: ${problem}`);
   }
   return body;
 }

@@ -8,7 +8,13 @@ import * as schemaDefaults from '../api/schemas';
 import { ALLOW_INSECURE_HTTP_ENV, plainHttpProblem } from './insecure-http';
 import { gotValue, withoutValue } from './redact';
 import { DOWNLOAD_ALLOW_HOSTS_ENV, parseAllowList } from '../api/download-guard';
-import { bodyPathProblem, parseRequestFields, parseRequestTemplate, templateClash } from '../api/request-shape';
+import {
+  bodyPathProblem,
+  keyFieldClash,
+  parseRequestFields,
+  parseRequestTemplate,
+  templateClash,
+} from '../api/request-shape';
 
 /**
  * The image-service client's settings, read from the environment: {@link loadServiceConfig} validates all of them at
@@ -155,6 +161,7 @@ export function loadServiceConfig(env: Readonly<Record<string, string | undefine
   if (plainHttp) throw new ConfigError(plainHttp.variable, plainHttp.problem);
   const clash = templateClash(config.requestTemplate, config.requestFields);
   if (clash) throw new ConfigError(SETTINGS.requestTemplate[0], clash);
+  keyCarrierProblem(env, config);
   if (config.backoffMaxMs < config.backoffBaseMs) {
     throw new ConfigError(
       SETTINGS.backoffMaxMs[0],
@@ -162,6 +169,23 @@ export function loadServiceConfig(env: Readonly<Record<string, string | undefine
     );
   }
   return config;
+}
+
+/**
+ * Throws a {@link ConfigError} when the idempotency key's carrier cannot be used: both a header and a body field set
+ * (the key travels in one of them), or a body field that a request field or the template already uses.
+ */
+function keyCarrierProblem(env: Readonly<Record<string, string | undefined>>, config: ServiceConfig): void {
+  const [fieldVariable] = SETTINGS.idempotencyField;
+  const [headerVariable] = SETTINGS.idempotencyHeader;
+  if ((env[headerVariable] ?? '').trim() !== '' && (env[fieldVariable] ?? '').trim() !== '') {
+    throw new ConfigError(
+      fieldVariable,
+      `cannot go with ${headerVariable}: the key travels in a header or a body field, not both; unset one of them`,
+    );
+  }
+  const clash = config.idempotencyField === undefined ? undefined : keyFieldClash(config.idempotencyField, config);
+  if (clash) throw new ConfigError(fieldVariable, clash);
 }
 
 /** The defaults, as {@link loadServiceConfig} gives them for an empty environment. */

@@ -7,6 +7,7 @@ import { BatchStopReason, type ModelInfo } from '../model';
 import { createServiceDispatcher } from '../api/http';
 import { SERVICE_CONFIG_ENV } from '../config/service-config';
 import { AuthHeaderStyle, type ServiceConfig } from '../api/service-config';
+import { describeKeyCarrier } from '../api/key-carrier';
 import { checkCatalog, notRefused } from './catalog-check';
 import { rawGet } from './raw-read';
 import { spendOne } from './spend-one';
@@ -85,8 +86,9 @@ export async function runDoctorChecks(deps: DoctorDeps, options: DoctorOptions =
     name: 'settings',
     result: CheckResult.Ok,
     found:
-      `base URL ${config.baseUrl}; key sent as ${header}; paths: submit ${config.submitPath}, creation ` +
-      `${config.creationPath}, models ${config.modelsPath}; polls at least ${config.minPollIntervalMs} ms apart`,
+      `base URL ${config.baseUrl}; key sent as ${header}; idempotency key in ${describeKeyCarrier(config)}; paths: ` +
+      `submit ${config.submitPath}, creation ${config.creationPath}, models ${config.modelsPath}; polls at least ` +
+      `${config.minPollIntervalMs} ms apart`,
   });
 
   // The key: only its format and a fingerprint, never any part of it.

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { idempotencyKeyProblem } from '../api/client';
 import { FAILED_STATUS } from '../api/contract';
+import { describeKeyCarrier } from '../api/key-carrier';
 import { findRecordFields, type RecordFindings } from '../api/record-findings';
 import { redactJsonValue, redactRawText } from '../api/redact';
 import { imagesOf } from '../api/schemas';
@@ -147,7 +148,7 @@ async function submission(
     name: 'submission',
     result: CheckResult.Ok,
     found:
-      `HTTP 202, creation ${creationId}, key ${idempotencyKey}` +
+      `HTTP 202, creation ${creationId}, key ${idempotencyKey} (in the ${describeKeyCarrier(config)})` +
       (submitted.replayed === true
         ? ': a replay of the earlier acceptance, nothing charged again'
         : submitted.replayed === false

@@ -58,7 +58,7 @@ export interface SendingEvent extends KeyEventBase {
   type: 'sending';
   /** The request, as the row gave it: `reconcile` sends it again as it is. */
   request: CreationRequest;
-  /** SHA-256 of the exact body bytes: the key is never sent with another body. */
+  /** SHA-256 of the body bytes, without the key when the body carries it: the key is never sent with another body. */
   requestSha256: string;
   /**
    * The request's fingerprint: SHA-256 of the service's submit address and the body bytes (see

@@ -3,9 +3,9 @@ import { createReadStream } from 'node:fs';
 import type { FileFingerprint, RequestPrint } from './events';
 
 /**
- * A request's print: SHA-256 of the exact bytes of its body, and its fingerprint, SHA-256 of the service's submit
- * address and those bytes. Two rows, batches or files that send the same bytes to the same service ask the same
- * thing, and are paid once.
+ * A request's print: SHA-256 of the bytes of its body without the idempotency key, and its fingerprint, SHA-256 of
+ * the service's submit address and those bytes. Two rows, batches or files that send the same request to the same
+ * service ask the same thing, and are paid once.
  */
 export function requestPrint(submitUrl: string, body: string): RequestPrint {
   return {

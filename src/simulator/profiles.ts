@@ -16,3 +16,25 @@ export const QUEUE_SERVICE_PROFILE: SimulatorConfigInput = {
   pricing: { fields: 'amount' },
   files: { redirect: true, contentType: 'application/octet-stream', expireAfterMs: 20_000, expiredStatus: 410 },
 };
+
+/**
+ * An independent prediction-style service written to the interface (issue #42): its body names of its own (the model
+ * as `version`, the request's fields under `input`, `num_outputs` for the count), and the idempotency key read only
+ * from the body field `metadata.idempotency_key`. A key sent in a header is ignored: each send is a new creation,
+ * charged again. imagebatch meets it with `IMAGEGEN_REQUEST_FIELDS` set to these names and
+ * `IMAGEGEN_IDEMPOTENCY_FIELD=metadata.idempotency_key`.
+ */
+export const PREDICTION_SERVICE_PROFILE: SimulatorConfigInput = {
+  idempotency: { header: null, field: 'metadata.idempotency_key' },
+  requestLayout: {
+    fields: {
+      model: 'version',
+      prompt: 'input.prompt',
+      negative_prompt: 'input.negative_prompt',
+      width: 'input.width',
+      height: 'input.height',
+      seed: 'input.seed',
+      num_images: 'input.num_outputs',
+    },
+  },
+};

@@ -7,6 +7,7 @@ import { FailureType, type CreateImageInput, type CreateImageResult } from '../.
 import type { LedgerStore } from '../../src/ledger';
 import { requestFingerprinter } from '../../src/activities/key-ledger';
 import { defaultServiceConfig } from '../../src/config/service-config';
+import type { ServiceConfig } from '../../src/api/service-config';
 import { startStub, type StubServer } from '../api/helpers/stub-server';
 import { tempLedger } from '../helpers/ledger';
 import { activitiesFor, runActivity } from './helpers';
@@ -47,7 +48,7 @@ function input(batchId: string, extra: Partial<CreateImageInput> = {}): CreateIm
  * A service whose creations succeed with one image each (`cr_<n>`, one per POST), or fail at generation when
  * `failing`, or answer 500 to every POST when `silent`.
  */
-async function setup(options: { silent?: boolean; failing?: boolean } = {}) {
+async function setup(options: { silent?: boolean; failing?: boolean; config?: Partial<ServiceConfig> } = {}) {
   root = await mkdtemp(path.join(tmpdir(), 'imagebatch-reuse-'));
   ledger = await tempLedger();
   let creations = 0;
@@ -66,7 +67,7 @@ async function setup(options: { silent?: boolean; failing?: boolean } = {}) {
   });
   const made = activitiesFor(
     stub.url,
-    { minPollIntervalMs: 1_000, maxAmbiguousTries: 2 },
+    { minPollIntervalMs: 1_000, maxAmbiguousTries: 2, ...options.config },
     { outputRoot: root, ledger },
   );
   const posts = () => stub!.requests.filter((r) => r.method === 'POST').length;
@@ -195,6 +196,17 @@ describe('createImage: a request paid before serves the row', () => {
     const second = await t.drive(() => t.activities.createImage(input('second')));
     expect(second.value).toMatchObject({ outcome: 'failed', creationId: 'cr_2' });
     expect(t.posts()).toBe(2);
+  });
+
+  it('with the key in a body field, the request is its content: another batch under another key reuses it', async () => {
+    const t = await setup({ config: { idempotencyField: 'meta.key' } });
+    await t.drive(() => t.activities.createImage(input('first')));
+    const [sent] = stub!.requests;
+    expect(JSON.parse(sent!.body)).toEqual({ ...request, meta: { key: 'ib/first/r/a1' } });
+    expect(sent!.headers['idempotency-key']).toBeUndefined();
+    const second = await t.drive(() => t.activities.createImage(input('second')));
+    expect(second.value).toMatchObject({ outcome: 'reused', reusedFrom: { creationId: 'cr_1' } });
+    expect(t.posts()).toBe(1);
   });
 
   it('a batch that asks for new images sends its own key', async () => {

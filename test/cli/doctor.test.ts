@@ -5,7 +5,13 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type * as WorkerModule from '@temporalio/worker';
 import { doctor, type DoctorCommandOptions } from '../../src/cli/commands/doctor';
 import { main } from '../../src/cli/main';
-import { DEMO_ACCOUNT_ID, DEMO_API_KEY, startSimulator, type Simulator } from '../../src/simulator';
+import {
+  DEMO_ACCOUNT_ID,
+  DEMO_API_KEY,
+  PREDICTION_SERVICE_PROFILE,
+  startSimulator,
+  type Simulator,
+} from '../../src/simulator';
 
 /**
  * `imagebatch doctor --local` against the simulator: each way a service can be set up wrong gives its exit code and
@@ -212,6 +218,32 @@ describe('doctor --local', () => {
       { creationId?: string }
     >;
     expect(record[key]?.creationId).toBe(first.report?.spendOne?.creationId);
+  });
+
+  it('--spend-one with the key in a body field: says where it travels; sent again, it is replayed there', async () => {
+    const prediction = await startSimulator({
+      ...PREDICTION_SERVICE_PROFILE,
+      generation: { queuedMs: { minMs: 10, maxMs: 20 }, runningMs: { minMs: 50, maxMs: 100 } },
+      limits: { minPollIntervalMs: 200, requestsPerSecond: 100, burst: 100 },
+    });
+    try {
+      const fields = Object.entries(PREDICTION_SERVICE_PROFILE.requestLayout!.fields!).map(([f, t]) => `${f}=${t}`);
+      const env = envFor(prediction, {
+        IMAGEGEN_REQUEST_FIELDS: fields.join(','),
+        IMAGEGEN_IDEMPOTENCY_FIELD: 'metadata.idempotency_key',
+      });
+      const first = await run({ env, spendOne: true, model: 'sdxl', out: 'key-field' });
+      expect(first.exitCode, first.stdout).toBe(0);
+      expect(line(first.stdout, 'settings')).toContain('idempotency key in body field metadata.idempotency_key;');
+      expect(line(first.stdout, 'submission')).toMatch(
+        /^submission ~ ok ~ HTTP 202, creation \S+, key \S+ \(in the body field metadata\.idempotency_key\)$/,
+      );
+      const again = await run({ env, spendOne: true, model: 'sdxl', out: 'key-field-elsewhere' });
+      expect(line(again.stdout, 'submission')).toMatch(/a replay of the earlier acceptance, nothing charged again/);
+      expect(prediction.charges.byIdempotencyKey().map((s) => s.netCharged)).toEqual([1]);
+    } finally {
+      await prediction.close();
+    }
   });
 
   it('--spend-one with a model the account lacks submits nothing (exit 3)', async () => {

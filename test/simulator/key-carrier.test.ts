@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../src/api/contract';
-import { type Simulator } from '../../src/simulator';
+import { PREDICTION_SERVICE_PROFILE, type Simulator } from '../../src/simulator';
 import { expectError, PROMPT, startTestSim, submit } from './helpers';
 
 /**
@@ -83,5 +83,21 @@ describe('another header', () => {
     const d = await submit(sim, body, { idempotencyKey: 'k-7' });
     expect(d.body.id).not.toBe(c.body.id);
     expect(charges()).toBe(3);
+  });
+});
+
+describe('the prediction-service profile', () => {
+  it('takes its own body names and reads the key only at metadata.idempotency_key', async () => {
+    ({ sim } = await startTestSim(PREDICTION_SERVICE_PROFILE));
+    const own = { version: 'flux-dev', input: { prompt: PROMPT, num_outputs: 1 } };
+    const a = await submit(sim, { ...own, metadata: { idempotency_key: 'k-8' } });
+    const b = await submit(sim, { ...own, metadata: { idempotency_key: 'k-8' } });
+    expect([a.status, b.status]).toEqual([202, 202]);
+    expect(b.body.id).toBe(a.body.id);
+    const c = await submit(sim, own, { idempotencyKey: 'k-9' });
+    const d = await submit(sim, own, { idempotencyKey: 'k-9' });
+    expect(d.body.id).not.toBe(c.body.id);
+    expect(sim.charges.chargedTwice().map((s) => s.idempotencyKey)).toEqual(['k-9']);
+    expectError(await submit(sim, { ...body, metadata: { idempotency_key: 'k-10' } }), 400, ErrorCode.InvalidRequest);
   });
 });

@@ -1,4 +1,5 @@
 import { requestBody } from '../api/client';
+import { keyPlaceOf } from '../api/key-carrier';
 import type { ServiceConfig } from '../api/service-config';
 import { requestPrint, type Fingerprinter, type LedgerStore } from '../ledger';
 import { toApplicationFailure } from './failures';
@@ -12,11 +13,13 @@ import { toApplicationFailure } from './failures';
  * A request's fingerprint as this worker sends it: the submit address and the body bytes shaped by the settings
  * (field names, template), without the idempotency key: with `IMAGEGEN_IDEMPOTENCY_FIELD`, the body sent holds the
  * key too, and the same request under another key (another batch, a re-run) is still the same request, paid once.
- * A RequestShapeError when the settings cannot shape it.
+ * Where the key travels is part of the print of what a key sent (never of the fingerprint): a key whose answer is not
+ * known is sent again only where the service saw it. A RequestShapeError when the settings cannot shape it.
  */
 export function requestFingerprinter(config: ServiceConfig): Fingerprinter {
   const target = `${config.baseUrl}${config.submitPath}`;
-  return (request) => requestPrint(target, JSON.stringify(requestBody(request, config)));
+  const keyPlace = keyPlaceOf(config);
+  return (request) => requestPrint(target, JSON.stringify(requestBody(request, config)), keyPlace);
 }
 
 /**

@@ -1,3 +1,4 @@
+import { DEFAULT_IDEMPOTENCY_HEADER } from './contract';
 import type { ServiceConfig } from './service-config';
 
 /** Where a submission carries its idempotency key: a header, or a body field (the interface: "a header or field"). */
@@ -23,4 +24,15 @@ export function keyHeaders(
 ): Record<string, string> {
   const carrier = keyCarrierOf(config);
   return carrier.kind === 'header' ? { [carrier.name]: key } : {};
+}
+
+/**
+ * Where the key travels, for a key's print: undefined in the usual header (`Idempotency-Key`, any case), so prints
+ * made before the carrier was a setting are unchanged; else the header's name in lower case, or the body field.
+ */
+export function keyPlaceOf(config: Pick<ServiceConfig, 'idempotencyHeader' | 'idempotencyField'>): string | undefined {
+  const carrier = keyCarrierOf(config);
+  if (carrier.kind === 'field') return `body field ${carrier.path}`;
+  const name = carrier.name.toLowerCase();
+  return name === DEFAULT_IDEMPOTENCY_HEADER.toLowerCase() ? undefined : `header ${name}`;
 }

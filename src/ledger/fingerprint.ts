@@ -5,11 +5,14 @@ import type { FileFingerprint, RequestPrint } from './events';
 /**
  * A request's print: SHA-256 of the bytes of its body without the idempotency key, and its fingerprint, SHA-256 of
  * the service's submit address and those bytes. Two rows, batches or files that send the same request to the same
- * service ask the same thing, and are paid once.
+ * service ask the same thing, and are paid once. `keyPlace`, where the key travels when not in the usual header,
+ * goes into the body's SHA-256 (not the fingerprint): a key is sent again only where the service saw it first.
  */
-export function requestPrint(submitUrl: string, body: string): RequestPrint {
+export function requestPrint(submitUrl: string, body: string, keyPlace?: string): RequestPrint {
+  const sent = createHash('sha256').update(body);
+  if (keyPlace !== undefined) sent.update('\n').update(keyPlace);
   return {
-    requestSha256: createHash('sha256').update(body).digest('hex'),
+    requestSha256: sent.digest('hex'),
     fingerprint: createHash('sha256').update(submitUrl).update('\n').update(body).digest('hex'),
   };
 }

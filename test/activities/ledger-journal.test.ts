@@ -218,7 +218,7 @@ describe('createImage and the ledger', () => {
       t.clock,
     );
     expect(other.failure?.type).toBe(FailureType.Unknown);
-    expect(other.failure?.message).toContain('another request');
+    expect(other.failure?.message).toContain('with another body');
     expect(t.posts()).toBe(2);
   });
 });

@@ -133,8 +133,9 @@ async function known(
     fail({ kind: 'unknown', details: { idempotencyKey: input.idempotencyKey, tries: 0, lastError: why } });
   if (past.requestSha256 !== print.requestSha256) {
     return refuse(
-      `the ledger store ${keys.store.location} shows key ${input.idempotencyKey} sent with another request at ` +
-        `${new Date(past.firstSentAtMs).toISOString()}; not sent with this one (resolve it with imagebatch reconcile)`,
+      `the ledger store ${keys.store.location} shows key ${input.idempotencyKey} sent with another body or where ` +
+        `the key travels (IMAGEGEN_REQUEST_*, IMAGEGEN_IDEMPOTENCY_*) at ${new Date(past.firstSentAtMs).toISOString()}; ` +
+        'not sent again: put those settings back, then resolve it with imagebatch reconcile',
     );
   }
   const end = past.ended;

@@ -2,7 +2,7 @@ import type { RejectedDetails } from '../model';
 import { DEFAULT_PENDING_STATUSES, ErrorCode, FAILED_STATUS, isRetryableFailureMessage } from './contract';
 import { authStop, paymentStop, unrecognisedStatusStop } from './batch-stops';
 import { asRecord, clip, OutcomeLimit, text } from './outcome-text';
-import { retryAfterOr } from './retry-after';
+import { parseRetryAfter, retryAfterOr } from './retry-after';
 import { readUsd } from './money';
 import {
   DEFAULT_ERROR_FIELDS,
@@ -234,7 +234,9 @@ function classifyPoll(
     // A status in no set whose record shows an image likely means success under another word: a person says which.
     const shown = isIn(input.pendingStatuses ?? DEFAULT_PENDING_STATUSES) ? undefined : images()[0];
     if (shown) return { kind: 'batchStop', details: unrecognisedStatusStop(statusName, shown, input.successStatuses) };
-    return { kind: 'inFlight', status: statusName };
+    // A Retry-After on an answer in flight says when to poll it again (held in process, and the activity's delay).
+    const hint = parseRetryAfter(headerOf(input.headers, 'retry-after'), input.nowMs);
+    return { kind: 'inFlight', status: statusName, ...(hint ? { retryAfterMs: hint } : {}) };
   }
   if (status === 404) {
     // The contract's answer for an unknown id is ERR_NOT_FOUND; any other 404 (a proxy's page, a wrong path) says

@@ -44,8 +44,8 @@ export type Outcome =
   | { kind: 'accepted'; creationId: string; status: string; costUsd?: number; replayed?: boolean }
   /** Poll: the creation has ended. */
   | { kind: 'ended'; result: PollCreationResult }
-  /** Poll: the creation is still in flight. */
-  | { kind: 'inFlight'; status: string }
+  /** Poll: the creation is still in flight; `retryAfterMs`, the answer's Retry-After: no poll of it sooner. */
+  | { kind: 'inFlight'; status: string; retryAfterMs?: number }
   /** Models: the catalog. */
   | { kind: 'models'; models: ModelInfo[] }
   /** 429, or 503 on a free request, or a local hold: the same request again after `retryAfterMs`. */

@@ -6,6 +6,7 @@ import { findRecordFields, StatusMeaning, type RecordReading } from '../api/reco
 import { BatchStopReason, type ModelInfo, type PollCreationResult } from '../model';
 import { SERVICE_CONFIG_ENV } from '../config/service-config';
 import { type ServiceConfig } from '../api/service-config';
+import type { RawRead } from './raw-read';
 import type { DoctorCheck, DoctorDeps, SettingToWrite, SpendOneOptions } from './types';
 
 /** The requests of `doctor --spend-one`: the one submission, and the polls of its creation. */
@@ -32,7 +33,7 @@ export interface SpendContext {
   /** Turns a check that only a real creation could settle (see {@link DoctorCheck.spendOneSettles}) into `check`. */
   settle: (check: DoctorCheck) => void;
   /** A free GET of `path` under the base URL, read raw (see `raw-read.ts`). */
-  raw: (path: string) => Promise<{ status?: number; json: unknown }>;
+  raw: (path: string) => Promise<RawRead>;
 }
 
 export type Failed = { kind: 'failed'; check: Pick<DoctorCheck, 'found' | 'hint'> };
@@ -184,18 +185,17 @@ export async function pollUntilEnded(ctx: SpendContext, creationId: string, dead
     wait = ctx.client.pollIntervalMs();
     switch (step.kind) {
       case 'ended': {
-        await ctx.sleep(ctx.client.pollIntervalMs());
-        const { json } = await ctx.raw(path);
+        const json = await readAgain(ctx, path, ctx.client.pollIntervalMs(), deadline);
         return { kind: 'ended', result: step.result, json, polls, intervalMs: ctx.client.pollIntervalMs() };
       }
       case 'inFlight': {
-        const { status } = step.outcome;
+        const { status, retryAfterMs } = step.outcome;
         last = `status "${status}"`;
         if (!seen.includes(status) && seen.length < STATUSES_SHOWN) seen.push(status);
+        wait = Math.max(wait, retryAfterMs ?? 0);
         // Not a success, not "failed": in flight to a batch. A record that carries an image says otherwise.
         if (ctx.now() + 2 * wait > deadline) continue;
-        await ctx.sleep(wait);
-        const { json } = await ctx.raw(path);
+        const json = await readAgain(ctx, path, wait, deadline);
         const found = findRecordFields(json, readingOf(config));
         if (found?.status?.meaning === StatusMeaning.InFlight && found.images.count > 0) {
           return { kind: 'unrecognised', status: found.status.word, json, polls, intervalMs: wait };
@@ -233,11 +233,30 @@ export async function pollUntilEnded(ctx: SpendContext, creationId: string, dead
         continue;
       }
       case 'ends':
-        return pollEnded(ctx, creationId, step.outcome, { path, wait, polls });
+        return pollEnded(ctx, creationId, step.outcome, { path, wait, polls, deadline });
       case 'unexpected':
         return { kind: 'failed', check: { found: step.lastError } };
     }
   }
+}
+
+/** Reads of a record again after a 429 or 503 at most. */
+const MAX_READS_AGAIN = 5;
+
+/**
+ * The creation's record read once more, raw, `waitMs` after the last poll (a raw read is a poll too). A 429 or 503 is
+ * waited out as its Retry-After says, while the deadline (`--max-wait`) allows; undefined when it could not be read.
+ */
+async function readAgain(ctx: SpendContext, path: string, waitMs: number, deadline: number): Promise<unknown> {
+  let wait = waitMs;
+  for (let reads = 0; reads < MAX_READS_AGAIN; reads++) {
+    await ctx.sleep(wait);
+    const read = await ctx.raw(path);
+    if (read.retryAfterMs === undefined) return read.json;
+    wait = read.retryAfterMs;
+    if (ctx.now() + wait > deadline) return undefined;
+  }
+  return undefined;
 }
 
 /** Where a poll stands, for the raw reads that follow an answer the settings could not read. */
@@ -245,6 +264,7 @@ interface PollAt {
   path: string;
   wait: number;
   polls: number;
+  deadline: number;
 }
 
 /**
@@ -255,12 +275,11 @@ async function readUnread(
   ctx: SpendContext,
   creationId: string,
   lastError: string,
-  at: PollAt & { deadline: number },
+  at: PollAt,
 ): Promise<Polled | { kind: 'polled'; last: string }> {
   const failed: Failed = { kind: 'failed', check: { found: `a poll of creation ${creationId}: ${lastError}` } };
   if (ctx.now() + 2 * at.wait > at.deadline) return failed;
-  await ctx.sleep(at.wait);
-  const { json } = await ctx.raw(at.path);
+  const json = await readAgain(ctx, at.path, at.wait, at.deadline);
   const found = findRecordFields(json, readingOf(ctx.deps.config));
   if (found?.status === undefined || found.status.meaning === StatusMeaning.Failed) return failed;
   if (found.images.count > 0) {
@@ -288,8 +307,7 @@ async function pollEnded(
     case 'batchStop': {
       // A status in no set on a record with an image: what the record says, and the settings to write.
       if (outcome.details.reason === BatchStopReason.UnrecognisedStatus) {
-        await ctx.sleep(at.wait); // the raw read is a poll too: no sooner than the interval
-        const { json } = await ctx.raw(at.path);
+        const json = await readAgain(ctx, at.path, at.wait, at.deadline);
         const found = findRecordFields(json, readingOf(ctx.deps.config));
         if (found?.status) {
           return { kind: 'unrecognised', status: found.status.word, json, polls: at.polls, intervalMs: at.wait };

@@ -33,7 +33,8 @@ export async function pollOnce(
     case 'ended':
       return step.result;
     case 'inFlight':
-      throw toApplicationFailure(step.outcome, inFlightDelayMs());
+      // No sooner than the answer's Retry-After, if it had one.
+      throw toApplicationFailure(step.outcome, Math.max(inFlightDelayMs(), step.outcome.retryAfterMs ?? 0));
     case 'unclear':
       return transient(step.outcome);
     case 'held':

@@ -185,9 +185,9 @@ describe("doctor's polls", () => {
     });
     const polled = await pollUntilEnded(ctx, 'c1', deadline);
     expect(polled).toMatchObject({ kind: 'ended', polls: 3, intervalMs: INTERVAL_MS, json: { id: 'c1' } });
-    // The raw read after "running" finds no image: polling goes on; a 429's Retry-After stretches the next wait.
-    expect(sent).toEqual(['poll', 'raw', 'poll', 'poll', 'raw']);
-    expect(sleeps).toEqual([INTERVAL_MS, INTERVAL_MS, INTERVAL_MS, 300, INTERVAL_MS]);
+    // "running" is in flight: polling goes on; a 429's Retry-After stretches the next wait.
+    expect(sent).toEqual(['poll', 'poll', 'poll', 'raw']);
+    expect(sleeps).toEqual([INTERVAL_MS, INTERVAL_MS, 300, INTERVAL_MS]);
   });
 
   it('waits out a 429 on the raw read of the ended record, as its Retry-After says, within --max-wait', async () => {
@@ -209,8 +209,37 @@ describe("doctor's polls", () => {
     const hinted: ClientOutcome = { kind: 'inFlight', status: 'running', retryAfterMs: 500 };
     const { ctx, sleeps, sent, deadline } = contextOf([hinted, ended], { id: 'c1', status: 'running' });
     expect(await pollUntilEnded(ctx, 'c1', deadline)).toMatchObject({ kind: 'ended', polls: 2 });
-    expect(sent).toEqual(['poll', 'raw', 'poll', 'raw']);
-    expect(sleeps).toEqual([INTERVAL_MS, 500, 500, INTERVAL_MS]);
+    expect(sent).toEqual(['poll', 'poll', 'raw']);
+    expect(sleeps).toEqual([INTERVAL_MS, 500, INTERVAL_MS]);
+  });
+
+  it('a status in no set whose URLs are no image: judged once, as a batch judges it, and polled on', async () => {
+    const ended: ClientOutcome = { kind: 'ended', result: { outcome: 'succeeded', status: 'succeeded', images: [] } };
+    const unrecognised = { urls: [{ url: 'https://files.example/logs/c1.txt', at: 'logs (discovered)' }] };
+    const uploading: ClientOutcome = { kind: 'inFlight', status: 'uploading', unrecognised };
+    const { ctx, sent, deadline } = contextOf([uploading, uploading, ended], { id: 'c1' });
+    const judged: string[] = [];
+    ctx.deps.judgeStatus = async (status) => {
+      judged.push(status);
+      return { status, why: 'logs (discovered): not an image' };
+    };
+    expect(await pollUntilEnded(ctx, 'c1', deadline)).toMatchObject({ kind: 'ended', polls: 3 });
+    expect(judged).toEqual(['uploading']);
+    expect(sent).toEqual(['poll', 'poll', 'poll', 'raw']);
+  });
+
+  it('a status in no set whose URL is an image: what the record says, to name the word as a success', async () => {
+    const unrecognised = { urls: [{ url: 'https://cdn.example/c1.png', at: 'result.sample (discovered)' }] };
+    const ready: ClientOutcome = { kind: 'inFlight', status: 'Ready', unrecognised };
+    const { ctx, deadline } = contextOf([ready], { id: 'c1', status: 'Ready' });
+    const image = { at: 'result.sample (discovered)', type: 'image/png' };
+    ctx.deps.judgeStatus = async () => ({ status: 'ready', image });
+    expect(await pollUntilEnded(ctx, 'c1', deadline)).toMatchObject({
+      kind: 'unrecognised',
+      status: 'Ready',
+      json: { id: 'c1' },
+      check: { image },
+    });
   });
 
   it('tells each answer that ends the polling in its own words', async () => {

@@ -5,6 +5,7 @@ import type { ServiceConfig } from '../api/service-config';
 import { runDoctorChecks, type DoctorDeps, type DoctorOptions, type DoctorReport, type SaveImages } from '../doctor';
 import { downloadImages, downloadSettings, guardedDownloadDispatcher } from './download';
 import { whileHeartbeating } from './heartbeat';
+import { doctorStatusJudge } from './status-check';
 
 /**
  * The paid test's images saved as a batch saves them: without the key, through the download guard (a dispatcher of
@@ -39,22 +40,25 @@ export function doctorImageSaver(deps: {
 
 /** The activity: the checks (src/doctor) with the worker's settings and key, heartbeating while they run. */
 export function createDoctorActivities(
-  deps: Omit<DoctorDeps, 'signal' | 'sleep' | 'ranOn' | 'saveImages'> & { downloadDispatcher?: Dispatcher },
+  deps: Omit<DoctorDeps, 'signal' | 'sleep' | 'ranOn' | 'saveImages' | 'judgeStatus'> & {
+    downloadDispatcher?: Dispatcher;
+  },
 ) {
   const { downloadDispatcher, ...checks } = deps;
-  const saveImages = doctorImageSaver({
+  const shared = {
     config: deps.config,
-    outputRoot: deps.outputRoot,
     now: deps.now ?? Date.now,
     ...(downloadDispatcher ? { downloadDispatcher } : {}),
-  });
+  };
+  const saveImages = doctorImageSaver({ ...shared, outputRoot: deps.outputRoot });
+  const judgeStatus = doctorStatusJudge(shared);
   return {
     async doctorChecks(options: DoctorOptions): Promise<DoctorReport> {
       const ctx = Context.current();
       const ranOn = `worker ${process.pid}@${os.hostname()}`;
       return whileHeartbeating(
         ctx,
-        runDoctorChecks({ ...checks, saveImages, signal: ctx.cancellationSignal, ranOn }, options),
+        runDoctorChecks({ ...checks, saveImages, judgeStatus, signal: ctx.cancellationSignal, ranOn }, options),
       );
     },
   };

@@ -8,7 +8,7 @@ import { retryAfterOr } from '../api/retry-after';
 import type { DownloadFailedDetails, ImageRef } from '../model';
 import { refusalOf } from '../api/download-guard';
 import { abandon, declaredLength, describeError, requestTimeoutOf, startDeadline, type Deadline } from '../api/http';
-import { SNIFF_BYTES, sniffImageType } from '../api/image-type';
+import { IMAGE_MEDIA_TYPES, SNIFF_BYTES, sniffImageType } from '../api/image-type';
 import { MAX_IMAGE_URL_LENGTH } from '../api/schemas';
 import { overLimit, writeSidecar, type DownloadOptions, type Sidecar } from './download-files';
 import { downloadFailed } from './failures';
@@ -209,6 +209,44 @@ async function streamToFile(image: ImageRef, res: Dispatcher.ResponseData, targe
     return sidecar;
   } finally {
     await rm(tempPath, { force: true });
+  }
+}
+
+/**
+ * Whether `url` serves an image, judged by its first bytes as a download judges them: fetched the same way (bare
+ * headers, never the API key; the guard; redirects by hand), its body read no further than a chunk holding those
+ * bytes, nothing saved. Its media type, or why it is none.
+ */
+export async function sniffImageAt(url: string, options: DownloadOptions): Promise<{ type: string } | { why: string }> {
+  const deadline = startDeadline(options.requestTimeoutMs ?? requestTimeoutOf(options.dispatcher), options.signal);
+  const fail: Fail = (reason) => downloadFailed(reason, { url, index: 0, reason });
+  try {
+    const target: Target = { index: 0, rowDir: '', base: '', options, deadline, budget: undefined, fail };
+    const res = await followRedirects(url, target);
+    if (res.statusCode !== 200) {
+      await discard(res);
+      return { why: `HTTP ${res.statusCode}` };
+    }
+    const head: Buffer[] = [];
+    let bytes = 0;
+    for await (const chunk of res.body) {
+      head.push(chunk as Buffer);
+      bytes += (chunk as Buffer).length;
+      if (bytes >= SNIFF_BYTES) break;
+    }
+    abandon(res.body);
+    const first = Buffer.concat(head).subarray(0, SNIFF_BYTES);
+    const ext = sniffImageType(first, true);
+    if (ext) return { type: IMAGE_MEDIA_TYPES[ext] ?? ext };
+    return { why: `not an image (content type ${JSON.stringify(headerOf(res.headers, 'content-type') ?? '(none)')})` };
+  } catch (err) {
+    if (options.signal?.aborted) throw err;
+    const told = err instanceof ApplicationFailure ? (err.details?.[0] as { reason?: unknown } | undefined) : undefined;
+    return {
+      why: typeof told?.reason === 'string' ? told.reason : describeError(deadline.expired ? deadline.error : err),
+    };
+  } finally {
+    deadline.clear();
   }
 }
 

@@ -1,4 +1,4 @@
-import { BatchStopReason, type BatchStopDetails, type ImageRef } from '../model';
+import { BatchStopReason, type BatchStopDetails, type StatusCheck } from '../model';
 import { AuthDetail } from './contract';
 import { asRecord, clip, OutcomeLimit } from './outcome-text';
 import { AuthFailureBody, type ErrorEnvelope } from './schemas';
@@ -59,25 +59,33 @@ function numberOf(v: unknown): number | undefined {
 const NAMED_CHARS = { status: 64, source: 200 } as const;
 
 /**
- * A poll whose status (`status`) is in none of the worker's sets, while its record shows `image`: what it means is
- * for a person to say. The message names the word, where the image sat and the two settings, the success one
- * spelled out whole with the word added (`successStatuses` is the set in force).
+ * A poll whose status (`status`) is in none of the worker's sets, while its record holds an image judged by its bytes,
+ * or something at a configured image path (`check`, src/api/unrecognised-status.ts): what the word means is for a
+ * person to say. The message names the word, where the image sat and the settings. Only an image judged by its bytes
+ * is called one, and only then is the word offered as a success (`successStatuses` spelled out whole with it added).
  */
 export function unrecognisedStatusStop(
   status: string,
-  image: ImageRef,
+  check: StatusCheck,
   successStatuses: readonly string[],
 ): BatchStopDetails {
   const word = status.trim().slice(0, NAMED_CHARS.status);
-  const where = (image.source ?? 'the record').slice(0, NAMED_CHARS.source);
-  const success = [...successStatuses, word.toLowerCase()].join(',');
-  return {
-    reason: BatchStopReason.UnrecognisedStatus,
-    httpStatus: 200,
-    message: clip(
-      `the creation's status ${JSON.stringify(word)} is none of the success, failed or in-flight statuses, but its ` +
-        `record shows an image at ${where}: if it means success, set IMAGEGEN_SUCCESS_STATUSES=${success}; if it ` +
-        `means still in flight, add it to IMAGEGEN_PENDING_STATUSES; restart the worker, then resume the batch`,
-    ),
-  };
+  const inFlight = `if it means still in flight, add it to IMAGEGEN_PENDING_STATUSES`;
+  const restart = 'restart the worker, then resume the batch';
+  const none = `the creation's status ${JSON.stringify(word)} is none of the success, failed or in-flight statuses`;
+  let message: string;
+  if (check.image) {
+    const success = [...successStatuses, word.toLowerCase()].join(',');
+    message =
+      `${none}, but its record holds an image (${check.image.type} by its bytes) at ` +
+      `${check.image.at.slice(0, NAMED_CHARS.source)}: if it means success, set ` +
+      `IMAGEGEN_SUCCESS_STATUSES=${success}; ${inFlight}; ${restart}`;
+  } else {
+    const where = (check.atImagePath ?? 'an image path').slice(0, NAMED_CHARS.source);
+    message =
+      `${none}, and its record holds something at the image path ${where}, but nothing it holds is an image ` +
+      `(${check.why ?? 'no URL'}): ${inFlight}; if it means success, set IMAGEGEN_IMAGE_FIELDS to where its images ` +
+      `are; ${restart}`;
+  }
+  return { reason: BatchStopReason.UnrecognisedStatus, httpStatus: 200, message: clip(message) };
 }

@@ -2,11 +2,12 @@ import type { RejectedDetails } from '../model';
 import { DEFAULT_PENDING_STATUSES, ErrorCode, FAILED_STATUS, isRetryableFailureMessage } from './contract';
 import { authStop, paymentStop, unrecognisedStatusStop } from './batch-stops';
 import { asRecord, clip, OutcomeLimit, text } from './outcome-text';
-import { retryAfterOr } from './retry-after';
+import { parseRetryAfter, retryAfterOr } from './retry-after';
 import { readUsd } from './money';
 import {
   DEFAULT_ERROR_FIELDS,
   DEFAULT_ID_FIELDS,
+  DEFAULT_MAX_INLINE_IMAGE_BYTES,
   DEFAULT_MODEL_ID_FIELDS,
   DEFAULT_STATUS_FIELDS,
   ErrorEnvelope,
@@ -17,6 +18,7 @@ import {
   type CreationFields,
 } from './schemas';
 import { recordKeysOf } from './record-keys';
+import { judgeInline } from './unrecognised-status';
 import { RequestKind, type Outcome } from './outcome';
 
 /**
@@ -231,10 +233,18 @@ function classifyPoll(
       const keys = found.length === 0 ? { recordKeys: recordKeysOf(record.fields) } : {};
       return { kind: 'ended', result: { outcome: 'succeeded', status: statusName, ...cost, images: found, ...keys } };
     }
-    // A status in no set whose record shows an image likely means success under another word: a person says which.
-    const shown = isIn(input.pendingStatuses ?? DEFAULT_PENDING_STATUSES) ? undefined : images()[0];
-    if (shown) return { kind: 'batchStop', details: unrecognisedStatusStop(statusName, shown, input.successStatuses) };
-    return { kind: 'inFlight', status: statusName };
+    // A status in no set whose record holds an image (by its bytes) likely means success under another word: a person
+    // says which. URLs are judged by the activity (unrecognised-status.ts); an inline image here.
+    const pending = isIn(input.pendingStatuses ?? DEFAULT_PENDING_STATUSES);
+    const held = pending ? undefined : judgeInline(images(), input.maxDownloadBytes ?? DEFAULT_MAX_INLINE_IMAGE_BYTES);
+    if (held && 'image' in held) {
+      const check = { status: normal, image: held.image };
+      return { kind: 'batchStop', details: unrecognisedStatusStop(statusName, check, input.successStatuses) };
+    }
+    // A Retry-After on an answer in flight says when to poll it again (held in process, and the activity's delay).
+    const hint = parseRetryAfter(headerOf(input.headers, 'retry-after'), input.nowMs);
+    const unjudged = held ? { unrecognised: held.unjudged } : {};
+    return { kind: 'inFlight', status: statusName, ...(hint ? { retryAfterMs: hint } : {}), ...unjudged };
   }
   if (status === 404) {
     // The contract's answer for an unknown id is ERR_NOT_FOUND; any other 404 (a proxy's page, a wrong path) says

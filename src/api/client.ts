@@ -8,6 +8,7 @@ import { HoldRegistry, Pacer } from './holds';
 import { LocalHoldCode, localHold, QUOTA_RECHECK_MS } from './local-hold';
 import type { QuotaGate, QuotaTicket } from './quota-gate';
 import { createServiceDispatcher, send } from './http';
+import { inFlightHint, pollRefused, pollSent, type PollSent } from './poll-waits';
 import { redactJsonValue, redactRawText } from './redact';
 import { buildRequestBody, DEFAULT_REQUEST_SHAPE, RequestShapeError, type RequestShape } from './request-shape';
 import { keyHeaders } from './key-carrier';
@@ -51,8 +52,6 @@ export interface ImageApiClientOptions {
 
 /** The longest wait the pacer sleeps in process; anything longer becomes an activity retry. */
 const MAX_IN_PROCESS_WAIT_MS = 999;
-/** Ceiling of the poll interval learnt from 429s. */
-const MAX_LEARNT_POLL_INTERVAL_MS = 60_000;
 
 /**
  * The image-service client: one call, at most one request, one {@link Outcome}. It never throws for anything
@@ -184,8 +183,15 @@ export class ImageApiClient {
     const authHeader: Record<string, string> =
       this.config.authHeader === AuthHeaderStyle.XApiKey ? { 'x-api-key': key } : { authorization: `Bearer ${key}` };
     const sentAt = this.now();
-    const previousPoll = req.creationId === undefined ? undefined : this.holds.lastPolledAt(req.creationId);
-    if (req.creationId !== undefined) this.holds.polled(req.creationId, sentAt);
+    const { minPollIntervalMs } = this.config;
+    const poll =
+      req.creationId === undefined
+        ? undefined
+        : pollSent(
+            this.holds,
+            { creationId: req.creationId, sentAtMs: sentAt, minPollIntervalMs },
+            this.pollIntervalMs(),
+          );
 
     const res = await send({
       dispatcher: this.dispatcher,
@@ -227,7 +233,7 @@ export class ImageApiClient {
     const outcome = this.markProbe(redactJsonValue(classified, key), keyId, ticket);
     if (ticket) ticket.gate.answered(ticket, now, outcome.kind === 'accepted' ? outcome.creationId : undefined);
     if (res.status !== undefined && res.status !== 429) this.learner?.rateOf(keyId).passedAt(sentAt);
-    this.afterResponse(kind, outcome, keyId, now, req.creationId, previousPoll, sentAt);
+    this.afterResponse(kind, outcome, keyId, now, poll);
     this.logger[outcome.kind === 'accepted' || outcome.kind === 'ended' ? 'info' : 'debug']('image api: response', {
       kind,
       httpStatus: res.status,
@@ -245,23 +251,15 @@ export class ImageApiClient {
     outcome: Outcome,
     keyId: string,
     now: number,
-    creationId: string | undefined,
-    previousPoll: number | undefined,
-    sentAt: number,
+    poll: PollSent | undefined,
   ): void {
+    const creationId = poll?.creationId;
     switch (outcome.kind) {
       case 'rateLimited':
-        if (kind === RequestKind.Poll && outcome.httpStatus === 429 && creationId !== undefined) {
-          this.holds.holdCreation(creationId, now + outcome.retryAfterMs);
-          // Learn a longer poll interval only from a 429 that the poll interval plausibly caused (the previous
-          // poll of this creation was recent); a per-key rate limit on a late poll must not slow every poll.
-          const sincePrevious = previousPoll === undefined ? undefined : Math.max(0, sentAt - previousPoll);
-          // Polls never cut the learnt pace: a 429 of the poll interval reads the same, and the key's next
-          // submission meets the key's rate if that is what binds.
-          if (sincePrevious === undefined || sincePrevious < 2 * this.pollIntervalMs()) {
-            this.holds.learnPollInterval((sincePrevious ?? 0) + outcome.retryAfterMs, MAX_LEARNT_POLL_INTERVAL_MS);
-          }
-        } else if (outcome.httpStatus === 429 && outcome.code === ErrorCode.QuotaExceeded) {
+        // A poll's 429 never cuts the learnt pace: the key's next submission meets the key's rate if that binds.
+        if (kind === RequestKind.Poll && outcome.httpStatus === 429 && poll)
+          pollRefused(this.holds, outcome, poll, now);
+        else if (outcome.httpStatus === 429 && outcome.code === ErrorCode.QuotaExceeded) {
           // The quota counts creations: polls go on, and find the places that free.
           this.learner?.quotaOf(keyId).exceeded(now, outcome.retryAfterMs);
           this.holds.holdSubmissions(keyId, now + outcome.retryAfterMs);
@@ -285,6 +283,7 @@ export class ImageApiClient {
         return;
       case 'inFlight':
         if (creationId !== undefined) this.learner?.quotaOf(keyId).seen(creationId, now);
+        if (poll) inFlightHint(this.holds, outcome, poll, now);
         return;
       case 'ended':
       case 'rejected':

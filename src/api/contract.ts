@@ -73,7 +73,8 @@ export const DEFAULT_SUCCESS_STATUSES: readonly string[] = ['succeeded', 'comple
 /**
  * The client's default set of statuses that say a creation is still in flight: the simulator's two namings and the
  * words common queue APIs use. A status in no set (success, `failed`, in flight) is waited out like these, unless the
- * record already shows an image: then the batch stops and names the word (src/api/classify.ts).
+ * record holds an image (by its bytes) or something at an image path: then the batch stops and names the word
+ * (src/api/unrecognised-status.ts).
  */
 export const DEFAULT_PENDING_STATUSES: readonly string[] = [
   'queued',

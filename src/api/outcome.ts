@@ -7,6 +7,7 @@ import type {
   RejectedDetails,
   UnknownDetails,
 } from '../model';
+import type { UnjudgedRecord } from './unrecognised-status';
 
 /**
  * What an answer of the image service means: the typed {@link Outcome} that `classifyResponse` (classify.ts) makes of
@@ -44,8 +45,12 @@ export type Outcome =
   | { kind: 'accepted'; creationId: string; status: string; costUsd?: number; replayed?: boolean }
   /** Poll: the creation has ended. */
   | { kind: 'ended'; result: PollCreationResult }
-  /** Poll: the creation is still in flight. */
-  | { kind: 'inFlight'; status: string }
+  /**
+   * Poll: the creation is still in flight; `retryAfterMs`, the answer's Retry-After: no poll of it sooner.
+   * `unrecognised`: its status is in no set, and its record holds URLs to judge by their bytes, or something at an
+   * image path (unrecognised-status.ts).
+   */
+  | { kind: 'inFlight'; status: string; retryAfterMs?: number; unrecognised?: UnjudgedRecord }
   /** Models: the catalog. */
   | { kind: 'models'; models: ModelInfo[] }
   /** 429, or 503 on a free request, or a local hold: the same request again after `retryAfterMs`. */

@@ -67,8 +67,9 @@ export interface ServiceConfig {
   successStatuses: readonly string[];
   /**
    * Statuses that say a creation is still in flight, compared case-insensitively (one that is also a success status
-   * is a success). A status in none of the sets is waited out too, unless its record shows an image: then the batch
-   * stops (`unrecognised_status`) and names the word. `IMAGEGEN_PENDING_STATUSES`, comma-separated.
+   * is a success). A status in none of the sets is waited out too, unless its record holds an image (by its bytes) or
+   * something at an image path: then the batch stops (`unrecognised_status`) and names the word.
+   * `IMAGEGEN_PENDING_STATUSES`, comma-separated.
    * @default DEFAULT_PENDING_STATUSES
    */
   pendingStatuses: readonly string[];

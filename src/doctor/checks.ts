@@ -9,7 +9,7 @@ import { SERVICE_CONFIG_ENV } from '../config/service-config';
 import { AuthHeaderStyle, type ServiceConfig } from '../api/service-config';
 import { describeKeyCarrier } from '../api/key-carrier';
 import { checkCatalog, notRefused } from './catalog-check';
-import { rawGet } from './raw-read';
+import { rawGet, type RawRead } from './raw-read';
 import { spendOne } from './spend-one';
 import { MAX_WAIT_IN_PLACE_MS } from './spend-requests';
 import {
@@ -116,7 +116,7 @@ export async function runDoctorChecks(deps: DoctorDeps, options: DoctorOptions =
   const dispatcher = deps.dispatcher ?? createServiceDispatcher(config);
   const client = new ImageApiClient({ config, apiKey: () => key, dispatcher, now });
   const signal = deps.signal ? { signal: deps.signal } : {};
-  const raw = (path: string) => rawGet({ config, dispatcher, key, ...signal }, path);
+  const raw = (path: string) => rawGet({ config, dispatcher, key, now, ...signal }, path);
   try {
     const model = options.spendOne?.model;
     const ctx = { config, client, dispatcher, key, header, now, sleep, add, addSetting, skipRest, raw };
@@ -159,7 +159,7 @@ interface CheckContext {
   add: (check: DoctorCheck) => void;
   addSetting: (setting: SettingToWrite) => void;
   skipRest: (names: string[], why: string) => void;
-  raw: (path: string) => Promise<{ status?: number; json: unknown }>;
+  raw: (path: string) => Promise<RawRead>;
   /** `--spend-one --model`. */
   model?: string;
 }

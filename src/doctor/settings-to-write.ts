@@ -13,7 +13,8 @@ import type { SettingToWrite } from './types';
 /** A status word written into a setting: letters, digits and a few marks, so that it is safe in a shell and a file. */
 const WRITABLE_WORD = /^[A-Za-z0-9 _.:-]{1,64}$/;
 
-export function recordSettings(found: RecordFindings, config: ServiceConfig): SettingToWrite[] {
+/** `imageJudged`: the record holds an image judged by its bytes (only then is a status in no set a success). */
+export function recordSettings(found: RecordFindings, config: ServiceConfig, imageJudged = false): SettingToWrite[] {
   const out: SettingToWrite[] = [];
   const path = (variable: string, at: string, why: string) => {
     const value = pathOfLocation(at);
@@ -25,11 +26,11 @@ export function recordSettings(found: RecordFindings, config: ServiceConfig): Se
   if (status && !status.configured) {
     path(SERVICE_CONFIG_ENV.statusFields, status.at, 'where the record carries its status');
   }
-  if (status?.meaning === StatusMeaning.InFlight && found.images.count > 0 && WRITABLE_WORD.test(status.word.trim())) {
+  if (status?.meaning === StatusMeaning.InFlight && imageJudged && WRITABLE_WORD.test(status.word.trim())) {
     out.push({
       variable: SERVICE_CONFIG_ENV.successStatuses,
       value: [...config.successStatuses, status.word.trim().toLowerCase()].join(','),
-      why: `"${status.word}" came with an image: a success`,
+      why: `"${status.word}" came with an image (judged by its bytes): a success`,
     });
   }
   const image = found.images.at[0];

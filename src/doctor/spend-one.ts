@@ -5,7 +5,7 @@ import { describeKeyCarrier } from '../api/key-carrier';
 import { findRecordFields, type RecordFindings } from '../api/record-findings';
 import { redactJsonValue, redactRawText } from '../api/redact';
 import { imagesOf } from '../api/schemas';
-import type { ImageRef, PollCreationResult } from '../model';
+import type { ImageRef, PollCreationResult, StatusCheck } from '../model';
 import { SERVICE_CONFIG_ENV } from '../config/service-config';
 import { costCheck, imageHostCheck, imagesCheck, recordFieldsCheck, recordOf } from './record-checks';
 import { keyPaths, readRecords, writeRecords } from './record-file';
@@ -47,7 +47,7 @@ export async function spendOne(ctx: SpendContext): Promise<SpendOneReport> {
     return out;
   }
   const result = readRecord(ctx, creationId, polled, out);
-  if (result.outcome !== 'succeeded') return out;
+  if (result?.outcome !== 'succeeded') return out;
   const images = result.images;
   if (images.length === 0) {
     add({
@@ -162,14 +162,15 @@ async function submission(
 
 /**
  * What the ended creation's record shows: the poll, its shape (key paths only), where its fields are and the
- * settings they call for, what its status means to the settings, its cost. Returns the creation as a batch reads it.
+ * settings they call for, what its status means to the settings, its cost. Returns the creation as a batch reads it;
+ * undefined for a status in no set on a record that holds no image (judged by its bytes): not known to be a success.
  */
 function readRecord(
   ctx: SpendContext,
   creationId: string,
   polled: Exclude<Polled, { kind: 'failed' }>,
   out: SpendOneReport,
-): PollCreationResult {
+): PollCreationResult | undefined {
   const { add } = ctx;
   const { config } = ctx.deps;
   add({
@@ -190,10 +191,16 @@ function readRecord(
       : { name: 'record shape', result: CheckResult.Warn, found: 'the record could not be read again to show it' },
   );
   const found = findRecordFields(polled.json, readingOf(config));
+  const imageJudged = polled.kind === 'unrecognised' && polled.check.image !== undefined;
   if (found) {
     out.fields = found;
     add(recordFieldsCheck(found));
-    for (const setting of recordSettings(found, config)) ctx.addSetting(setting);
+    for (const setting of recordSettings(found, config, imageJudged)) ctx.addSetting(setting);
+  }
+  if (polled.kind === 'unrecognised' && !imageJudged) {
+    out.status = polled.status;
+    add(noImageStatusCheck(polled.status, polled.check, found));
+    return undefined;
   }
   const result: PollCreationResult =
     polled.kind === 'ended'
@@ -217,6 +224,17 @@ function readRecord(
   return result;
 }
 
+/** A status in no set on a record that holds something at an image path, no byte of which is an image. */
+function noImageStatusCheck(status: string, check: StatusCheck, found: RecordFindings | undefined): DoctorCheck {
+  const statusAt = found?.status ? ` (at ${found.status.at})` : '';
+  return {
+    name: 'mapped status',
+    result: CheckResult.Fail,
+    found: `"${status}"${statusAt} is in no set (${SERVICE_CONFIG_ENV.successStatuses}, "${FAILED_STATUS}", ${SERVICE_CONFIG_ENV.pendingStatuses}) and its record holds something at the image path ${check.atImagePath ?? '?'}, but nothing it holds is an image (${check.why ?? 'no URL'}): a batch stops on it`,
+    hint: `if it means still in flight, add it to ${SERVICE_CONFIG_ENV.pendingStatuses}; else set ${SERVICE_CONFIG_ENV.imageFields} to where the images are`,
+  };
+}
+
 /** What the creation's status means to the settings: succeeded, failed, or a success under another name. */
 function mappedStatusCheck(
   polled: Exclude<Polled, { kind: 'failed' }>,
@@ -231,7 +249,7 @@ function mappedStatusCheck(
       found:
         found?.status?.configured === false
           ? `"${polled.status}" at ${found.status.at}, which ${SERVICE_CONFIG_ENV.statusFields} does not name: a batch cannot read the status; the record carries an image`
-          : `"${polled.status}"${statusAt} is not in ${SERVICE_CONFIG_ENV.successStatuses} and is not "${FAILED_STATUS}": a batch waits on it as in flight, yet the record carries an image: a success under another name`,
+          : `"${polled.status}"${statusAt} is not in ${SERVICE_CONFIG_ENV.successStatuses} and is not "${FAILED_STATUS}": a batch waits on it as in flight, yet the record carries an image (${polled.check.image?.type ?? 'an image'} by its bytes): a success under another name`,
       hint: 'write the settings below',
     };
   }

@@ -2,10 +2,14 @@ import type { Dispatcher } from 'undici';
 import type { ImageApiClient } from '../api/client';
 import { ErrorCode } from '../api/contract';
 import { backoffCeilingMs, pollStep, submitStep, type PollStep, type SubmitStep } from '../api/creation-steps';
-import { findRecordFields, StatusMeaning, type RecordReading } from '../api/record-findings';
-import { BatchStopReason, type ModelInfo, type PollCreationResult } from '../model';
+import { findRecordFields, StatusMeaning, type RecordFindings, type RecordReading } from '../api/record-findings';
+import { imagesOf } from '../api/schemas';
+import { judgeInline, type UnjudgedRecord } from '../api/unrecognised-status';
+import { BatchStopReason, type ModelInfo, type PollCreationResult, type StatusCheck } from '../model';
 import { SERVICE_CONFIG_ENV } from '../config/service-config';
 import { type ServiceConfig } from '../api/service-config';
+import type { RawRead } from './raw-read';
+import { recordOf } from './record-checks';
 import type { DoctorCheck, DoctorDeps, SettingToWrite, SpendOneOptions } from './types';
 
 /** The requests of `doctor --spend-one`: the one submission, and the polls of its creation. */
@@ -32,7 +36,7 @@ export interface SpendContext {
   /** Turns a check that only a real creation could settle (see {@link DoctorCheck.spendOneSettles}) into `check`. */
   settle: (check: DoctorCheck) => void;
   /** A free GET of `path` under the base URL, read raw (see `raw-read.ts`). */
-  raw: (path: string) => Promise<{ status?: number; json: unknown }>;
+  raw: (path: string) => Promise<RawRead>;
 }
 
 export type Failed = { kind: 'failed'; check: Pick<DoctorCheck, 'found' | 'hint'> };
@@ -151,10 +155,10 @@ function endedCheck(outcome: Extract<SubmitStep, { kind: 'ends' }>['outcome']): 
 export type Polled =
   | { kind: 'ended'; result: PollCreationResult; json: unknown; polls: number; intervalMs: number }
   /**
-   * A status a batch cannot read (not at `IMAGEGEN_STATUS_FIELDS`), or neither in the success set nor `failed` (in
-   * flight to a batch), on a record that carries an image.
+   * A status a batch cannot read (not at `IMAGEGEN_STATUS_FIELDS`), or in no set (success, `failed`, in flight), on a
+   * record that holds an image judged by its bytes, or something at a configured image path (`check` says which).
    */
-  | { kind: 'unrecognised'; status: string; json: unknown; polls: number; intervalMs: number }
+  | { kind: 'unrecognised'; status: string; json: unknown; polls: number; intervalMs: number; check: StatusCheck }
   | Failed;
 
 /**
@@ -167,6 +171,7 @@ export async function pollUntilEnded(ctx: SpendContext, creationId: string, dead
   let last = 'no poll yet';
   let unclear = 0;
   const seen: string[] = [];
+  const judged: StatusCheck[] = [];
   const path = config.creationPath.replace('{id}', encodeURIComponent(creationId));
   for (let polls = 1; ; polls += 1) {
     if (ctx.now() + wait > deadline) {
@@ -184,23 +189,20 @@ export async function pollUntilEnded(ctx: SpendContext, creationId: string, dead
     wait = ctx.client.pollIntervalMs();
     switch (step.kind) {
       case 'ended': {
-        await ctx.sleep(ctx.client.pollIntervalMs());
-        const { json } = await ctx.raw(path);
+        const json = await readAgain(ctx, path, ctx.client.pollIntervalMs(), deadline);
         return { kind: 'ended', result: step.result, json, polls, intervalMs: ctx.client.pollIntervalMs() };
       }
       case 'inFlight': {
-        const { status } = step.outcome;
+        const { status, retryAfterMs, unrecognised } = step.outcome;
         last = `status "${status}"`;
         if (!seen.includes(status) && seen.length < STATUSES_SHOWN) seen.push(status);
-        // Not a success, not "failed": in flight to a batch. A record that carries an image says otherwise.
-        if (ctx.now() + 2 * wait > deadline) continue;
-        await ctx.sleep(wait);
-        const { json } = await ctx.raw(path);
-        const found = findRecordFields(json, readingOf(config));
-        if (found?.status?.meaning === StatusMeaning.InFlight && found.images.count > 0) {
-          return { kind: 'unrecognised', status: found.status.word, json, polls, intervalMs: wait };
-        }
-        continue;
+        wait = Math.max(wait, retryAfterMs ?? 0);
+        // In flight to a batch, unless the status is in no set and its record holds an image (judged as a batch
+        // judges it, once a word) or something at a configured image path.
+        const check = unrecognised && (await judgeOnce(ctx, status, unrecognised, judged));
+        if (!check || !stopsBatch(check) || ctx.now() + 2 * wait > deadline) continue;
+        const json = await readAgain(ctx, path, wait, deadline);
+        return { kind: 'unrecognised', status, json, polls, intervalMs: wait, check };
       }
       case 'held': {
         const { outcome } = step;
@@ -212,7 +214,7 @@ export async function pollUntilEnded(ctx: SpendContext, creationId: string, dead
         const { outcome } = step;
         if (outcome.kind === 'malformed') {
           // No status at the configured paths: one under a common name still shows what the record says.
-          const read = await readUnread(ctx, creationId, outcome.lastError, { path, wait, deadline, polls });
+          const read = await readUnread(ctx, creationId, outcome.lastError, { path, wait, deadline, polls, judged });
           if (read.kind !== 'polled') return read;
           last = read.last;
           continue;
@@ -233,11 +235,30 @@ export async function pollUntilEnded(ctx: SpendContext, creationId: string, dead
         continue;
       }
       case 'ends':
-        return pollEnded(ctx, creationId, step.outcome, { path, wait, polls });
+        return pollEnded(ctx, creationId, step.outcome, { path, wait, polls, deadline, judged });
       case 'unexpected':
         return { kind: 'failed', check: { found: step.lastError } };
     }
   }
+}
+
+/** Reads of a record again after a 429 or 503 at most. */
+const MAX_READS_AGAIN = 5;
+
+/**
+ * The creation's record read once more, raw, `waitMs` after the last poll (a raw read is a poll too). A 429 or 503 is
+ * waited out as its Retry-After says, while the deadline (`--max-wait`) allows; undefined when it could not be read.
+ */
+async function readAgain(ctx: SpendContext, path: string, waitMs: number, deadline: number): Promise<unknown> {
+  let wait = waitMs;
+  for (let reads = 0; reads < MAX_READS_AGAIN; reads++) {
+    await ctx.sleep(wait);
+    const read = await ctx.raw(path);
+    if (read.retryAfterMs === undefined) return read.json;
+    wait = read.retryAfterMs;
+    if (ctx.now() + wait > deadline) return undefined;
+  }
+  return undefined;
 }
 
 /** Where a poll stands, for the raw reads that follow an answer the settings could not read. */
@@ -245,6 +266,9 @@ interface PollAt {
   path: string;
   wait: number;
   polls: number;
+  deadline: number;
+  /** Status words in no set judged so far, once each. */
+  judged: StatusCheck[];
 }
 
 /**
@@ -255,18 +279,56 @@ async function readUnread(
   ctx: SpendContext,
   creationId: string,
   lastError: string,
-  at: PollAt & { deadline: number },
+  at: PollAt,
 ): Promise<Polled | { kind: 'polled'; last: string }> {
   const failed: Failed = { kind: 'failed', check: { found: `a poll of creation ${creationId}: ${lastError}` } };
   if (ctx.now() + 2 * at.wait > at.deadline) return failed;
-  await ctx.sleep(at.wait);
-  const { json } = await ctx.raw(at.path);
+  const json = await readAgain(ctx, at.path, at.wait, at.deadline);
   const found = findRecordFields(json, readingOf(ctx.deps.config));
   if (found?.status === undefined || found.status.meaning === StatusMeaning.Failed) return failed;
-  if (found.images.count > 0) {
-    return { kind: 'unrecognised', status: found.status.word, json, polls: at.polls, intervalMs: at.wait };
-  }
-  return { kind: 'polled', last: `status "${found.status.word}" at ${found.status.at}` };
+  // An image in it, judged by its bytes as a batch judges one, says a batch would have a success to read.
+  const held = heldIn(ctx, json, found);
+  const word = found.status.word;
+  const check = !held
+    ? undefined
+    : 'image' in held
+      ? { status: word, image: held.image }
+      : await judgeOnce(ctx, word, held.unjudged, at.judged);
+  if (check?.image) return { kind: 'unrecognised', status: word, json, polls: at.polls, intervalMs: at.wait, check };
+  return { kind: 'polled', last: `status "${word}" at ${found.status.at}` };
+}
+
+/**
+ * What a record whose status is in no set holds, judged by the bytes of its URLs as a batch judges them (the judge
+ * doctor was given, src/activities/status-check.ts), once per status word (`judged` keeps the verdicts).
+ */
+async function judgeOnce(
+  ctx: SpendContext,
+  status: string,
+  record: UnjudgedRecord,
+  judged: StatusCheck[],
+): Promise<StatusCheck> {
+  const word = status.trim().toLowerCase();
+  const known = judged.find((c) => c.status === word);
+  if (known) return known;
+  const judge = ctx.deps.judgeStatus;
+  const check: StatusCheck = judge
+    ? await judge(status, record, ctx.deps.signal)
+    : { status: word, ...(record.atImagePath === undefined ? {} : { atImagePath: record.atImagePath }) };
+  judged.push(check);
+  return check;
+}
+
+/** What a record read raw holds, as the settings read its images: an inline image judged, or URLs to judge. */
+function heldIn(ctx: SpendContext, json: unknown, found: RecordFindings): ReturnType<typeof judgeInline> {
+  const { config } = ctx.deps;
+  const reading = { imageFields: config.imageFields, maxInlineBytes: config.maxDownloadBytes };
+  return judgeInline(imagesOf({ fields: recordOf(json, found) }, reading), config.maxDownloadBytes);
+}
+
+/** Whether a batch stops on a status in no set whose record was judged so. */
+function stopsBatch(check: StatusCheck): boolean {
+  return check.image !== undefined || check.atImagePath !== undefined;
 }
 
 /** A poll answer that ends the paid test's polling. */
@@ -286,13 +348,15 @@ async function pollEnded(
         },
       };
     case 'batchStop': {
-      // A status in no set on a record with an image: what the record says, and the settings to write.
+      // A status in no set on a record with an inline image (judged by its bytes): what the record says, and the
+      // settings to write.
       if (outcome.details.reason === BatchStopReason.UnrecognisedStatus) {
-        await ctx.sleep(at.wait); // the raw read is a poll too: no sooner than the interval
-        const { json } = await ctx.raw(at.path);
+        const json = await readAgain(ctx, at.path, at.wait, at.deadline);
         const found = findRecordFields(json, readingOf(ctx.deps.config));
-        if (found?.status) {
-          return { kind: 'unrecognised', status: found.status.word, json, polls: at.polls, intervalMs: at.wait };
+        const held = found && heldIn(ctx, json, found);
+        if (found?.status && held && 'image' in held) {
+          const check = { status: found.status.word, image: held.image };
+          return { kind: 'unrecognised', status: found.status.word, json, polls: at.polls, intervalMs: at.wait, check };
         }
       }
       return {

@@ -1,8 +1,9 @@
 import type { Dispatcher } from 'undici';
 import type { ApiKeyProvider } from '../api/api-key';
-import type { ImageRef, ModelInfo, PollCreationResult } from '../model';
+import type { ImageRef, ModelInfo, PollCreationResult, StatusCheck } from '../model';
 import type { RecordFindings } from '../api/record-findings';
 import type { ServiceConfig } from '../api/service-config';
+import type { UnjudgedRecord } from '../api/unrecognised-status';
 
 /** The data of `imagebatch doctor`'s report (see `../doctor.ts`): what each check found, never a thrown error. */
 
@@ -101,6 +102,9 @@ export type SaveImages = (input: {
   signal?: AbortSignal;
 }) => Promise<{ path: string; bytes: number }[]>;
 
+/** How the paid test judges a status in no set: the batches' own judge (src/activities/status-check.ts). */
+export type JudgeStatus = (status: string, record: UnjudgedRecord, signal?: AbortSignal) => Promise<StatusCheck>;
+
 export interface DoctorDeps {
   config: ServiceConfig;
   apiKey: ApiKeyProvider;
@@ -108,6 +112,12 @@ export interface DoctorDeps {
   dispatcher?: Dispatcher;
   /** Saves a creation's images into `outDir` as a batch saves them (without the key, through the download guard). */
   saveImages: SaveImages;
+  /**
+   * Judges a record whose status is in no set by the bytes of its URLs, as a batch judges it (without the key,
+   * through the download guard, nothing saved).
+   * @default none: no URL is judged an image
+   */
+  judgeStatus?: JudgeStatus;
   /** Folder that a relative `outDir` is resolved against. */
   outputRoot: string;
   /** @default Date.now */

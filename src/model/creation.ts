@@ -187,6 +187,24 @@ export interface KeyProgress {
   pollExplore?: boolean;
   /** Worker time (ms) the row began to wait for the earlier request that serves it, still in flight elsewhere. */
   reuseWaitSinceMs?: number;
+  /** Status words in no set whose record was judged by its bytes, once each (see {@link StatusCheck}). */
+  statusChecks?: StatusCheck[];
+}
+
+/**
+ * What the record of a creation whose status is in no set (success, failed, in flight) held, judged once per status
+ * word by the bytes of its URLs (src/activities/create-image/status-check.ts).
+ */
+export interface StatusCheck {
+  /** The status word, trimmed and lower case. */
+  status: string;
+  /** The image it held: where in the record, and its media type by its bytes. */
+  image?: { at: string; type: string };
+  /** Why nothing it held was an image, when something sat at a configured image path (there: `atImagePath`). */
+  why?: string;
+  atImagePath?: string;
+  /** A digest of where its URLs sat: the same word on a record read otherwise (new settings) is judged again. */
+  of?: string;
 }
 
 /**

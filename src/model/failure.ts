@@ -84,8 +84,9 @@ export const BatchStopReason = {
    */
   ImagesRefused: 'images_refused',
   /**
-   * A poll's status is in none of the worker's sets (success, failed, in flight) and its record shows an image: the
-   * status likely means success under another word. The message names the word and the setting to change.
+   * A poll's status is in none of the worker's sets (success, failed, in flight) and its record holds an image, judged
+   * by its bytes (the status likely means success under another word), or something at a configured image path. The
+   * message names the word and the setting to change.
    */
   UnrecognisedStatus: 'unrecognised_status',
 } as const;

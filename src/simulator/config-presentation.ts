@@ -28,6 +28,8 @@ const RECORD_FIELDS: ReadonlySet<string> = new Set([
   'data',
   'cost',
   'links',
+  'urls',
+  'logs',
 ]);
 
 /** The fields a model of the catalog may have besides its id. */
@@ -102,5 +104,20 @@ export const recordsSchema = z
       .regex(/^[A-Za-z][A-Za-z0-9_ -]{0,31}$/, 'must be a word such as COMPLETED_OK')
       .refine((word) => word.toLowerCase() !== 'failed', 'must not be "failed"')
       .optional(),
+    /**
+     * A status that passes between running and success (`uploading`), shown over the last `lastMs` of a creation's
+     * running time (all of it when it runs shorter). See `src/simulator/record-extras.ts`.
+     */
+    passingStatus: z
+      .strictObject({
+        word: z
+          .string()
+          .regex(/^[A-Za-z][A-Za-z0-9_ -]{0,31}$/, 'must be a word such as uploading')
+          .refine((word) => word.toLowerCase() !== 'failed', 'must not be "failed"'),
+        lastMs: z.number().int().positive(),
+      })
+      .optional(),
+    /** Every polled record carries the API's own links (`urls.get`, `urls.cancel`) and a logs URL (`logs`). @default false */
+    links: z.boolean().optional(),
   })
   .prefault({});

@@ -60,6 +60,8 @@ export const limitsSchema = z.strictObject({
   burst: positiveInt.default(10),
   /** Minimum interval between polls of one creation. */
   minPollIntervalMs: z.number().int().nonnegative().default(2000),
+  /** Every 200 to a poll of a creation still in flight says `Retry-After`: the minimum interval, in whole seconds. @default false */
+  inFlightRetryAfter: z.boolean().optional(),
   /** Creations in flight per account; null = off. */
   accountConcurrency: positiveInt.nullable().default(8),
   /** Creations in flight per model, across accounts; null = off. */
@@ -125,6 +127,11 @@ export const simulatorConfigSchema = z
       .prefault({}),
     faults: faultSettingsSchema.prefault({}),
     scripts: z.array(scriptRuleSchema).default([]),
+    /**
+     * How long the answer to a poll takes after the creation was read (and its poll counted): a service behind a
+     * distributed store. @default 0
+     */
+    pollLatencyMs: z.number().int().nonnegative().max(60_000).optional(),
     /** Request bodies above this many bytes get 400 ERR_INVALID_REQUEST. */
     maxBodyBytes: positiveInt.default(64 * 1024),
     topUpUrl: z.string().default('https://portal.imagegen.example/billing/top-up'),

@@ -5,12 +5,13 @@ import { Billing } from './billing';
 import { retryAfterSeconds } from './clock';
 import { IdempotencyVariant, type SimulatorConfig } from './config';
 import { newCreation, type CreationStart } from './creation-start';
-import { CreationStore, creationRecord, newCreationId, type Creation } from './creations';
+import { CreationStore, creationRecord, newCreationId, Phase, phaseAt, type Creation } from './creations';
 import { FaultKind, FaultPlan } from './faults';
 import { IdempotencyStore } from './idempotency';
 import { imageOf } from './files';
 import { acceptedDelivery, chargeRefusalResponse, SEND, type Judged } from './judgement';
 import { modelRecord } from './pricing';
+import { withRecordExtras } from './record-extras';
 import { presentRecord } from './record-shape';
 import { CreationOutcome, ChargeBook } from './charges';
 import { toMicros } from './money';
@@ -50,6 +51,10 @@ export class SimulatorEngine {
   variant: IdempotencyVariant;
   naming: StatusNamingName;
   filesUrl = '';
+  /** The API's base URL (`http://127.0.0.1:<port>/api/public/v1`), for the links a record may carry. */
+  apiUrl = '';
+  /** Polls of a known creation answered since start: every one, and those refused as sooner than the interval. */
+  readonly polls = { answered: 0, tooSoon: 0 };
   closed = false;
   /** Bumped by every change worth saving (a submission judged, a creation finished, a control applied). */
   revision = 0;
@@ -127,7 +132,9 @@ export class SimulatorEngine {
       return errorResponse(ErrorCode.NotFound, 'No creation with this id.', { id });
     }
     const interval = this.config.limits.minPollIntervalMs;
+    this.polls.answered++;
     if (c.lastPollAt !== undefined && now - c.lastPollAt < interval) {
+      this.polls.tooSoon++;
       return errorResponse(
         ErrorCode.RateLimit,
         'This creation was polled too recently.',
@@ -136,7 +143,10 @@ export class SimulatorEngine {
       );
     }
     c.lastPollAt = now;
-    return { status: 200, body: this.record(c) };
+    const inFlight = phaseAt(c, now) === Phase.Queued || phaseAt(c, now) === Phase.Running;
+    const hint =
+      this.config.limits.inFlightRetryAfter === true && inFlight ? retryAfter(retryAfterSeconds(interval)) : {};
+    return { status: 200, body: this.record(c), headers: hint };
   }
 
   /**
@@ -144,8 +154,11 @@ export class SimulatorEngine {
    * status and images where `records` puts them.
    */
   record(c: Creation): object {
-    const record = creationRecord(c, this.now(), this.naming, this.filesUrl);
-    return presentRecord(record, this.config, true, (n) => imageOf(c, n));
+    const now = this.now();
+    const record = creationRecord(c, now, this.naming, this.filesUrl);
+    const origins = { api: this.apiUrl, files: this.filesUrl };
+    const shown = withRecordExtras(record, c, now, this.config.records, origins);
+    return presentRecord(shown, this.config, true, (n) => imageOf(c, n));
   }
 
   async submit(principal: Principal, input: SubmitInput): Promise<Reply> {

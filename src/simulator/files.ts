@@ -2,6 +2,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { Phase, phaseAt, type Creation } from './creations';
 import { filesConfigSchema, type FilesConfig } from './files-config';
 import { renderImage } from './png';
+import { LOGS_PATH } from './record-extras';
 
 /** A request that reached the files port, kept so tests can prove the API key never went there. */
 export interface SeenRequest {
@@ -49,6 +50,13 @@ export function createFilesServer(
       // A job's web page (the `queue` record shape links to it): no image.
       res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
       res.end('<!doctype html><title>job</title><p>Your image is ready.</p>');
+      return;
+    }
+    const logs = LOGS_PATH.exec(path);
+    if (logs?.[1] !== undefined && find(logs[1])) {
+      // A creation's logs (the `links` of a record point here): text, no image.
+      res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' });
+      res.end(`${logs[1]}: queued\n${logs[1]}: running\n`);
       return;
     }
     const match = FILE_PATH.exec(path);

@@ -30,4 +30,9 @@ export {
 export { type SeenRequest } from './files';
 export { STATE_FORMAT, STATE_VERSION, type SimulatorState } from './persistence';
 export { encodePng, renderImage } from './png';
-export { PREDICTION_SERVICE_PROFILE, QUEUE_SERVICE_PROFILE } from './profiles';
+export {
+  PASSING_STATUS_PROFILE,
+  POLL_HINT_PROFILE,
+  PREDICTION_SERVICE_PROFILE,
+  QUEUE_SERVICE_PROFILE,
+} from './profiles';

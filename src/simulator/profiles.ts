@@ -38,3 +38,23 @@ export const PREDICTION_SERVICE_PROFILE: SimulatorConfigInput = {
     },
   },
 };
+
+/**
+ * A prediction-style service behind a distributed store (issue #42): a status outside every set (`uploading`) passes
+ * between running and success, over the last 1.5 s of the running time; every polled record carries the API's own
+ * links (`urls.get`, `urls.cancel`) and a logs URL (`logs`) that the files port serves as `text/plain`. None is an
+ * image.
+ */
+export const PASSING_STATUS_PROFILE: SimulatorConfigInput = {
+  records: { passingStatus: { word: 'uploading', lastMs: 1_500 }, links: true },
+};
+
+/**
+ * The same service's poll limit (issue #42): a minimum poll interval of 3 s, longer than imagebatch's default (2 s),
+ * and every answer to a poll of a creation still in flight says `Retry-After: 3`. Its store answers a poll 250 ms after
+ * reading the creation.
+ */
+export const POLL_HINT_PROFILE: SimulatorConfigInput = {
+  limits: { minPollIntervalMs: 3_000, inFlightRetryAfter: true },
+  pollLatencyMs: 250,
+};

@@ -3,17 +3,21 @@ import { API_PREFIX, ErrorCode } from '../api/contract';
 import { applyControl } from './control';
 import { type Reply, type SimulatorEngine } from './engine';
 import { readBody, writeJson } from './http';
-import { errorResponse } from './responses';
+import { errorResponse, type Delivery } from './responses';
 
 const SIM_PREFIX = '/_sim/';
 
-/** The simulator's counts of retained state, as `GET /_sim/state` shows them. */
+/** The simulator's counts of retained state and of polls, as `GET /_sim/state` shows them. */
 export interface SimulatorStats {
   creations: number;
   inFlight: number;
   idempotencyEntries: number;
   /** Entries of the charge book (the name `GET /_sim/state` has always shown). */
   ledgerEntries: number;
+  /** Polls of a known creation answered since start. */
+  polls: number;
+  /** Of those, the ones refused (429) as sooner than the minimum poll interval (`min_poll_interval`). */
+  pollsTooSoon: number;
 }
 
 /** Counts of retained state, due creations settled first. */
@@ -24,6 +28,8 @@ export function engineStats(engine: SimulatorEngine): SimulatorStats {
     inFlight: engine.creations.inFlight,
     idempotencyEntries: engine.idempotency.size,
     ledgerEntries: engine.charges.entries().length,
+    polls: engine.polls.answered,
+    pollsTooSoon: engine.polls.tooSoon,
   };
 }
 
@@ -70,7 +76,9 @@ export function createRouter(engine: SimulatorEngine, maxBodyBytes: number): Rou
       } catch {
         id = '';
       }
-      return writeJson(res, engine.poll(principal, id));
+      const latency = engine.config.pollLatencyMs ?? 0;
+      const delivery: Delivery = latency > 0 ? { kind: 'slow', delayMs: latency } : { kind: 'send' };
+      return deliver(res, { response: engine.poll(principal, id), delivery }, false);
     }
     return writeJson(res, errorResponse(ErrorCode.NotFound, 'No such endpoint.', { method: req.method, path }));
   }

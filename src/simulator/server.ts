@@ -86,7 +86,9 @@ export async function startSimulator(config: SimulatorConfigInput = {}): Promise
     throw err;
   }
   const filesUrl = `http://${resolved.host}:${filesPort}`;
+  const baseUrl = `http://${resolved.host}:${port}${API_PREFIX}`;
   engine.filesUrl = filesUrl;
+  engine.apiUrl = baseUrl;
 
   const sweeper =
     resolved.sweepIntervalMs > 0 ? setInterval(() => engine.settle(), resolved.sweepIntervalMs).unref() : undefined;
@@ -96,7 +98,7 @@ export async function startSimulator(config: SimulatorConfigInput = {}): Promise
 
   let closing: Promise<void> | undefined;
   const simulator: Simulator = {
-    baseUrl: `http://${resolved.host}:${port}${API_PREFIX}`,
+    baseUrl,
     filesUrl,
     port,
     filesPort,

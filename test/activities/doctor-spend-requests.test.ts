@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ClientOutcome, ImageApiClient } from '../../src/api/client';
 import { loadServiceConfig } from '../../src/config/service-config';
+import type { RawRead } from '../../src/doctor/raw-read';
 import { pollUntilEnded, submitOne, type SpendContext } from '../../src/doctor/spend-requests';
 
 /**
@@ -16,7 +17,7 @@ const config = loadServiceConfig({
   IMAGEGEN_BACKOFF_MAX_MS: '1500',
 });
 
-function contextOf(answers: ClientOutcome[], raw: unknown = undefined) {
+function contextOf(answers: ClientOutcome[], raw: unknown = undefined, raws: RawRead[] = []) {
   let clock = 1_000_000;
   const sleeps: number[] = [];
   const sent: string[] = [];
@@ -47,7 +48,7 @@ function contextOf(answers: ClientOutcome[], raw: unknown = undefined) {
     settle: () => undefined,
     raw: async () => {
       sent.push('raw');
-      return { status: 200, json: raw };
+      return raws.shift() ?? { status: 200, json: raw };
     },
   } as unknown as SpendContext;
   return { ctx, sleeps, sent, deadline: clock + 600_000 };
@@ -184,9 +185,61 @@ describe("doctor's polls", () => {
     });
     const polled = await pollUntilEnded(ctx, 'c1', deadline);
     expect(polled).toMatchObject({ kind: 'ended', polls: 3, intervalMs: INTERVAL_MS, json: { id: 'c1' } });
-    // The raw read after "running" finds no image: polling goes on; a 429's Retry-After stretches the next wait.
-    expect(sent).toEqual(['poll', 'raw', 'poll', 'poll', 'raw']);
-    expect(sleeps).toEqual([INTERVAL_MS, INTERVAL_MS, INTERVAL_MS, 300, INTERVAL_MS]);
+    // "running" is in flight: polling goes on; a 429's Retry-After stretches the next wait.
+    expect(sent).toEqual(['poll', 'poll', 'poll', 'raw']);
+    expect(sleeps).toEqual([INTERVAL_MS, INTERVAL_MS, 300, INTERVAL_MS]);
+  });
+
+  it('waits out a 429 on the raw read of the ended record, as its Retry-After says, within --max-wait', async () => {
+    const ended: ClientOutcome = { kind: 'ended', result: { outcome: 'succeeded', status: 'succeeded', images: [] } };
+    const refused: RawRead = { status: 429, json: undefined, retryAfterMs: 3000 };
+    const { ctx, sleeps, sent, deadline } = contextOf([ended], { id: 'c1', status: 'succeeded' }, [refused]);
+    expect(await pollUntilEnded(ctx, 'c1', deadline)).toMatchObject({ kind: 'ended', json: { id: 'c1' } });
+    expect(sent).toEqual(['poll', 'raw', 'raw']);
+    expect(sleeps).toEqual([INTERVAL_MS, INTERVAL_MS, 3000]);
+
+    // A Retry-After past --max-wait is not waited: the record is not shown.
+    const late = contextOf([ended], { id: 'c1' }, [{ status: 429, json: undefined, retryAfterMs: 700_000 }]);
+    expect(await pollUntilEnded(late.ctx, 'c1', late.deadline)).toMatchObject({ kind: 'ended', json: undefined });
+    expect(late.sent).toEqual(['poll', 'raw']);
+  });
+
+  it("keeps an in-flight answer's Retry-After: no read of the creation sooner", async () => {
+    const ended: ClientOutcome = { kind: 'ended', result: { outcome: 'succeeded', status: 'succeeded', images: [] } };
+    const hinted: ClientOutcome = { kind: 'inFlight', status: 'running', retryAfterMs: 500 };
+    const { ctx, sleeps, sent, deadline } = contextOf([hinted, ended], { id: 'c1', status: 'running' });
+    expect(await pollUntilEnded(ctx, 'c1', deadline)).toMatchObject({ kind: 'ended', polls: 2 });
+    expect(sent).toEqual(['poll', 'poll', 'raw']);
+    expect(sleeps).toEqual([INTERVAL_MS, 500, INTERVAL_MS]);
+  });
+
+  it('a status in no set whose URLs are no image: judged once, as a batch judges it, and polled on', async () => {
+    const ended: ClientOutcome = { kind: 'ended', result: { outcome: 'succeeded', status: 'succeeded', images: [] } };
+    const unrecognised = { urls: [{ url: 'https://files.example/logs/c1.txt', at: 'logs (discovered)' }] };
+    const uploading: ClientOutcome = { kind: 'inFlight', status: 'uploading', unrecognised };
+    const { ctx, sent, deadline } = contextOf([uploading, uploading, ended], { id: 'c1' });
+    const judged: string[] = [];
+    ctx.deps.judgeStatus = async (status) => {
+      judged.push(status);
+      return { status, why: 'logs (discovered): not an image' };
+    };
+    expect(await pollUntilEnded(ctx, 'c1', deadline)).toMatchObject({ kind: 'ended', polls: 3 });
+    expect(judged).toEqual(['uploading']);
+    expect(sent).toEqual(['poll', 'poll', 'poll', 'raw']);
+  });
+
+  it('a status in no set whose URL is an image: what the record says, to name the word as a success', async () => {
+    const unrecognised = { urls: [{ url: 'https://cdn.example/c1.png', at: 'result.sample (discovered)' }] };
+    const ready: ClientOutcome = { kind: 'inFlight', status: 'Ready', unrecognised };
+    const { ctx, deadline } = contextOf([ready], { id: 'c1', status: 'Ready' });
+    const image = { at: 'result.sample (discovered)', type: 'image/png' };
+    ctx.deps.judgeStatus = async () => ({ status: 'ready', image });
+    expect(await pollUntilEnded(ctx, 'c1', deadline)).toMatchObject({
+      kind: 'unrecognised',
+      status: 'Ready',
+      json: { id: 'c1' },
+      check: { image },
+    });
   });
 
   it('tells each answer that ends the polling in its own words', async () => {

@@ -4,9 +4,10 @@ import { startStub, type StubServer } from '../api/helpers/stub-server';
 import { activitiesFor, runActivity } from './helpers';
 
 /**
- * A poll whose status is in no set while its record shows an image ends the key's activity with a BatchStop (the
- * batch pauses), its creation kept; once the word is configured as a success, the resumed row polls the same creation
- * and saves its image, submitting nothing again.
+ * A poll whose status is in no set while its record holds an image, judged by its bytes, ends the key's activity with a
+ * BatchStop (the batch pauses), its creation kept; once the word is configured as a success, the resumed row polls the
+ * same creation and saves its image, submitting nothing again. A record whose URLs are no image (issue #42: a logs URL,
+ * the API's own links) is waited out, its URLs judged once for the word, without the API key, nothing saved.
  */
 const PNG = Buffer.from('89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489', 'hex');
 
@@ -56,5 +57,75 @@ describe('an unrecognised status with an image', () => {
     expect(resumed.failure?.message).toBeUndefined();
     expect(resumed.value).toMatchObject({ outcome: 'succeeded', creationId: 'cr_1', images: [{ bytes: PNG.length }] });
     expect(stub.requests.filter((q) => q.method === 'POST')).toHaveLength(1);
+  });
+});
+
+describe('an unrecognised status whose URLs are no image (issue #42)', () => {
+  const input: CreateImageInput = {
+    idempotencyKey: 'ib/b/r/a1',
+    request: { prompt: 'a fox', model: 'flux-dev' },
+    batchId: 'b',
+    rowId: 'r',
+    outDir: 'out',
+    maxPollWaitMs: 30 * 60_000,
+    progress: { creationId: 'cr_1', acceptedAtMs: 1_000_000 },
+  };
+
+  it('is waited out, its URLs judged once for the word; the success that follows is saved', async () => {
+    const clock = { t: 1_000_000 };
+    let polls = 0;
+    let origin = '';
+    stub = await startStub((req) => {
+      if (req.url === '/logs/cr_1.txt')
+        return { status: 200, headers: { 'content-type': 'text/plain' }, body: 'running\n' };
+      if (req.url === '/f/cr_1.png') return { status: 200, headers: { 'content-type': 'image/png' }, body: PNG };
+      if (req.url.endsWith('/creations/cr_1/cancel'))
+        return { status: 401, body: { detail: 'authentication_required' } };
+      polls += 1;
+      const links = { logs: `${origin}/logs/cr_1.txt`, urls: { cancel: `${origin}/v1/creations/cr_1/cancel` } };
+      if (polls < 3) return { status: 200, body: { id: 'cr_1', status: 'uploading', images: [], ...links } };
+      return {
+        status: 200,
+        body: { id: 'cr_1', status: 'succeeded', images: [{ url: `${origin}/f/cr_1.png` }], ...links },
+      };
+    });
+    origin = stub.origin;
+    const { activities } = activitiesFor(stub.url, {}, { now: () => clock.t });
+    let details: unknown;
+    const ended = [];
+    for (let n = 0; n < 3; n++) {
+      const r = await runActivity(() => activities.createImage(input), { heartbeatDetails: details });
+      details = r.heartbeats.at(-1) ?? details;
+      ended.push(r.failure?.type ?? r.value?.outcome);
+      clock.t += Number(r.failure?.nextRetryDelay ?? 0);
+    }
+    expect(ended).toEqual([FailureType.Pending, FailureType.Pending, 'succeeded']);
+    // Judged at the first poll that showed the word, not again at the second; the API key went to none of them.
+    const judged = stub.requests.filter((q) => q.url === '/logs/cr_1.txt' || q.url.endsWith('/cancel'));
+    expect(judged.map((q) => q.url)).toEqual(['/logs/cr_1.txt', '/v1/creations/cr_1/cancel']);
+    expect(judged.every((q) => q.headers.authorization === undefined && q.headers['x-api-key'] === undefined)).toBe(
+      true,
+    );
+    const checks = (details as KeyProgress).statusChecks;
+    expect(checks?.map((c) => [c.status, c.image, c.why?.startsWith('logs (discovered): not an image')])).toEqual([
+      ['uploading', undefined, true],
+    ]);
+  });
+
+  it('with something at a configured image path that is no image: a stop that never offers the word as a success', async () => {
+    stub = await startStub((req) =>
+      req.url === '/out/cr_1'
+        ? { status: 404, body: 'not yet' }
+        : { status: 200, body: { id: 'cr_1', status: 'uploading', output: `${stub?.origin ?? ''}/out/cr_1` } },
+    );
+    const { activities } = activitiesFor(stub.url);
+    const { failure } = await runActivity(() => activities.createImage(input));
+    expect([failure?.type, failure?.nonRetryable]).toEqual([FailureType.BatchStop, true]);
+    const message = String((failure?.details?.[0] as { message: string }).message);
+    expect(message).toContain(
+      'holds something at the image path output, but nothing it holds is an image (output: HTTP 404)',
+    );
+    expect(message).not.toContain('IMAGEGEN_SUCCESS_STATUSES');
+    expect(message).not.toMatch(/holds an image/);
   });
 });

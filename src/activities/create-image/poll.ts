@@ -8,6 +8,7 @@ import { currentDetails, whileHeartbeating } from '../heartbeat';
 import { asRecord } from '../../api/outcome-text';
 import { backoffMs, countOf, note, priorTries } from './progress';
 import type { ImageRun } from './run';
+import { checkUnrecognisedStatus } from './status-check';
 
 /**
  * Consecutive poll answers 404 without the service's ERR_NOT_FOUND code after which a key stops its batch: such a
@@ -33,7 +34,9 @@ export async function pollOnce(
     case 'ended':
       return step.result;
     case 'inFlight':
-      throw toApplicationFailure(step.outcome, inFlightDelayMs());
+      await checkUnrecognisedStatus(run, ctx, step.outcome); // a status in no set: its record judged by its bytes
+      // No sooner than the answer's Retry-After, if it had one.
+      throw toApplicationFailure(step.outcome, Math.max(inFlightDelayMs(), step.outcome.retryAfterMs ?? 0));
     case 'unclear':
       return transient(step.outcome);
     case 'held':

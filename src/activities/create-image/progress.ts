@@ -1,7 +1,7 @@
 import type { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { backoffCeilingMs } from '../../api/creation-steps';
-import type { KeyProgress } from '../../model';
+import type { KeyProgress, StatusCheck } from '../../model';
 import { failureWith } from '../failures';
 import { currentDetails, heartbeat } from '../heartbeat';
 import { asRecord } from '../../api/outcome-text';
@@ -47,7 +47,25 @@ export function keyProgressOf(details: unknown): KeyProgress {
   if (d.generated === true) out.generated = true;
   if (d.mayBeSent === true) out.mayBeSent = true;
   if (typeof d.pollExplore === 'boolean') out.pollExplore = d.pollExplore;
+  if (Array.isArray(d.statusChecks)) out.statusChecks = d.statusChecks.flatMap(statusCheckOf);
   return out;
+}
+
+/** A {@link StatusCheck} found in heartbeat details (as a list of at most one), its fields checked. */
+function statusCheckOf(value: unknown): StatusCheck[] {
+  const c = asRecord(value);
+  if (typeof c.status !== 'string') return [];
+  const image = asRecord(c.image);
+  const text = (v: unknown) => (typeof v === 'string' ? v : undefined);
+  const at = text(image.at);
+  const type = text(image.type);
+  const out: StatusCheck = { status: c.status };
+  if (at !== undefined && type !== undefined) out.image = { at, type };
+  for (const field of ['why', 'atImagePath', 'of'] as const) {
+    const v = text(c[field]);
+    if (v !== undefined) out[field] = v;
+  }
+  return [out];
 }
 
 /** The same failure with the key's progress as its second detail (a cancellation or another error as it is). */

@@ -11,6 +11,7 @@ import {
   type DoctorReport,
 } from '../../doctor';
 import { doctorImageSaver } from '../../activities/doctor';
+import { doctorStatusJudge } from '../../activities/status-check';
 import { loadApiKey } from '../../config/api-key';
 import { ConfigError, loadServiceConfig } from '../../config/service-config';
 import { doctorWorkflow } from '../../workflows';
@@ -156,6 +157,7 @@ async function runLocal(options: DoctorCommandOptions, checkOptions: DoctorOptio
       apiKey: () => loadApiKey(options.env),
       outputRoot,
       saveImages: doctorImageSaver({ config, outputRoot, now: Date.now }),
+      judgeStatus: doctorStatusJudge({ config, now: Date.now }),
       ...(options.signal ? { signal: options.signal } : {}),
     },
     checkOptions,

@@ -46,7 +46,7 @@ describe('a key sent again after its carrier moved', () => {
     const again = await runActivity(() => after.activities.createImage(INPUT));
     expect(posts).toBe(1);
     expect(again.failure?.type).toBe(FailureType.Unknown);
-    expect(again.failure?.message).toMatch(/where the key travels/);
+    expect(again.failure?.message).toMatch(/with the key elsewhere/);
   });
 
   it('the same carrier sends the key again, as before', async () => {

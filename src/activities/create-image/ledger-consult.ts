@@ -133,8 +133,9 @@ async function known(
     fail({ kind: 'unknown', details: { idempotencyKey: input.idempotencyKey, tries: 0, lastError: why } });
   if (past.requestSha256 !== print.requestSha256) {
     return refuse(
-      `the ledger store ${keys.store.location} shows key ${input.idempotencyKey} sent with another body or where ` +
-        `the key travels (IMAGEGEN_REQUEST_*, IMAGEGEN_IDEMPOTENCY_*) at ${new Date(past.firstSentAtMs).toISOString()}; ` +
+      `the ledger store ${keys.store.location} shows key ${input.idempotencyKey} sent at ` +
+        `${new Date(past.firstSentAtMs).toISOString()} with another body or with the key elsewhere ` +
+        '(IMAGEGEN_REQUEST_FIELDS, IMAGEGEN_REQUEST_TEMPLATE, IMAGEGEN_IDEMPOTENCY_HEADER, IMAGEGEN_IDEMPOTENCY_FIELD); ' +
         'not sent again: put those settings back, then resolve it with imagebatch reconcile',
     );
   }

@@ -212,20 +212,28 @@ async function streamToFile(image: ImageRef, res: Dispatcher.ResponseData, targe
   }
 }
 
+const TRANSIENT = { transient: true } as const;
+
 /**
  * Whether `url` serves an image, judged by its first bytes as a download judges them: fetched the same way (bare
  * headers, never the API key; the guard; redirects by hand), its body read no further than a chunk holding those
- * bytes, nothing saved. Its media type, or why it is none.
+ * bytes, nothing saved. Its media type, or why it is none: `transient` when no answer came (a reset, a timeout, a
+ * 429, 408 or 5xx), so another try may tell.
  */
-export async function sniffImageAt(url: string, options: DownloadOptions): Promise<{ type: string } | { why: string }> {
+export async function sniffImageAt(
+  url: string,
+  options: DownloadOptions,
+): Promise<{ type: string } | { why: string; transient?: true }> {
   const deadline = startDeadline(options.requestTimeoutMs ?? requestTimeoutOf(options.dispatcher), options.signal);
-  const fail: Fail = (reason) => downloadFailed(reason, { url, index: 0, reason });
+  const fail: Fail = (reason, retryable) =>
+    downloadFailed(reason, { url, index: 0, reason }, retryable ? {} : undefined);
   try {
     const target: Target = { index: 0, rowDir: '', base: '', options, deadline, budget: undefined, fail };
     const res = await followRedirects(url, target);
     if (res.statusCode !== 200) {
       await discard(res);
-      return { why: `HTTP ${res.statusCode}` };
+      const status = res.statusCode;
+      return { why: `HTTP ${status}`, ...(status === 429 || status === 408 || status >= 500 ? TRANSIENT : {}) };
     }
     const head: Buffer[] = [];
     let bytes = 0;
@@ -242,8 +250,11 @@ export async function sniffImageAt(url: string, options: DownloadOptions): Promi
   } catch (err) {
     if (options.signal?.aborted) throw err;
     const told = err instanceof ApplicationFailure ? (err.details?.[0] as { reason?: unknown } | undefined) : undefined;
+    // A refusal of the guard, a bad URL, too many redirects: an answer. No answer (a reset, a timeout): transient.
+    const answered = err instanceof ApplicationFailure && err.nonRetryable;
     return {
       why: typeof told?.reason === 'string' ? told.reason : describeError(deadline.expired ? deadline.error : err),
+      ...(answered ? {} : TRANSIENT),
     };
   } finally {
     deadline.clear();

@@ -25,7 +25,10 @@ export interface JudgeOptions {
   signal?: AbortSignal;
 }
 
-/** What `record`, whose status is `status`, holds: the first URL that is an image, else why none is. */
+/**
+ * What `record`, whose status is `status`, holds: the first URL that is an image, else why none is (`unsettled` when a
+ * URL gave no answer).
+ */
 export async function judgeRecord(status: string, record: UnjudgedRecord, options: JudgeOptions): Promise<StatusCheck> {
   const { config } = options;
   const fetch = {
@@ -37,15 +40,18 @@ export async function judgeRecord(status: string, record: UnjudgedRecord, option
     ...(options.signal ? { signal: options.signal } : {}),
   };
   const why: string[] = [];
+  let unsettled = false;
   for (const { url, at } of record.urls) {
     const judged = await sniffImageAt(url, fetch);
     if ('type' in judged) return { status: wordOf(status), image: { at, type: judged.type } };
     why.push(`${at}: ${judged.why}`);
+    unsettled ||= judged.transient === true;
   }
   return {
     status: wordOf(status),
     ...(record.atImagePath === undefined ? {} : { atImagePath: record.atImagePath }),
     ...(why.length > 0 ? { why: why.join('; ').slice(0, MAX_WHY_CHARS) } : {}),
+    ...(unsettled ? { unsettled: true as const } : {}),
   };
 }
 

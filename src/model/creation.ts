@@ -205,6 +205,10 @@ export interface StatusCheck {
   atImagePath?: string;
   /** A digest of where its URLs sat: the same word on a record read otherwise (new settings) is judged again. */
   of?: string;
+  /** A URL gave no answer (a reset, a timeout, a 5xx): no verdict yet, so the word is judged again at a later poll. */
+  unsettled?: true;
+  /** How many times the word was judged (absent: once). */
+  judged?: number;
 }
 
 /**

@@ -128,4 +128,53 @@ describe('an unrecognised status whose URLs are no image (issue #42)', () => {
     expect(message).not.toContain('IMAGEGEN_SUCCESS_STATUSES');
     expect(message).not.toMatch(/holds an image/);
   });
+
+  it('a URL that gave no answer (a 503, a reset) is judged again at a later poll: its image then stops the batch', async () => {
+    const clock = { t: 1_000_000 };
+    let sniffs = 0;
+    let origin = '';
+    stub = await startStub((req) => {
+      if (req.url === '/f/cr_1.png') {
+        sniffs += 1;
+        if (sniffs === 1) return { status: 503, headers: { 'retry-after': '1' }, body: 'busy' };
+        return { status: 200, headers: { 'content-type': 'image/png' }, body: PNG };
+      }
+      return { status: 200, body: { id: 'cr_1', status: 'Ready', result: { sample: `${origin}/f/cr_1.png` } } };
+    });
+    origin = stub.origin;
+    const { activities } = activitiesFor(stub.url, {}, { now: () => clock.t });
+    let details: unknown;
+    const ended = [];
+    for (let n = 0; n < 3 && ended.at(-1) !== FailureType.BatchStop; n++) {
+      const r = await runActivity(() => activities.createImage(input), { heartbeatDetails: details });
+      details = r.heartbeats.at(-1) ?? details;
+      ended.push(r.failure?.type ?? r.value?.outcome);
+      clock.t += Number(r.failure?.nextRetryDelay ?? 0);
+    }
+    expect(ended).toEqual([FailureType.Pending, FailureType.BatchStop]);
+    expect(sniffs).toBe(2);
+  });
+
+  it('a URL that keeps giving no answer is judged a few times, then the word is waited out', async () => {
+    const clock = { t: 1_000_000 };
+    let sniffs = 0;
+    let origin = '';
+    stub = await startStub((req) => {
+      if (req.url === '/f/cr_1.png') {
+        sniffs += 1;
+        return { status: 502, body: 'bad gateway' };
+      }
+      return { status: 200, body: { id: 'cr_1', status: 'Ready', result: { sample: `${origin}/f/cr_1.png` } } };
+    });
+    origin = stub.origin;
+    const { activities } = activitiesFor(stub.url, {}, { now: () => clock.t });
+    let details: unknown;
+    for (let n = 0; n < 6; n++) {
+      const r = await runActivity(() => activities.createImage(input), { heartbeatDetails: details });
+      details = r.heartbeats.at(-1) ?? details;
+      expect(r.failure?.type).toBe(FailureType.Pending);
+      clock.t += Number(r.failure?.nextRetryDelay ?? 0);
+    }
+    expect(sniffs).toBe(3);
+  });
 });

@@ -65,6 +65,8 @@ function statusCheckOf(value: unknown): StatusCheck[] {
     const v = text(c[field]);
     if (v !== undefined) out[field] = v;
   }
+  if (c.unsettled === true) out.unsettled = true;
+  if (countOf(c.judged) > 1) out.judged = countOf(c.judged);
   return [out];
 }
 

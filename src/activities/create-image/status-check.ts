@@ -12,12 +12,15 @@ import type { ImageRun } from './run';
 /**
  * A poll whose status is in no set, on a record with URLs to judge or something at a configured image path
  * (src/api/unrecognised-status.ts): judged once per status word (and places its URLs sat), the verdict kept in the
- * key's progress. An image, judged by its bytes, or anything at a configured image path stops the batch
+ * key's progress; judged again at later polls, a few times at most, while a URL gave no answer. An image, judged by its bytes, or anything at a configured image path stops the batch
  * (`unrecognised_status`); else the status is waited out as in flight.
  */
 
 /** Verdicts a key keeps, the newest. */
 const MAX_STATUS_CHECKS = 4;
+
+/** Judgements of one word at most while a URL gives no answer; then the word is waited out as in flight. */
+export const MAX_STATUS_JUDGEMENTS = 3;
 
 /** Throws the batch stop when `outcome`'s record calls for one; returns when the status is waited out. */
 export async function checkUnrecognisedStatus(
@@ -30,7 +33,8 @@ export async function checkUnrecognisedStatus(
   const word = wordOf(outcome.status);
   const of = digestOf(record);
   const checks = keyProgressOf(currentDetails(ctx)).statusChecks ?? [];
-  let check = checks.find((c) => c.status === word && c.of === of);
+  const kept = checks.find((c) => c.status === word && c.of === of);
+  let check = kept?.unsettled && (kept.judged ?? 1) < MAX_STATUS_JUDGEMENTS ? undefined : kept;
   if (!check) {
     const { config, now } = run.deps;
     const judging = judgeRecord(outcome.status, record, {
@@ -39,7 +43,8 @@ export async function checkUnrecognisedStatus(
       now,
       signal: ctx.cancellationSignal,
     });
-    check = { ...(await whileHeartbeating(ctx, judging)), of };
+    const judged = (kept?.judged ?? (kept ? 1 : 0)) + 1;
+    check = { ...(await whileHeartbeating(ctx, judging)), of, ...(judged > 1 ? { judged } : {}) };
     note(ctx, { statusChecks: [...checks.filter((c) => c.status !== word), check].slice(-MAX_STATUS_CHECKS) });
   }
   if (check.image || check.atImagePath !== undefined) {

@@ -30,4 +30,4 @@ export {
 export { type SeenRequest } from './files';
 export { STATE_FORMAT, STATE_VERSION, type SimulatorState } from './persistence';
 export { encodePng, renderImage } from './png';
-export { QUEUE_SERVICE_PROFILE } from './profiles';
+export { LAGGING_READS_PROFILE, QUEUE_SERVICE_PROFILE } from './profiles';

@@ -16,3 +16,11 @@ export const QUEUE_SERVICE_PROFILE: SimulatorConfigInput = {
   pricing: { fields: 'amount' },
   files: { redirect: true, contentType: 'application/octet-stream', expireAfterMs: 20_000, expiredStatus: 410 },
 };
+
+/**
+ * A service behind a distributed store whose reads lag its writes (issue #42): a creation just accepted is answered
+ * `404 ERR_NOT_FOUND` for up to 3 s (each creation's lag drawn in 0 to 3 s), then found as usual.
+ */
+export const LAGGING_READS_PROFILE: SimulatorConfigInput = {
+  readLagMs: { minMs: 0, maxMs: 3_000 },
+};

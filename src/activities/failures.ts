@@ -221,6 +221,20 @@ export function acceptedPending(accepted: { creationId: string; status: string }
   });
 }
 
+/**
+ * A poll of the key's own creation answered 404 ERR_NOT_FOUND within the window of reads that lag writes: polled again
+ * after `delayMs`. Expected while the service's store catches up: logged at DEBUG by the SDK, not WARN.
+ */
+export function notFoundYet(message: string, delayMs: number): ApplicationFailure {
+  return failure({
+    type: FailureType.Ambiguous,
+    message,
+    category: ApplicationFailureCategory.BENIGN,
+    nextRetryDelay: Math.max(1, Math.ceil(delayMs)),
+    details: [{ lastError: message, httpStatus: 404 }],
+  });
+}
+
 /** The longest last answer a key that ran out of time carries to its row's record. */
 const MAX_LAST_ANSWER_CHARS = 500;
 

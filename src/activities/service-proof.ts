@@ -23,6 +23,7 @@ const PACING: ReadonlySet<string> = new Set([
   'maxResponseBytes',
   'maxAmbiguousTries',
   'idempotencyWindowMs',
+  'notFoundWindowMs',
   'backoffBaseMs',
   'backoffMaxMs',
   'defaultRetryAfterMs',

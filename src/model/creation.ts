@@ -187,6 +187,15 @@ export interface KeyProgress {
   pollExplore?: boolean;
   /** Worker time (ms) the row began to wait for the earlier request that serves it, still in flight elsewhere. */
   reuseWaitSinceMs?: number;
+  /**
+   * Polls of the key's own creation answered 404 ERR_NOT_FOUND and waited out as reads that lag writes (see
+   * `IMAGEGEN_NOT_FOUND_WINDOW_MS`), over every run of them: the row's record counts them.
+   */
+  notFoundPolls?: number;
+  /** Worker time (ms) of the first 404 of the current run of them; any answer that shows the creation ends the run. */
+  notFoundSinceMs?: number;
+  /** 404s in the current run: the backoff before the next poll grows with them. */
+  notFoundRun?: number;
 }
 
 /**
@@ -211,4 +220,6 @@ export type CreateImageResult = (
   limit?: BindingLimit;
   /** The service itself answered a 429 lately (not one of the worker's probes): news of a limit, not a queue. */
   refused?: true;
+  /** The key's lagging 404s (see {@link KeyProgress.notFoundPolls}), when there were any. */
+  notFoundPolls?: number;
 };

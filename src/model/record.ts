@@ -77,6 +77,8 @@ export interface KeyRecord {
   refundedUsd?: number;
   /** The service's words for this key's end. */
   error?: string;
+  /** Polls of its creation answered 404 ERR_NOT_FOUND while the service's reads lagged its writes. @default 0 */
+  notFoundPolls?: number;
 }
 
 /**

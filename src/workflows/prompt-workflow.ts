@@ -285,6 +285,7 @@ class RowKeys {
   /** The key's activity completed: the row's end, or a new key after a creation that failed and was refunded. */
   private keyEnded(ended: CreateImageResult): KeyEnd {
     const { builder } = this;
+    if (ended.notFoundPolls) builder.learned({ notFoundPolls: ended.notFoundPolls });
     if (ended.limit) this.refused = ended.refused === true;
     this.limit = ended.limit ?? this.limit;
     // Served by an earlier request of the same fingerprint: nothing was sent for the key. (No patch: only a worker

@@ -76,7 +76,9 @@ export class RowRecordBuilder {
   /** What an activity learned of the current key (its creation and price), also when it failed. */
   learned(progress: KeyProgress): void {
     const key = this.current;
-    if (!key || !progress.creationId) return;
+    if (!key) return;
+    if (progress.notFoundPolls) key.notFoundPolls = progress.notFoundPolls;
+    if (!progress.creationId) return;
     if (key.creationId !== progress.creationId) {
       key.creationId = progress.creationId;
       this.record.creationIds.push(progress.creationId);

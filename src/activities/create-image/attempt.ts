@@ -10,7 +10,7 @@ import { accepted as noteAccepted, ended as noteEnded, noteAnswer, recordEnd } f
 import { keyProgressOf, withProgress } from './progress';
 import { reuse } from './reuse';
 import type { ImageRun } from './run';
-import { pollAndSave } from './save';
+import { pollOwnCreation } from './not-found';
 import { submitOnce } from './submit';
 
 /**
@@ -29,6 +29,8 @@ export async function createImageAttempt(
     // A creation known from an earlier activity (the row waited out a batch stop): its counts start afresh.
     delete progress.ambiguousTries;
     delete progress.unrecognizedNotFound;
+    delete progress.notFoundSinceMs;
+    delete progress.notFoundRun;
   }
   heartbeat(ctx, progress);
   try {
@@ -42,14 +44,17 @@ export async function createImageAttempt(
   }
 }
 
-/** One poll (and the downloads once it succeeded), the key's end written to the store when it ended. */
+/**
+ * One poll of the key's own creation (and the downloads once it succeeded), a 404 read as lag (not-found.ts); the
+ * key's end written to the store when it ended.
+ */
 async function pollAndNote(
   run: ImageRun,
   input: CreateImageInput,
   ctx: Context,
   progress: KeyProgress & { creationId: string },
 ): Promise<CreateImageResult> {
-  const result = await pollAndSave(run, input, ctx, progress);
+  const result = await pollOwnCreation(run, input, ctx, progress);
   await noteEnded(run.keys, input, result);
   return result;
 }

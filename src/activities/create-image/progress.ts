@@ -37,11 +37,11 @@ export function keyProgressOf(details: unknown): KeyProgress {
   const d = asRecord(details);
   const out: KeyProgress = {};
   if (typeof d.creationId === 'string' && d.creationId) out.creationId = d.creationId;
-  for (const field of ['acceptedAtMs', 'costUsd', 'lastPollAtMs', 'reuseWaitSinceMs'] as const) {
+  for (const field of ['acceptedAtMs', 'costUsd', 'lastPollAtMs', 'reuseWaitSinceMs', 'notFoundSinceMs'] as const) {
     const v = d[field];
     if (typeof v === 'number' && Number.isFinite(v)) out[field] = v;
   }
-  for (const field of ['ambiguousTries', 'unrecognizedNotFound'] as const) {
+  for (const field of ['ambiguousTries', 'unrecognizedNotFound', 'notFoundPolls', 'notFoundRun'] as const) {
     if (d[field] !== undefined) out[field] = countOf(d[field]);
   }
   if (d.generated === true) out.generated = true;

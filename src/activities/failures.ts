@@ -7,6 +7,7 @@ import {
   BATCH_FILE_FAILURE,
   type BatchStopDetails,
   type DownloadFailedDetails,
+  type KeyCheck,
 } from '../model';
 
 /**
@@ -232,6 +233,20 @@ export function notFoundYet(message: string, delayMs: number): ApplicationFailur
     category: ApplicationFailureCategory.BENIGN,
     nextRetryDelay: Math.max(1, Math.ceil(delayMs)),
     details: [{ lastError: message, httpStatus: 404 }],
+  });
+}
+
+/**
+ * The key was sent a second time to prove it (key-check.ts), and the check ended: its creation is polled from the next
+ * attempt on, `delayMs` from now. Flow control: logged at DEBUG by the SDK; the result travels in the key's progress.
+ */
+export function keyChecked(check: KeyCheck, delayMs: number): ApplicationFailure {
+  return failure({
+    type: FailureType.Pending,
+    message: `key checked (${check.result}): ${check.message}`,
+    category: ApplicationFailureCategory.BENIGN,
+    nextRetryDelay: Math.max(1, Math.ceil(delayMs)),
+    details: [{ status: 'key_checked', keyCheck: check.result }],
   });
 }
 

@@ -6,6 +6,7 @@
  * activity retries with `nextRetryDelay`: durable, and adding no history events.
  */
 
+import type { KeyCheck } from './key-check';
 import type { BindingLimit } from './limits';
 
 /** An earlier request with the same fingerprint that served a row instead of a key of its own. */
@@ -149,6 +150,11 @@ export interface CreateImageInput {
   progress?: KeyProgress;
   /** The ledger store the row's batch was started on, and whether it asks for new images. @default none */
   ledger?: LedgerScope;
+  /**
+   * Prove the key: once its first submission is answered 202, the next attempt sends the same key and body again
+   * instead of the first poll; the same creation must come back (KeyProgress.keyCheck). @default false
+   */
+  proveKey?: true;
 }
 
 /** What a batch tells its rows of the ledger store (src/ledger): plain JSON, it travels in workflow inputs. */
@@ -196,6 +202,8 @@ export interface KeyProgress {
   notFoundSinceMs?: number;
   /** 404s in the current run: the backoff before the next poll grows with them. */
   notFoundRun?: number;
+  /** The check of the key sent a second time, once it ended (CreateImageInput.proveKey). */
+  keyCheck?: KeyCheck;
 }
 
 /**
@@ -222,4 +230,6 @@ export type CreateImageResult = (
   refused?: true;
   /** The key's lagging 404s (see {@link KeyProgress.notFoundPolls}), when there were any. */
   notFoundPolls?: number;
+  /** The check of the key sent a second time, when one was made (see {@link KeyProgress.keyCheck}). */
+  keyCheck?: KeyCheck;
 };

@@ -9,6 +9,7 @@ import {
   REFUNDED_IN_FULL,
   rowMoney,
   RowState,
+  type KeyCheck,
   type KeyProgress,
   type KeyRecord,
   type ListPrice,
@@ -78,16 +79,42 @@ export class RowRecordBuilder {
     const key = this.current;
     if (!key) return;
     if (progress.notFoundPolls) key.notFoundPolls = progress.notFoundPolls;
-    if (!progress.creationId) return;
-    if (key.creationId !== progress.creationId) {
-      key.creationId = progress.creationId;
-      this.record.creationIds.push(progress.creationId);
+    if (progress.creationId) {
+      if (key.creationId !== progress.creationId) {
+        key.creationId = progress.creationId;
+        this.record.creationIds.push(progress.creationId);
+      }
+      if (key.outcome === KeyOutcome.Submitting) key.outcome = KeyOutcome.Accepted;
+      if (progress.costUsd !== undefined) {
+        key.chargedUsd = progress.costUsd;
+        key.priceSource = 'creation';
+      }
     }
-    if (key.outcome === KeyOutcome.Submitting) key.outcome = KeyOutcome.Accepted;
-    if (progress.costUsd !== undefined) {
-      key.chargedUsd = progress.costUsd;
-      key.priceSource = 'creation';
-    }
+    if (progress.keyCheck) this.keyChecked(progress.keyCheck);
+  }
+
+  /**
+   * The check of the current key sent a second time (a canary that proves the key), once. A second creation it paid
+   * for goes in as an entry of its own (the same attempt and key, `duplicate`, holding its charge), before the key.
+   */
+  keyChecked(check: KeyCheck): void {
+    const key = this.current;
+    if (this.record.keyCheck || !key) return;
+    this.record.keyCheck = check;
+    if (!check.duplicate) return;
+    const { creationId, costUsd } = check.duplicate;
+    const entry: KeyRecord = {
+      attempt: key.attempt,
+      idempotencyKey: key.idempotencyKey,
+      outcome: KeyOutcome.Duplicate,
+      creationId,
+      ...(costUsd === undefined ? {} : { chargedUsd: costUsd, priceSource: 'creation' as const }),
+      error: check.message,
+    };
+    this.priceKey(entry);
+    this.record.keys.splice(this.record.keys.length - 1, 0, entry);
+    this.record.creationIds.push(creationId);
+    Object.assign(this.record, rowMoney(this.record.keys));
   }
 
   /** The creation succeeded and its images are saved. */

@@ -5,6 +5,7 @@ import { acceptedPending } from '../failures';
 import { currentDetails, heartbeat } from '../heartbeat';
 import { imagesRefusedStop } from '../images-refused';
 import { redactedFailure } from '../redacted-failure';
+import { checkKey } from './key-check';
 import { consult } from './ledger-consult';
 import { accepted as noteAccepted, ended as noteEnded, noteAnswer, recordEnd } from './ledger-writes';
 import { keyProgressOf, withProgress } from './progress';
@@ -35,7 +36,9 @@ export async function createImageAttempt(
   heartbeat(ctx, progress);
   try {
     if (!progress.creationId) return await beforeAcceptance(run, input, ctx);
-    return await pollAndNote(run, input, ctx, { ...progress, creationId: progress.creationId });
+    const known = { ...progress, creationId: progress.creationId };
+    if (input.proveKey && !progress.keyCheck) return await checkKey(run, input, ctx, known);
+    return await pollAndNote(run, input, ctx, known);
   } catch (err) {
     const known = keyProgressOf(currentDetails(ctx));
     const failure = redactedFailure(imagesRefusedStop(err, input.batchId) ?? err, run.deps.apiKey);
@@ -56,7 +59,8 @@ async function pollAndNote(
 ): Promise<CreateImageResult> {
   const result = await pollOwnCreation(run, input, ctx, progress);
   await noteEnded(run.keys, input, result);
-  return result;
+  const { keyCheck } = keyProgressOf(currentDetails(ctx));
+  return keyCheck ? { ...result, keyCheck } : result;
 }
 
 /**
@@ -78,6 +82,7 @@ async function beforeAcceptance(run: ImageRun, input: CreateImageInput, ctx: Con
       ...(past.costUsd === undefined ? {} : { costUsd: past.costUsd }),
     };
     heartbeat(ctx, known);
+    if (input.proveKey) return checkKey(run, input, ctx, { ...known, creationId: past.creationId });
     return pollAndNote(run, input, ctx, { ...known, creationId: past.creationId });
   }
   const accepted = await submitOnce(run, { idempotencyKey: input.idempotencyKey, request: input.request }).catch(

@@ -1,7 +1,7 @@
 import type { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { backoffCeilingMs } from '../../api/creation-steps';
-import type { KeyProgress } from '../../model';
+import { KeyCheckResult, type KeyCheck, type KeyProgress } from '../../model';
 import { failureWith } from '../failures';
 import { currentDetails, heartbeat } from '../heartbeat';
 import { asRecord } from '../../api/outcome-text';
@@ -47,7 +47,25 @@ export function keyProgressOf(details: unknown): KeyProgress {
   if (d.generated === true) out.generated = true;
   if (d.mayBeSent === true) out.mayBeSent = true;
   if (typeof d.pollExplore === 'boolean') out.pollExplore = d.pollExplore;
+  const check = keyCheckOf(d.keyCheck);
+  if (check) out.keyCheck = check;
   return out;
+}
+
+/** A {@link KeyCheck} read back from heartbeat details (anything else there is ignored). */
+function keyCheckOf(value: unknown): KeyCheck | undefined {
+  const c = asRecord(value);
+  const results: readonly unknown[] = Object.values(KeyCheckResult);
+  if (!results.includes(c.result) || typeof c.carrier !== 'string' || typeof c.message !== 'string') return undefined;
+  const d = asRecord(c.duplicate);
+  const cost = typeof d.costUsd === 'number' && Number.isFinite(d.costUsd) ? { costUsd: d.costUsd } : {};
+  return {
+    result: c.result as KeyCheckResult,
+    carrier: c.carrier,
+    message: c.message,
+    ...(typeof c.advice === 'string' ? { advice: c.advice } : {}),
+    ...(typeof d.creationId === 'string' ? { duplicate: { creationId: d.creationId, ...cost } } : {}),
+  };
 }
 
 /** The same failure with the key's progress as its second detail (a cancellation or another error as it is). */

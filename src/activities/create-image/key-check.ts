@@ -1,17 +1,9 @@
 import path from 'node:path';
 import type { Context } from '@temporalio/activity';
 import { submitStep, type SubmitStep } from '../../api/creation-steps';
-import { describeKeyCarrier } from '../../api/key-carrier';
-import { SERVICE_CONFIG_ENV } from '../../config/service-config';
+import { answerText, keyCheckWords, type KeyCheckWords } from '../../api/key-check-words';
 import { keyMayBeStoredSince, type LedgerKey } from '../../ledger';
-import {
-  duplicateKeyOf,
-  formatWait,
-  KeyCheckResult,
-  type CreateImageInput,
-  type KeyCheck,
-  type KeyProgress,
-} from '../../model';
+import { duplicateKeyOf, type CreateImageInput, type KeyCheck, type KeyProgress } from '../../model';
 import { keyChecked, toApplicationFailure } from '../failures';
 import { whileHeartbeating } from '../heartbeat';
 import { keyIds, sending } from './ledger-consult';
@@ -39,7 +31,7 @@ export async function checkKey(
   progress: KeyProgress & { creationId: string },
 ): Promise<never> {
   const { config } = run.deps;
-  const check = checkWords(describeKeyCarrier(config));
+  const check = keyCheckWords(config);
   const stored = await run.keys.store.key(input.idempotencyKey);
   const before = await checkedBefore(run, input, stored, progress.creationId);
   if (before) return ended(run, input, ctx, progress, before(check));
@@ -81,7 +73,6 @@ export async function checkKey(
   }
 }
 
-type CheckWords = ReturnType<typeof checkWords>;
 type Ending = Extract<SubmitStep, { kind: 'ends' }>['outcome'];
 
 /** No answer that can be read: unclear, never sent again; a send that never left goes again, a few times. */
@@ -90,7 +81,7 @@ async function unclearAnswer(
   input: CreateImageInput,
   ctx: Context,
   progress: KeyProgress & { creationId: string },
-  a: { step: Extract<SubmitStep, { kind: 'unclear' }>; check: CheckWords; answered: () => Promise<void> },
+  a: { step: Extract<SubmitStep, { kind: 'unclear' }>; check: KeyCheckWords; answered: () => Promise<void> },
 ): Promise<never> {
   if (a.step.sent) return ended(run, input, ctx, progress, a.check.noAnswer(a.step.lastError));
   await a.answered();
@@ -108,7 +99,7 @@ async function endingAnswer(
   input: CreateImageInput,
   ctx: Context,
   progress: KeyProgress & { creationId: string },
-  a: { outcome: Ending; check: CheckWords; answered: () => Promise<void> },
+  a: { outcome: Ending; check: KeyCheckWords; answered: () => Promise<void> },
 ): Promise<never> {
   const { outcome, check } = a;
   switch (outcome.kind) {
@@ -139,7 +130,7 @@ async function checkedBefore(
   input: CreateImageInput,
   stored: LedgerKey | undefined,
   creationId: string,
-): Promise<((words: CheckWords) => KeyCheck) | undefined> {
+): Promise<((words: KeyCheckWords) => KeyCheck) | undefined> {
   const second = await run.keys.store.key(duplicateKeyOf(input.idempotencyKey));
   if (second?.creationId) {
     const duplicate = { creationId: second.creationId, ...costOf(second) };
@@ -169,74 +160,6 @@ function ended(
     maxWaitMs: input.maxPollWaitMs,
   };
   throw keyChecked(check, run.timing.delay(input.request.model, progress.pollExplore, bounds));
-}
-
-/** The words of each result of the check, for the key at `carrier`. */
-function checkWords(carrier: string) {
-  const unproven = `the idempotency key at ${carrier} could not be proven honoured`;
-  const notHonoured = `the service did not honour the idempotency key at ${carrier}: every retry may pay twice`;
-  const fix =
-    `set ${SERVICE_CONFIG_ENV.idempotencyHeader} or ${SERVICE_CONFIG_ENV.idempotencyField} to where the service ` +
-    'reads the key, restart the worker, then resume: the next row is sent alone and proves the key again';
-  const retry = 'resume to send the next row alone and try again';
-  const make = (result: KeyCheckResult, message: string, advice?: string): KeyCheck => ({
-    result,
-    carrier,
-    message,
-    ...(advice ? { advice } : {}),
-  });
-  return {
-    honoured: (creationId: string) =>
-      make(KeyCheckResult.Honoured, `the key at ${carrier} was honoured: the same creation came back (${creationId})`),
-    duplicate: (duplicate: { creationId: string; costUsd?: number }) => ({
-      ...make(
-        KeyCheckResult.NotHonoured,
-        `${notHonoured}; the check paid a second creation ${duplicate.creationId}`,
-        fix,
-      ),
-      duplicate,
-    }),
-    judgedAnew: (answer: string) =>
-      make(KeyCheckResult.NotHonoured, `${notHonoured}; sent again, it was judged anew (${answer}): nothing held`, fix),
-    refused: (answer: string) =>
-      make(
-        KeyCheckResult.Unclear,
-        `${unproven}: sent again, it was answered ${answer}, not its creation, so a retry after a lost answer ` +
-          'could not find it; nothing was charged by it',
-        retry,
-      ),
-    noAnswer: (lastError: string) =>
-      make(
-        KeyCheckResult.Unclear,
-        `${unproven}: its second send got no answer that can be read (${lastError}); a second charge may have been ` +
-          'made, and it is not sent again',
-        retry,
-      ),
-    neverLeft: (lastError: string) =>
-      make(
-        KeyCheckResult.Unclear,
-        `${unproven}: its second send never left (${lastError}); nothing was charged`,
-        retry,
-      ),
-    cutOff: () =>
-      make(
-        KeyCheckResult.Unclear,
-        `${unproven}: its second send left and its answer is not known (the worker stopped); a second charge may ` +
-          'have been made, and it is not sent again',
-        retry,
-      ),
-    tooOld: (windowMs: number) =>
-      make(
-        KeyCheckResult.Unclear,
-        `${unproven}: the key was first sent longer ago than the service remembers keys (${formatWait(windowMs)}, ` +
-          `${SERVICE_CONFIG_ENV.idempotencyWindowMs}), so it is not sent again`,
-        retry,
-      ),
-  };
-}
-
-function answerText(details: { httpStatus: number; code?: string; message: string }): string {
-  return `HTTP ${details.httpStatus}${details.code ? ` ${details.code}` : ''}: ${details.message}`;
 }
 
 function costOf(known: { costUsd?: number }): { costUsd?: number } {

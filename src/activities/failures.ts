@@ -236,6 +236,15 @@ export function notFoundYet(message: string, delayMs: number): ApplicationFailur
   });
 }
 
+/** The key's creation is lost: not found for a whole window, and its key sent again did not bring it back. */
+export function creationLost(message: string): ApplicationFailure {
+  return failure({
+    type: FailureType.CreationNotFound,
+    message,
+    details: [{ httpStatus: 404, code: 'ERR_NOT_FOUND', message }],
+  });
+}
+
 /**
  * The key was sent a second time to prove it (key-check.ts), and the check ended: its creation is polled from the next
  * attempt on, `delayMs` from now. Flow control: logged at DEBUG by the SDK; the result travels in the key's progress.

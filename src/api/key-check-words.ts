@@ -72,6 +72,24 @@ export function keyCheckWords(config: Pick<ServiceConfig, 'idempotencyHeader' | 
 
 export type KeyCheckWords = ReturnType<typeof keyCheckWords>;
 
+/**
+ * Why a batch stops when a creation not found for a whole window had its key sent again, and a new creation came
+ * back: the service did not keep the key (`tried`: `answered 404 ERR_NOT_FOUND for 90 s (14 polls)`).
+ */
+export function keyNotKeptText(
+  config: Pick<ServiceConfig, 'idempotencyHeader' | 'idempotencyField'>,
+  lost: { creationId: string; tried: string },
+  second: { creationId: string; costUsd?: number },
+): string {
+  const cost = second.costUsd === undefined ? '' : ` ($${second.costUsd})`;
+  return (
+    `the service did not keep the idempotency key at ${describeKeyCarrier(config)}: creation ${lost.creationId} ` +
+    `${lost.tried}, and the key sent again made a new creation ${second.creationId}${cost}: every retry may pay ` +
+    `twice. Creation ${lost.creationId} is lost; ask the service how it reads and keeps keys ` +
+    '(IMAGEGEN_IDEMPOTENCY_HEADER, IMAGEGEN_IDEMPOTENCY_FIELD), then resume: the row ends lost'
+  );
+}
+
 /** A service's answer in a check's words: `HTTP 402 insufficient_balance: top up`. */
 export function answerText(details: { httpStatus: number; code?: string; message: string }): string {
   return `HTTP ${details.httpStatus}${details.code ? ` ${details.code}` : ''}: ${details.message}`;

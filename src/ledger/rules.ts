@@ -138,8 +138,10 @@ export function recordAgainstLedger(record: RowRecord, known: LedgerRow): RowRec
  * The id under which the store keeps a key of a row's record: its idempotency key, or for a second creation a check of
  * the key paid for (`duplicate`), that creation's own entry.
  */
-export function ledgerKeyOf(key: Pick<KeyRecord, 'idempotencyKey' | 'outcome'>): string {
-  return key.outcome === KeyOutcome.Duplicate ? duplicateKeyOf(key.idempotencyKey) : key.idempotencyKey;
+export function ledgerKeyOf(key: Pick<KeyRecord, 'idempotencyKey' | 'outcome' | 'creationId'>): string {
+  return key.outcome === KeyOutcome.Duplicate && key.creationId
+    ? duplicateKeyOf(key.idempotencyKey, key.creationId)
+    : key.idempotencyKey;
 }
 
 /** Since when the service may hold a key (see {@link LedgerKey.mayBeStoredSinceMs}), counting a send cut off. */

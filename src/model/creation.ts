@@ -204,6 +204,24 @@ export interface KeyProgress {
   notFoundRun?: number;
   /** The check of the key sent a second time, once it ended (CreateImageInput.proveKey). */
   keyCheck?: KeyCheck;
+  /** The key sent again once its creation was not found for a whole window (IMAGEGEN_NOT_FOUND_WINDOW_MS). */
+  notFoundReplay?: NotFoundReplay;
+}
+
+/**
+ * The key of a creation not found for a whole window of reads that lag writes, sent again once: due, or what came
+ * back. Its own creation: the service still holds it (polled on, in a new window). Another: the service did not keep
+ * the key (that creation was charged).
+ */
+export interface NotFoundReplay {
+  state: 'due' | 'same' | 'other';
+  /** What was tried before it, for messages: `answered 404 ERR_NOT_FOUND for 90 s (14 polls)`. */
+  tried: string;
+  /** `other`: the creation the key made anew, and its cost when the 202 showed it. */
+  creationId?: string;
+  costUsd?: number;
+  /** `other`: what happened, in words (the batch stop's). */
+  message?: string;
 }
 
 /**

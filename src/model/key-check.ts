@@ -28,7 +28,15 @@ export interface KeyCheck {
   duplicate?: { creationId: string; costUsd?: number };
 }
 
-/** The ledger store's id of a second creation made for `idempotencyKey` (never sent: a creation, not a key). */
-export function duplicateKeyOf(idempotencyKey: string): string {
-  return `${idempotencyKey}#duplicate`;
+/**
+ * The ledger store's id of a second creation the service made for `idempotencyKey` (a check of the key, or its replay
+ * after its creation was not found): `<key>#<creation>`. Never sent: a creation, not a key.
+ */
+export function duplicateKeyOf(idempotencyKey: string, creationId: string): string {
+  return `${idempotencyKey}#${creationId}`;
+}
+
+/** Whether a key of the store is a second creation made for `idempotencyKey` ({@link duplicateKeyOf}). */
+export function isDuplicateOf(storeKey: string, idempotencyKey: string): boolean {
+  return storeKey.startsWith(`${idempotencyKey}#`);
 }

@@ -91,6 +91,11 @@ export class RowRecordBuilder {
       }
     }
     if (progress.keyCheck) this.keyChecked(progress.keyCheck);
+    const replay = progress.notFoundReplay;
+    if (replay?.state === 'other' && replay.creationId) {
+      const cost = replay.costUsd === undefined ? {} : { costUsd: replay.costUsd };
+      this.secondCreation({ creationId: replay.creationId, ...cost }, replay.message ?? replay.tried);
+    }
   }
 
   /**
@@ -98,18 +103,26 @@ export class RowRecordBuilder {
    * for goes in as an entry of its own (the same attempt and key, `duplicate`, holding its charge), before the key.
    */
   keyChecked(check: KeyCheck): void {
-    const key = this.current;
-    if (this.record.keyCheck || !key) return;
+    if (this.record.keyCheck || !this.current) return;
     this.record.keyCheck = check;
-    if (!check.duplicate) return;
-    const { creationId, costUsd } = check.duplicate;
+    if (check.duplicate) this.secondCreation(check.duplicate, check.message);
+  }
+
+  /**
+   * A second creation the service made for the current key sent again (it did not honour or keep the key): an entry
+   * of its own (the same attempt and key, `duplicate`, holding its charge), before the key; once per creation.
+   */
+  private secondCreation(second: { creationId: string; costUsd?: number }, error: string): void {
+    const key = this.current;
+    const { creationId, costUsd } = second;
+    if (!key || this.record.keys.some((k) => k.outcome === KeyOutcome.Duplicate && k.creationId === creationId)) return;
     const entry: KeyRecord = {
       attempt: key.attempt,
       idempotencyKey: key.idempotencyKey,
       outcome: KeyOutcome.Duplicate,
       creationId,
       ...(costUsd === undefined ? {} : { chargedUsd: costUsd, priceSource: 'creation' as const }),
-      error: check.message,
+      error,
     };
     this.priceKey(entry);
     this.record.keys.splice(this.record.keys.length - 1, 0, entry);

@@ -104,7 +104,7 @@ describe('createImage proving its key', () => {
     expect(check.advice).toContain('IMAGEGEN_IDEMPOTENCY_HEADER or IMAGEGEN_IDEMPOTENCY_FIELD');
     // Only the key's own creation is polled.
     expect(t.methods()).toEqual(['POST ', 'POST ', 'GET /cr_1']);
-    const second = await ledger!.key(duplicateKeyOf(KEY));
+    const second = await ledger!.key(duplicateKeyOf(KEY, 'cr_2'));
     expect(second).toMatchObject({ creationId: 'cr_2', costUsd: 0.04, ended: { outcome: KeyOutcome.Duplicate } });
     // Spend reports count it: the key's own creation failed (refunded), the second one holds its charge.
     expect(await ledger!.summarize('batch', 'b')).toEqual([

@@ -68,7 +68,7 @@ describe('createImage: a 404 of its own creation', () => {
     expect(s.requests.filter((r) => r.method === 'POST')).toHaveLength(1);
   });
 
-  it('past the window from the first 404, the creation is lost, saying for how long; its 404s counted', async () => {
+  it('past the window from the first 404 the key goes again; found nowhere still, it is lost, saying for how long', async () => {
     const clock = { t: 1_000_000 };
     const s = await service([notFound], clock, []);
     const { activities } = activitiesFor(
@@ -80,9 +80,14 @@ describe('createImage: a 404 of its own creation', () => {
     expect(ended.failure?.type).toBe(FailureType.CreationNotFound);
     expect(ended.failure?.message).toMatch(/^answered 404 ERR_NOT_FOUND for 2\d s \(\d+ polls\)/);
     expect(ended.failure?.message).toContain('IMAGEGEN_NOT_FOUND_WINDOW_MS 20 s');
+    // Past the first window the key went again and the service returned its creation: a second window, then lost.
+    expect(ended.failure?.message).toMatch(
+      /; its key sent again returned it after it answered 404 ERR_NOT_FOUND for 2\d s/,
+    );
+    expect(stub!.requests.filter((r) => r.method === 'POST')).toHaveLength(2);
+    const runs = [...(ended.failure?.message ?? '').matchAll(/\((\d+) polls\)/g)].map((m) => Number(m[1]));
     const polls = (ended.failure?.details?.[1] as { notFoundPolls?: number }).notFoundPolls;
-    expect(polls).toBeGreaterThan(4);
-    expect(ended.failure?.message).toContain(`(${polls} polls)`);
+    expect(polls).toBe(runs[0]! + runs[1]!);
   });
 
   it('an answer that shows the creation ends the run: the next 404 starts a window of its own', async () => {
@@ -99,12 +104,15 @@ describe('createImage: a 404 of its own creation', () => {
     expect(ended.value).toMatchObject({ outcome: 'failed', notFoundPolls: 8 });
   });
 
-  it('with a window of 0, the first 404 ends the key lost, as before', async () => {
+  it('with a window of 0, the first 404 sends the key again; returned, a second 404 ends it lost', async () => {
     const clock = { t: 1_000_000 };
     const s = await service([notFound], clock, []);
     const { activities } = activitiesFor(s.url, { notFoundWindowMs: 0 }, { now: () => clock.t });
     const ended = await driveAttempts(() => activities.createImage(input()), clock);
     expect(ended.failure?.type).toBe(FailureType.CreationNotFound);
-    expect(ended.failure?.message).toMatch(/^answered 404 ERR_NOT_FOUND for 0 s \(1 poll\)/);
+    expect(ended.failure?.message).toMatch(
+      /^answered 404 ERR_NOT_FOUND for 0 s \(1 poll\); its key sent again returned it after it answered 404 ERR_NOT_FOUND for 0 s \(1 poll\)/,
+    );
+    expect(s.requests.map((r) => r.method)).toEqual(['POST', 'GET', 'POST', 'GET']);
   });
 });

@@ -12,6 +12,7 @@ import { keyProgressOf, withProgress } from './progress';
 import { reuse } from './reuse';
 import type { ImageRun } from './run';
 import { pollOwnCreation } from './not-found';
+import { lostAfterReplay, replayKey } from './not-found-replay';
 import { submitOnce } from './submit';
 
 /**
@@ -37,6 +38,9 @@ export async function createImageAttempt(
   try {
     if (!progress.creationId) return await beforeAcceptance(run, input, ctx);
     const known = { ...progress, creationId: progress.creationId };
+    const replay = progress.notFoundReplay;
+    if (replay?.state === 'other') return lostAfterReplay(replay);
+    if (replay?.state === 'due') return await replayKey(run, input, ctx, { ...known, notFoundReplay: replay });
     if (input.proveKey && !progress.keyCheck) return await checkKey(run, input, ctx, known);
     return await pollAndNote(run, input, ctx, known);
   } catch (err) {

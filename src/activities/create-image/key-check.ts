@@ -3,7 +3,7 @@ import type { Context } from '@temporalio/activity';
 import { submitStep, type SubmitStep } from '../../api/creation-steps';
 import { answerText, keyCheckWords, type KeyCheckWords } from '../../api/key-check-words';
 import { keyMayBeStoredSince, type LedgerKey } from '../../ledger';
-import { duplicateKeyOf, type CreateImageInput, type KeyCheck, type KeyProgress } from '../../model';
+import { isDuplicateOf, type CreateImageInput, type KeyCheck, type KeyProgress } from '../../model';
 import { keyChecked, toApplicationFailure } from '../failures';
 import { whileHeartbeating } from '../heartbeat';
 import { keyIds, sending } from './ledger-consult';
@@ -131,7 +131,7 @@ async function checkedBefore(
   stored: LedgerKey | undefined,
   creationId: string,
 ): Promise<((words: KeyCheckWords) => KeyCheck) | undefined> {
-  const second = await run.keys.store.key(duplicateKeyOf(input.idempotencyKey));
+  const second = await secondCreationOf(run, input);
   if (second?.creationId) {
     const duplicate = { creationId: second.creationId, ...costOf(second) };
     return (words) => words.duplicate(duplicate);
@@ -164,4 +164,16 @@ function ended(
 
 function costOf(known: { costUsd?: number }): { costUsd?: number } {
   return known.costUsd === undefined ? {} : { costUsd: known.costUsd };
+}
+
+/** A second creation the store holds for the key, other than those `known` (a check's before a replay). */
+export async function secondCreationOf(
+  run: ImageRun,
+  input: CreateImageInput,
+  known: readonly string[] = [],
+): Promise<LedgerKey | undefined> {
+  const row = await run.keys.store.row(input.batchId, input.rowId);
+  return row?.keys.find(
+    (k) => isDuplicateOf(k.idempotencyKey, input.idempotencyKey) && k.creationId && !known.includes(k.creationId),
+  );
 }

@@ -56,8 +56,8 @@ export async function accepted(keys: KeyLedger, input: CreateImageInput, result:
 }
 
 /**
- * A second creation the service made for the key sent again to prove it (it did not honour the key): charged, and
- * never polled. Written as an entry of its own (`<key>#duplicate`, the same request), ended `duplicate`, so spend
+ * A second creation the service made for the key sent again (to prove it, or after its creation was not found): it did
+ * not honour or keep the key. Charged, and never polled. Written as an entry of its own (`<key>#<creation>`, the same request), ended `duplicate`, so spend
  * reports and budgets count it and a later request of the same fingerprint may follow it, never waiting on it.
  */
 export async function duplicateCreation(
@@ -67,8 +67,9 @@ export async function duplicateCreation(
   duplicate: { creationId: string; costUsd?: number },
   error: string,
 ): Promise<void> {
-  const ids = { batchId: input.batchId, rowId: input.rowId, idempotencyKey: duplicateKeyOf(input.idempotencyKey) };
   const { creationId } = duplicate;
+  const idempotencyKey = duplicateKeyOf(input.idempotencyKey, creationId);
+  const ids = { batchId: input.batchId, rowId: input.rowId, idempotencyKey };
   const cost = duplicate.costUsd === undefined ? {} : { costUsd: duplicate.costUsd };
   await keys.store.append(
     [

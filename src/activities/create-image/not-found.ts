@@ -13,8 +13,9 @@ import { pollAndSave } from './save';
  * `404 ERR_NOT_FOUND` until its store catches up. A 404 of a creation this key was accepted with (its own 202, or the
  * store's record of it) is lag until proven otherwise: the creation is polled again with backoff, never sooner than
  * the poll interval, until `IMAGEGEN_NOT_FOUND_WINDOW_MS` after the first 404 of the run, and within the key's
- * maximum wait. Each such 404 is counted in the key's progress (heartbeat details) and so in the row's record. A
- * creation of another batch's key, followed for reuse, keeps the 404's plain meaning (reuse.ts).
+ * maximum wait. Each such 404 is counted in the key's progress (heartbeat details) and so in the row's record. Past
+ * the window, the key is sent again once (not-found-replay.ts); only then is the creation lost. A creation of another
+ * batch's key, followed for reuse, keeps the 404's plain meaning (reuse.ts).
  */
 
 /** Answers that say nothing of the creation (a wait, no answer that can be read): they neither end a run nor count. */
@@ -68,8 +69,19 @@ function notFoundAsLag(run: ImageRun, input: CreateImageInput, ctx: Context, err
       Math.max(run.api().pollIntervalMs(), backoffMs(run, inRun)),
     );
   }
+  const tried = notFoundFor(now - since, inRun);
+  const replay = known.notFoundReplay;
+  if (!replay && now - acceptedAt < input.maxPollWaitMs) {
+    // The window has passed: the same key goes again, once, in the next attempt (not-found-replay.ts).
+    note(ctx, { notFoundReplay: { state: 'due', tried } });
+    return notFoundYet(
+      `creation ${creation} ${tried}: its key is sent again, once, to find it`,
+      run.api().pollIntervalMs(),
+    );
+  }
+  const again = replay?.state === 'same' ? `; its key sent again returned it after it ${replay.tried}` : '';
   return failureWith(err, {
-    message: `${notFoundFor(now - since, inRun)} (IMAGEGEN_NOT_FOUND_WINDOW_MS ${seconds(windowMs)}): ${err.message}`,
+    message: `${tried}${again} (IMAGEGEN_NOT_FOUND_WINDOW_MS ${seconds(windowMs)}): ${err.message}`,
   });
 }
 

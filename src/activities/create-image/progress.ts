@@ -49,6 +49,19 @@ export function keyProgressOf(details: unknown): KeyProgress {
   if (typeof d.pollExplore === 'boolean') out.pollExplore = d.pollExplore;
   const check = keyCheckOf(d.keyCheck);
   if (check) out.keyCheck = check;
+  const replay = asRecord(d.notFoundReplay);
+  if (
+    (replay.state === 'due' || replay.state === 'same' || replay.state === 'other') &&
+    typeof replay.tried === 'string'
+  ) {
+    out.notFoundReplay = {
+      state: replay.state,
+      tried: replay.tried,
+      ...(typeof replay.creationId === 'string' ? { creationId: replay.creationId } : {}),
+      ...(typeof replay.costUsd === 'number' && Number.isFinite(replay.costUsd) ? { costUsd: replay.costUsd } : {}),
+      ...(typeof replay.message === 'string' ? { message: replay.message } : {}),
+    };
+  }
   return out;
 }
 

@@ -117,6 +117,17 @@ describe('createImage: the key sent again once its creation was not found for th
     expect(await ledger!.key(KEY)).toMatchObject({ ended: { outcome: KeyOutcome.Lost } });
   });
 
+  it('a key first sent longer ago than the idempotency window is not sent again: the creation is lost', async () => {
+    const t = await setup({ status: 202, body: { id: 'cr_2', status: 'queued' } });
+    const accepted = await runActivity(() => t.activities.createImage(input()));
+    t.clock.t += 25 * 3_600_000; // past the service's 24 h (reconcile follows old creations)
+    const due = { ...(accepted.heartbeats.at(-1) as object), notFoundReplay: { state: 'due', tried: 'answered 404' } };
+    const ended = await runActivity(() => t.activities.createImage(input()), { heartbeatDetails: due });
+    expect(ended.failure?.type).toBe(FailureType.CreationNotFound);
+    expect(ended.failure?.message).toContain('longer ago than the service remembers keys (24 h');
+    expect(t.posted()).toBe(1);
+  });
+
   it('a replay whose answer was lost with its worker is never sent again: the creation is lost', async () => {
     const t = await setup({ status: 202, body: { id: 'cr_2', status: 'queued' } });
     const accepted = await runActivity(() => t.activities.createImage(input()));

@@ -2,7 +2,15 @@ import path from 'node:path';
 import type { Context } from '@temporalio/activity';
 import { submitStep } from '../../api/creation-steps';
 import { answerText, keyNotKeptText } from '../../api/key-check-words';
-import { BatchStopReason, KeyOutcome, type CreateImageInput, type KeyProgress, type NotFoundReplay } from '../../model';
+import { keyMayBeStoredSince } from '../../ledger';
+import {
+  BatchStopReason,
+  formatWait,
+  KeyOutcome,
+  type CreateImageInput,
+  type KeyProgress,
+  type NotFoundReplay,
+} from '../../model';
 import { creationLost, toApplicationFailure } from '../failures';
 import { currentDetails, heartbeat, whileHeartbeating } from '../heartbeat';
 import { asRecord } from '../../api/outcome-text';
@@ -40,6 +48,14 @@ export async function replayKey(
   if (stored?.ended?.outcome === KeyOutcome.Lost) throw creationLost(stored.ended.error ?? `${replay.tried}`);
   if (stored?.creationId === creationId && stored.pendingSinceMs !== undefined) {
     return lost('got no answer known here (the worker stopped): a second charge may have been made');
+  }
+  // A key older than the service remembers keys would be judged anew (reconcile follows old creations too).
+  const since = stored ? keyMayBeStoredSince(stored) : undefined;
+  if (since !== undefined && run.keys.now() - since > run.keys.idempotencyWindowMs) {
+    throw creationLost(
+      `${replay.tried}; its key was first sent longer ago than the service remembers keys ` +
+        `(${formatWait(run.keys.idempotencyWindowMs)}, IMAGEGEN_IDEMPOTENCY_WINDOW_MS), so it was not sent again`,
+    );
   }
   await sending(
     run.keys,

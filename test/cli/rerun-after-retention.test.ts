@@ -4,7 +4,6 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_IDEMPOTENCY_HEADER } from '../../src/api/contract';
 import { defaultLedger } from '../helpers/ledger';
@@ -14,6 +13,7 @@ import { devServerBase } from '../../src/local/dev-server-base';
 import type { BatchProgress } from '../../src/model';
 import { WorkerProcess, baseEnv, cli, cliJson, describeRun, ensureDistIsFresh, readCsv } from './helpers';
 import { chargedKeys } from './stack';
+import { KEYS_KEPT_MS, keysForgotten } from '../helpers/keys-forgotten';
 
 /**
  * A batch run again after Temporal's retention has passed: its row workflows are gone, but the ledger store is kept.
@@ -23,8 +23,6 @@ import { chargedKeys } from './stack';
  */
 
 const BATCH = 'kept';
-/** How long the simulator remembers a key. */
-const KEYS_KEPT_MS = 5_000;
 const TASK_QUEUE = 'imagebatch-rerun';
 
 /** One request the worker sent to the image service, as the counting proxy saw it. */
@@ -32,8 +30,6 @@ interface SeenCall {
   method: string;
   path: string;
   key: string | undefined;
-  /** When it reached the proxy (Date.now()). */
-  at: number;
 }
 
 /** A plain HTTP proxy in front of the simulator's API that records every request: POSTs per key, polls per creation. */
@@ -44,8 +40,7 @@ async function startCountingProxy(
   const agent = new http.Agent({ keepAlive: true });
   const server = http.createServer((req, res) => {
     const header = req.headers[DEFAULT_IDEMPOTENCY_HEADER.toLowerCase()];
-    const key = Array.isArray(header) ? header[0] : header;
-    calls.push({ method: req.method ?? '', path: req.url ?? '', key, at: Date.now() });
+    calls.push({ method: req.method ?? '', path: req.url ?? '', key: Array.isArray(header) ? header[0] : header });
     const upstream = http.request(
       { host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers, agent },
       (answer) => {
@@ -206,8 +201,7 @@ describe('a batch run again after its row workflows are gone', { timeout: 120_00
     await stopTemporalAndWorker();
     env = await startTemporalAndWorker();
     // Every key is forgotten by the service by now: one sent again would be charged again.
-    const lastPost = Math.max(...proxy.calls.filter((c) => c.method === 'POST').map((c) => c.at));
-    await sleep(Math.max(0, lastPost + KEYS_KEPT_MS - Date.now()));
+    await keysForgotten(sim);
     const gone = await cli(['status', BATCH], { env });
     expect(gone.code, describeRun(['status', BATCH], gone)).toBe(1);
 

@@ -17,7 +17,9 @@ import { submitOnce } from './submit';
 
 /**
  * One attempt of {@link CreateImageInput}'s key: the submission while no creation is known, else one poll (and,
- * once it succeeded, the downloads). Every failure carries what is known of the key as its second detail.
+ * once it succeeded, the downloads), or the key sent again: to prove the service honours it (key-check.ts), or to
+ * find a creation not found for a whole window (not-found-replay.ts). Every failure carries what is known of the key
+ * as its second detail.
  */
 export async function createImageAttempt(
   run: ImageRun,

@@ -7,6 +7,7 @@ import {
   BATCH_FILE_FAILURE,
   type BatchStopDetails,
   type DownloadFailedDetails,
+  type KeyCheck,
 } from '../model';
 
 /**
@@ -218,6 +219,43 @@ export function acceptedPending(accepted: { creationId: string; status: string }
     category: ApplicationFailureCategory.BENIGN,
     nextRetryDelay: delayMs,
     details: [{ status: accepted.status, accepted: true }],
+  });
+}
+
+/**
+ * A poll of the key's own creation answered 404 ERR_NOT_FOUND within the window of reads that lag writes: polled again
+ * after `delayMs`. Expected while the service's store catches up: logged at DEBUG by the SDK, not WARN.
+ */
+export function notFoundYet(message: string, delayMs: number): ApplicationFailure {
+  return failure({
+    type: FailureType.Ambiguous,
+    message,
+    category: ApplicationFailureCategory.BENIGN,
+    nextRetryDelay: Math.max(1, Math.ceil(delayMs)),
+    details: [{ lastError: message, httpStatus: 404 }],
+  });
+}
+
+/** The key's creation is lost: not found for a whole window, and its key sent again did not bring it back. */
+export function creationLost(message: string): ApplicationFailure {
+  return failure({
+    type: FailureType.CreationNotFound,
+    message,
+    details: [{ httpStatus: 404, code: 'ERR_NOT_FOUND', message }],
+  });
+}
+
+/**
+ * The key was sent a second time to prove it (key-check.ts), and the check ended: its creation is polled from the next
+ * attempt on, `delayMs` from now. Flow control: logged at DEBUG by the SDK; the result travels in the key's progress.
+ */
+export function keyChecked(check: KeyCheck, delayMs: number): ApplicationFailure {
+  return failure({
+    type: FailureType.Pending,
+    message: `key checked (${check.result}): ${check.message}`,
+    category: ApplicationFailureCategory.BENIGN,
+    nextRetryDelay: Math.max(1, Math.ceil(delayMs)),
+    details: [{ status: 'key_checked', keyCheck: check.result }],
   });
 }
 

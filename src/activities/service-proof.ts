@@ -3,10 +3,10 @@ import type { ServiceConfig } from '../api/service-config';
 import type { LedgerStore, ServiceProof } from '../ledger';
 
 /**
- * Whether the service was seen understood under this worker's settings: a batch's canary row that ended
- * `succeeded`, or doctor's paid test, recorded in the ledger store under the fingerprint of the settings that decide
- * what is sent and how answers are read. A batch whose worker settings were proven skips its canary; any change of
- * such a setting (a field path, a status word, the base URL) needs a new proof.
+ * Whether the service was seen understood under this worker's settings, its key honoured: a batch's canary row that
+ * ended `succeeded` with its key proven, or doctor's paid test, recorded in the ledger store under the fingerprint of
+ * the settings that decide what is sent and how answers are read. A batch whose worker settings were proven skips its
+ * canary; any change of such a setting (a field path, a status word, the base URL) needs a new proof.
  */
 
 /**
@@ -23,6 +23,7 @@ const PACING: ReadonlySet<string> = new Set([
   'maxResponseBytes',
   'maxAmbiguousTries',
   'idempotencyWindowMs',
+  'notFoundWindowMs',
   'backoffBaseMs',
   'backoffMaxMs',
   'defaultRetryAfterMs',
@@ -30,6 +31,12 @@ const PACING: ReadonlySet<string> = new Set([
   'clientRateBurst',
   'httpConnections',
 ]);
+
+/**
+ * What a proof proves, beside the settings: since the canary and doctor's paid test send their key twice, that the
+ * service honours the key where these settings carry it. Proofs recorded before, without it, no longer count.
+ */
+const PROVES = ['proves', 'the key honoured'] as const;
 
 /**
  * The fingerprint of the settings a proof holds for (SHA-256 of their canonical JSON). Holds no secret. A setting left
@@ -40,7 +47,9 @@ export function settingsFingerprint(config: ServiceConfig): string {
   const kept = Object.entries(config)
     .filter(([name, value]) => !PACING.has(name) && value !== undefined)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return createHash('sha256').update(JSON.stringify(kept)).digest('hex');
+  return createHash('sha256')
+    .update(JSON.stringify([PROVES, ...kept]))
+    .digest('hex');
 }
 
 export interface ServiceProofResult {

@@ -192,6 +192,13 @@ export interface ServiceConfig {
    */
   idempotencyWindowMs: number;
   /**
+   * How long a poll of a creation this key was accepted with may go on answering 404 ERR_NOT_FOUND, counted from the
+   * first 404 of a run: a service whose reads lag its writes answers so until its store catches up. The creation is
+   * polled again with backoff meanwhile; 0 ends it lost at the first 404. `IMAGEGEN_NOT_FOUND_WINDOW_MS`.
+   * @default 90_000 (90 s)
+   */
+  notFoundWindowMs: number;
+  /**
    * First backoff after an unknown outcome; doubled each time, with jitter. `IMAGEGEN_BACKOFF_BASE_MS`.
    * @default 1000
    */

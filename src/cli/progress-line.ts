@@ -244,6 +244,7 @@ function stopText(details: BatchStopDetails): string {
     case BatchStopReason.WorkerConfig:
     case BatchStopReason.UnrecognisedStatus:
     case BatchStopReason.ImagesRefused:
+    case BatchStopReason.KeyNotKept:
       return `stopped: ${terminalText(details.message)}`;
     case BatchStopReason.AuthenticationRequired:
     case BatchStopReason.ApiKeyInvalid:

@@ -85,6 +85,7 @@ const SETTINGS = {
   downloadMaxRedirects: ['IMAGEGEN_DOWNLOAD_MAX_REDIRECTS', int(0, 20), '3'],
   maxAmbiguousTries: ['IMAGEGEN_MAX_AMBIGUOUS_TRIES', int(1, 1000), '6'],
   idempotencyWindowMs: ['IMAGEGEN_IDEMPOTENCY_WINDOW_MS', int(1000, 366 * 86_400_000), String(86_400_000)],
+  notFoundWindowMs: ['IMAGEGEN_NOT_FOUND_WINDOW_MS', int(0, 86_400_000), '90000'],
   backoffBaseMs: ['IMAGEGEN_BACKOFF_BASE_MS', int(1, 3_600_000), '1000'],
   backoffMaxMs: ['IMAGEGEN_BACKOFF_MAX_MS', int(1, 86_400_000), '60000'],
   defaultRetryAfterMs: ['IMAGEGEN_DEFAULT_RETRY_AFTER_MS', int(1, 3_600_000), '1000'],

@@ -1,5 +1,6 @@
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import type { KeyCheckResult } from '../model';
 
 /**
  * The record of paid tests (`doctor-spend-one.json`): one entry per idempotency key, written before the request
@@ -11,6 +12,17 @@ export interface RecordEntry {
   /** When the key was first sent (ms since the epoch). */
   sentAt: number;
   creationId?: string;
+  /** The key sent a second time to prove the service honours it (src/doctor/key-check.ts). */
+  check?: RecordedCheck;
+}
+
+/** The check's place in the record: when its send left (written before), and what it showed once known. */
+export interface RecordedCheck {
+  sentAt: number;
+  result?: KeyCheckResult;
+  /** The second creation the service made, when it did not honour the key. */
+  creationId?: string;
+  costUsd?: number;
 }
 
 /** Key paths of a record shown at most. */

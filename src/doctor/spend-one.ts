@@ -8,6 +8,7 @@ import { imagesOf } from '../api/schemas';
 import type { ImageRef, PollCreationResult, StatusCheck } from '../model';
 import { SERVICE_CONFIG_ENV } from '../config/service-config';
 import { costCheck, imageHostCheck, imagesCheck, recordFieldsCheck, recordOf } from './record-checks';
+import { checkKeyHonoured } from './key-check';
 import { keyPaths, readRecords, writeRecords } from './record-file';
 import { recordSettings } from './settings-to-write';
 import { pollUntilEnded, readingOf, submitOne, type Polled, type SpendContext } from './spend-requests';
@@ -40,6 +41,8 @@ export async function spendOne(ctx: SpendContext): Promise<SpendOneReport> {
   const creationId = await submission(ctx, out, { recordFile, records, deadline });
   if (creationId === undefined) return out;
   out.creationId = creationId;
+  // The first answer is known: the key goes once more, and the same creation must come back.
+  const honoured = await checkKeyHonoured(ctx, idempotencyKey, creationId, { recordFile, records, deadline });
 
   const polled = await pollUntilEnded(ctx, creationId, deadline);
   if (polled.kind === 'failed') {
@@ -61,7 +64,9 @@ export async function spendOne(ctx: SpendContext): Promise<SpendOneReport> {
   add(imagesCheck(images, out.fields));
   add(imageHostCheck(images, ctx.deps.config));
   await saveImages(ctx, creationId, images, outDir, out);
-  if (out.saved !== undefined && polled.kind === 'ended' && ctx.deps.proveService) {
+  if (out.saved !== undefined && polled.kind === 'ended' && ctx.deps.proveService && !honoured) {
+    add({ name: 'proof', result: CheckResult.Warn, found: 'not recorded: the key was not proven honoured' });
+  } else if (out.saved !== undefined && polled.kind === 'ended' && ctx.deps.proveService) {
     await ctx.deps.proveService(creationId).then(
       () =>
         add({ name: 'proof', result: CheckResult.Ok, found: 'recorded: a batch on these settings skips its canary' }),

@@ -54,6 +54,11 @@ export function readingOf(config: ServiceConfig): RecordReading {
   };
 }
 
+/** The paid test's request: its fixed prompt and the model asked (the same body on every send of its key). */
+export function spendOneRequest(ctx: Pick<SpendContext, 'options'>): { prompt: string; model: string } {
+  return { prompt: SPEND_ONE_PROMPT, model: ctx.options.model };
+}
+
 /** Submits the one creation: same key on every try; waits out short Retry-Afters; gives up at the deadline. */
 export async function submitOne(
   ctx: SpendContext,
@@ -71,9 +76,7 @@ export async function submitOne(
   // Whether any try may have reached the service: then its outcome is unknown, whatever the later tries did.
   let mayBeSent = false;
   for (let tries = 1; ; tries += 1) {
-    const step = submitStep(
-      await ctx.client.submit({ idempotencyKey, request: { prompt: SPEND_ONE_PROMPT, model: ctx.options.model } }),
-    );
+    const step = submitStep(await ctx.client.submit({ idempotencyKey, request: spendOneRequest(ctx) }));
     switch (step.kind) {
       case 'accepted': {
         const { creationId, replayed } = step.accepted;

@@ -1,4 +1,12 @@
-import { KeyOutcome, NO_MONEY_HELD, rowMoney, RowState, type KeyRecord, type RowRecord } from '../model';
+import {
+  duplicateKeyOf,
+  KeyOutcome,
+  NO_MONEY_HELD,
+  rowMoney,
+  RowState,
+  type KeyRecord,
+  type RowRecord,
+} from '../model';
 import type { KeyEvent, LedgerKey, LedgerRow } from './events';
 
 /**
@@ -119,11 +127,21 @@ export function recordFromLedger(row: LedgerRow, prompt: string, model: string, 
  * record that would let a paid row be submitted again.
  */
 export function recordAgainstLedger(record: RowRecord, known: LedgerRow): RowRecord {
-  const listed = new Set(record.keys.map((k) => k.idempotencyKey));
+  const listed = new Set(record.keys.map(ledgerKeyOf));
   const missing = known.keys.some((k) => keyMayHoldMoney(k) && !listed.has(k.idempotencyKey));
   if (!missing) return record;
   const { record: _own, recordBy: _by, ...keysOnly } = known;
   return recordFromLedger(keysOnly, record.prompt, record.model, record.line);
+}
+
+/**
+ * The id under which the store keeps a key of a row's record: its idempotency key, or for a second creation a check of
+ * the key paid for (`duplicate`), that creation's own entry.
+ */
+export function ledgerKeyOf(key: Pick<KeyRecord, 'idempotencyKey' | 'outcome' | 'creationId'>): string {
+  return key.outcome === KeyOutcome.Duplicate && key.creationId
+    ? duplicateKeyOf(key.idempotencyKey, key.creationId)
+    : key.idempotencyKey;
 }
 
 /** Since when the service may hold a key (see {@link LedgerKey.mayBeStoredSinceMs}), counting a send cut off. */

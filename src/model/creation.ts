@@ -6,6 +6,7 @@
  * activity retries with `nextRetryDelay`: durable, and adding no history events.
  */
 
+import type { KeyCheck } from './key-check';
 import type { BindingLimit } from './limits';
 
 /** An earlier request with the same fingerprint that served a row instead of a key of its own. */
@@ -149,6 +150,11 @@ export interface CreateImageInput {
   progress?: KeyProgress;
   /** The ledger store the row's batch was started on, and whether it asks for new images. @default none */
   ledger?: LedgerScope;
+  /**
+   * Prove the key: once its first submission is answered 202, the next attempt sends the same key and body again
+   * instead of the first poll; the same creation must come back (KeyProgress.keyCheck). @default false
+   */
+  proveKey?: true;
 }
 
 /** What a batch tells its rows of the ledger store (src/ledger): plain JSON, it travels in workflow inputs. */
@@ -189,6 +195,19 @@ export interface KeyProgress {
   reuseWaitSinceMs?: number;
   /** Status words in no set whose record was judged by its bytes, once each (see {@link StatusCheck}). */
   statusChecks?: StatusCheck[];
+  /**
+   * Polls of the key's own creation answered 404 ERR_NOT_FOUND and waited out as reads that lag writes (see
+   * `IMAGEGEN_NOT_FOUND_WINDOW_MS`), over every run of them: the row's record counts them.
+   */
+  notFoundPolls?: number;
+  /** Worker time (ms) of the first 404 of the current run of them; any answer that shows the creation ends the run. */
+  notFoundSinceMs?: number;
+  /** 404s in the current run: the backoff before the next poll grows with them. */
+  notFoundRun?: number;
+  /** The check of the key sent a second time, once it ended (CreateImageInput.proveKey). */
+  keyCheck?: KeyCheck;
+  /** The key sent again once its creation was not found for a whole window (IMAGEGEN_NOT_FOUND_WINDOW_MS). */
+  notFoundReplay?: NotFoundReplay;
 }
 
 /**
@@ -209,6 +228,22 @@ export interface StatusCheck {
   unsettled?: true;
   /** How many times the word was judged (absent: once). */
   judged?: number;
+}
+
+/**
+ * The key of a creation not found for a whole window of reads that lag writes, sent again once: due, or what came
+ * back. Its own creation: the service still holds it (polled on, in a new window). Another: the service did not keep
+ * the key (that creation was charged).
+ */
+export interface NotFoundReplay {
+  state: 'due' | 'same' | 'other';
+  /** What was tried before it, for messages: `answered 404 ERR_NOT_FOUND for 90 s (14 polls)`. */
+  tried: string;
+  /** `other`: the creation the key made anew, and its cost when the 202 showed it. */
+  creationId?: string;
+  costUsd?: number;
+  /** `other`: what happened, in words (the batch stop's). */
+  message?: string;
 }
 
 /**
@@ -233,4 +268,8 @@ export type CreateImageResult = (
   limit?: BindingLimit;
   /** The service itself answered a 429 lately (not one of the worker's probes): news of a limit, not a queue. */
   refused?: true;
+  /** The key's lagging 404s (see {@link KeyProgress.notFoundPolls}), when there were any. */
+  notFoundPolls?: number;
+  /** The check of the key sent a second time, when one was made (see {@link KeyProgress.keyCheck}). */
+  keyCheck?: KeyCheck;
 };

@@ -89,6 +89,11 @@ export const BatchStopReason = {
    * message names the word and the setting to change.
    */
   UnrecognisedStatus: 'unrecognised_status',
+  /**
+   * A creation not found for a whole window of reads that lag writes, and its key sent again made a new creation: the
+   * service did not keep the key, so every retry may pay twice. The row's creation is lost.
+   */
+  KeyNotKept: 'key_not_kept',
 } as const;
 export type BatchStopReason = (typeof BatchStopReason)[keyof typeof BatchStopReason];
 

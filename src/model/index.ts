@@ -14,6 +14,7 @@ export * from './errors';
 export * from './failure';
 export * from './ids';
 export * from './images-asked';
+export * from './key-check';
 export * from './ledger';
 export * from './limits';
 export * from './progress';

@@ -3,6 +3,7 @@
  * workflow writes it (src/workflows/row-record.ts); the ledger, results and reconcile read it.
  */
 import type { DownloadedImage, PriceSource, ReusedFrom } from './creation';
+import type { KeyCheck } from './key-check';
 
 /** Final state of a row. Every row ends in exactly one, with its {@link RowRecord}. */
 export const RowState = {
@@ -56,6 +57,11 @@ export const KeyOutcome = {
   Lost: 'lost',
   /** Accepted, still in flight when the row's maximum wait ended: charged; it may still end at the service. */
   TimedOut: 'timed_out',
+  /**
+   * A second creation the service made when the key was sent again to prove it (the canary's check): the service did
+   * not honour the key. Charged, never polled; its own entry, beside the key's.
+   */
+  Duplicate: 'duplicate',
 } as const;
 export type KeyOutcome = (typeof KeyOutcome)[keyof typeof KeyOutcome];
 
@@ -77,6 +83,8 @@ export interface KeyRecord {
   refundedUsd?: number;
   /** The service's words for this key's end. */
   error?: string;
+  /** Polls of its creation answered 404 ERR_NOT_FOUND while the service's reads lagged its writes. @default 0 */
+  notFoundPolls?: number;
 }
 
 /**
@@ -114,6 +122,8 @@ export interface RowRecord {
   resubmittable: boolean;
   /** The earlier request that served the row (state `reused`, or a row that waited for it and reports it). */
   reusedFrom?: ReusedFrom;
+  /** Whether the service honoured the key sent a second time (a canary that proves the key). @default no check */
+  keyCheck?: KeyCheck;
 }
 
 /** Key outcomes that leave no money held: the key was judged and refused, or charged and refunded in full. */
@@ -146,6 +156,7 @@ export const HOLDS_CHARGE: ReadonlySet<KeyOutcome> = new Set([
   KeyOutcome.Succeeded,
   KeyOutcome.Lost,
   KeyOutcome.TimedOut,
+  KeyOutcome.Duplicate,
 ]);
 
 /** Money of a key or a row (USD); `null` is unknown. */

@@ -47,4 +47,9 @@ export interface PromptWorkflowInput {
   batchCheckEveryMs?: number;
   /** The ledger store the batch was started on, and whether it asks for new images. @default none */
   ledger?: LedgerScope;
+  /**
+   * The batch's canary proves the key: its keys are sent a second time once the first answer is known, until one
+   * such check has ended (CreateImageInput.proveKey). @default false
+   */
+  proveKey?: true;
 }

@@ -98,6 +98,8 @@ export interface JsonlKey {
   /** Where `charged_usd` came from: `creation`, `catalog` or `user`; null when not known. */
   price_source: PriceSource | null;
   error: string | null;
+  /** Polls of its creation answered 404 ERR_NOT_FOUND while the service's reads lagged its writes; absent: none. */
+  not_found_polls?: number;
 }
 
 /**
@@ -231,6 +233,7 @@ function jsonRecord(r: ResultRow): JsonlRecord {
       refunded_usd: k.refundedUsd ?? null,
       price_source: k.priceSource ?? null,
       error: k.error ?? null,
+      ...(k.notFoundPolls ? { not_found_polls: k.notFoundPolls } : {}),
     })),
     creation_ids: rec?.creationIds ?? [],
     charged_usd: rec?.chargedUsd ?? null,

@@ -1,6 +1,6 @@
 import type { BudgetSpent } from '../model';
 import { runBatchIds } from './runs';
-import { eachRow, keyMayHoldMoney, type LedgerStore } from '../ledger';
+import { eachRow, keyMayHoldMoney, ledgerKeyOf, type LedgerStore } from '../ledger';
 
 /**
  * What the runs of the schedule in `scheduleDir` spent in the day and the month of `nowMs`, read in `timezone`, from
@@ -19,7 +19,7 @@ export async function scheduleSpend(
   const spent: BudgetSpent = { dayUsd: 0, monthUsd: 0, unknownKeys: 0 };
   for (const batchId of await runBatchIds(scheduleDir)) {
     for await (const row of eachRow(store, batchId)) {
-      const listed = new Map(row.record?.keys.map((k) => [k.idempotencyKey, k.chargedUsd]));
+      const listed = new Map(row.record?.keys.map((k) => [ledgerKeyOf(k), k.chargedUsd]));
       for (const key of row.keys) {
         if (!keyMayHoldMoney(key)) continue;
         const day = dayOf(key.firstSentAtMs);

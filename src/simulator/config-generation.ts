@@ -2,7 +2,8 @@ import { z } from 'zod';
 
 /** How long a creation waits queued and runs: the `generation` part of the simulator's config. */
 
-const rangeSchema = z
+/** A range of milliseconds, `minMs` to `maxMs` inclusive. */
+export const rangeSchema = z
   .strictObject({ minMs: z.number().int().nonnegative(), maxMs: z.number().int().nonnegative() })
   .refine((r) => r.minMs <= r.maxMs, { message: 'minMs must not exceed maxMs' });
 

@@ -10,7 +10,7 @@ import {
   type AccountConfig,
 } from './config-accounts';
 import { faultSettingsSchema, scriptRuleSchema } from './config-faults';
-import { generationIssues, generationSchema } from './config-generation';
+import { generationIssues, generationSchema, rangeSchema } from './config-generation';
 import { catalogSchema, pricingSchema, recordsSchema, requestLayoutSchema } from './config-presentation';
 import { filesConfigSchema } from './files-config';
 import { ErrorCode, ImagebatchError } from '../model/errors';
@@ -117,6 +117,11 @@ export const simulatorConfigSchema = z
       .strictObject({ ttlMs: positiveInt.default(24 * 3600 * 1000), maxEntries: positiveInt.default(100_000) })
       .prefault({}),
     generation: generationSchema,
+    /**
+     * Reads that lag writes (a store that has not caught up): a GET of a creation younger than its lag, drawn per
+     * creation in this range, answers 404 ERR_NOT_FOUND. See `src/simulator/read-lag.ts`. @default none
+     */
+    readLagMs: rangeSchema.optional(),
     safety: z
       .strictObject({
         /** Case-insensitive words whose presence in the prompt makes the safety filter decline it. */

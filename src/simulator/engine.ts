@@ -23,6 +23,7 @@ import { errorResponse, invalidRequest, retryAfter, type ApiResponse, type Deliv
 import { parseBody, type ParsedBody, type SubmitInput } from './submit-body';
 import { idempotencyKeyProblem, validateCreationBody } from './validation';
 import { readKey } from './key-carrier';
+import { notReadable } from './read-lag';
 
 /** The simulator's reply to a request: what to send, how, and what to call once it has gone out. */
 export interface Reply {
@@ -128,7 +129,8 @@ export class SimulatorEngine {
     const now = this.now();
     this.settle();
     const c = this.creations.get(id);
-    if (!c || c.accountId !== principal.accountId) {
+    // A creation its store has not caught up with yet is not found either (config `readLagMs`).
+    if (!c || c.accountId !== principal.accountId || notReadable(c, now, this.config)) {
       return errorResponse(ErrorCode.NotFound, 'No creation with this id.', { id });
     }
     const interval = this.config.limits.minPollIntervalMs;

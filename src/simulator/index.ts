@@ -31,6 +31,7 @@ export { type SeenRequest } from './files';
 export { STATE_FORMAT, STATE_VERSION, type SimulatorState } from './persistence';
 export { encodePng, renderImage } from './png';
 export {
+  LAGGING_READS_PROFILE,
   PASSING_STATUS_PROFILE,
   POLL_HINT_PROFILE,
   PREDICTION_SERVICE_PROFILE,

@@ -58,3 +58,11 @@ export const POLL_HINT_PROFILE: SimulatorConfigInput = {
   limits: { minPollIntervalMs: 3_000, inFlightRetryAfter: true },
   pollLatencyMs: 250,
 };
+
+/**
+ * A service behind a distributed store whose reads lag its writes (issue #42): a creation just accepted is answered
+ * `404 ERR_NOT_FOUND` for up to 3 s (each creation's lag drawn in 0 to 3 s), then found as usual.
+ */
+export const LAGGING_READS_PROFILE: SimulatorConfigInput = {
+  readLagMs: { minMs: 0, maxMs: 3_000 },
+};

@@ -3,7 +3,7 @@
  * net that reads back a row that closed without reporting. Workflow code; what they decide is {@link BatchRun}'s.
  */
 import { WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy } from '@temporalio/common';
-import { ParentClosePolicy, getExternalWorkflowHandle, sleep, startChild } from '@temporalio/workflow';
+import { ParentClosePolicy, getExternalWorkflowHandle, patched, sleep, startChild } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { legacyPromptWorkflowId, promptWorkflowId, type BatchRowInput, type RowRecord } from '../model';
 import type { BatchWorkflowInput } from './batch-input';
@@ -11,6 +11,13 @@ import type { BatchRun } from './batch-run';
 import { rowResumeSignal } from './definitions';
 import { promptWorkflow } from './prompt-workflow';
 import { ROW_CHECK_EVERY_MS } from './timeouts';
+
+/**
+ * Patch: a batch's canary proves the key too. It is started with `proveKey`: its key is sent a second time once the
+ * first answer is known, and it passes only when the same creation came back (src/workflows/stop-loss.ts). Asked when a
+ * canary row starts; a batch whose canary started before keeps today's canary.
+ */
+export const CANARY_PROVES_KEY = 'canary-proves-key';
 
 export class BatchRows {
   /** The look-up of the unwatched rows in flight is due (its timer fired). */
@@ -39,7 +46,7 @@ export class BatchRows {
   async startRow(row: BatchRowInput): Promise<void> {
     const { input, run } = this;
     const workflowId = this.rowWorkflowId(row.rowId);
-    const price = run.rowStarting(row);
+    const { price, proveKey } = run.rowStarting(row, () => patched(CANARY_PROVES_KEY));
     try {
       const child = await startChild(promptWorkflow, {
         workflowId,
@@ -61,6 +68,7 @@ export class BatchRows {
             ...(input.maxPollWaitMs === undefined ? {} : { maxPollWaitMs: input.maxPollWaitMs }),
             ...(input.rowCheckEveryMs === undefined ? {} : { batchCheckEveryMs: input.rowCheckEveryMs }),
             ...(input.ledger ? { ledger: input.ledger } : {}),
+            ...(proveKey ? { proveKey: true as const } : {}),
           },
         ],
       });

@@ -215,18 +215,22 @@ export class BatchRun {
 
   /**
    * A row about to start: it reserves its price, the stop-loss sees it, and a row whose price is not known is noted.
-   * Its list price, for the row's record.
+   * Its list price, for the row's record, and whether it is a canary that proves the key (`provesKey` is asked of a
+   * canary only).
    */
-  rowStarting(row: BatchRowInput): ListPrice | undefined {
+  rowStarting(
+    row: BatchRowInput,
+    provesKey: () => boolean = () => false,
+  ): { price: ListPrice | undefined; proveKey: boolean } {
     const { state, prices } = this;
     state.inFlight[row.rowId] = prices.priceOf(row);
-    this.loss?.started(row.rowId);
+    const proveKey = this.loss?.started(row.rowId, provesKey) ?? false;
     const price = prices.knownOrUnknown ? prices.listPriceOf(row) : undefined;
     if (prices.knownOrUnknown && !price) {
       state.unpriced = { ...state.unpriced, [row.rowId]: { model: row.request.model, images: imagesOf(row) } };
     }
     state.started += 1;
-    return price;
+    return { price, proveKey };
   }
 
   /** Unwatched rows still in flight. */

@@ -204,6 +204,9 @@ class RowKeys {
           maxPollWaitMs: this.maxPollWaitMs,
           ...(progress ? { progress } : {}),
           ...(input.ledger ? { ledger: input.ledger } : {}),
+          // The canary proves the key until one of its keys' checks has ended (no patch: only canaries started
+          // with the batch's patch `canary-proves-key` carry the flag).
+          ...(input.proveKey && !builder.record.keyCheck ? { proveKey: true as const } : {}),
         });
       } catch (err) {
         const failure =
@@ -285,6 +288,12 @@ class RowKeys {
   /** The key's activity completed: the row's end, or a new key after a creation that failed and was refunded. */
   private keyEnded(ended: CreateImageResult): KeyEnd {
     const { builder } = this;
+    // What the key's attempts learned besides its end: its lagging 404s, the check of the key (a canary's).
+    builder.learned({
+      ...(ended.outcome === 'reused' ? {} : { creationId: ended.creationId }),
+      ...(ended.notFoundPolls ? { notFoundPolls: ended.notFoundPolls } : {}),
+      ...(ended.keyCheck ? { keyCheck: ended.keyCheck } : {}),
+    });
     if (ended.limit) this.refused = ended.refused === true;
     this.limit = ended.limit ?? this.limit;
     // Served by an earlier request of the same fingerprint: nothing was sent for the key. (No patch: only a worker

@@ -9,6 +9,7 @@ import {
   REFUNDED_IN_FULL,
   rowMoney,
   RowState,
+  type KeyCheck,
   type KeyProgress,
   type KeyRecord,
   type ListPrice,
@@ -76,16 +77,57 @@ export class RowRecordBuilder {
   /** What an activity learned of the current key (its creation and price), also when it failed. */
   learned(progress: KeyProgress): void {
     const key = this.current;
-    if (!key || !progress.creationId) return;
-    if (key.creationId !== progress.creationId) {
-      key.creationId = progress.creationId;
-      this.record.creationIds.push(progress.creationId);
+    if (!key) return;
+    if (progress.notFoundPolls) key.notFoundPolls = progress.notFoundPolls;
+    if (progress.creationId) {
+      if (key.creationId !== progress.creationId) {
+        key.creationId = progress.creationId;
+        this.record.creationIds.push(progress.creationId);
+      }
+      if (key.outcome === KeyOutcome.Submitting) key.outcome = KeyOutcome.Accepted;
+      if (progress.costUsd !== undefined) {
+        key.chargedUsd = progress.costUsd;
+        key.priceSource = 'creation';
+      }
     }
-    if (key.outcome === KeyOutcome.Submitting) key.outcome = KeyOutcome.Accepted;
-    if (progress.costUsd !== undefined) {
-      key.chargedUsd = progress.costUsd;
-      key.priceSource = 'creation';
+    if (progress.keyCheck) this.keyChecked(progress.keyCheck);
+    const replay = progress.notFoundReplay;
+    if (replay?.state === 'other' && replay.creationId) {
+      const cost = replay.costUsd === undefined ? {} : { costUsd: replay.costUsd };
+      this.secondCreation({ creationId: replay.creationId, ...cost }, replay.message ?? replay.tried);
     }
+  }
+
+  /**
+   * The check of the current key sent a second time (a canary that proves the key), once. A second creation it paid
+   * for goes in as an entry of its own (the same attempt and key, `duplicate`, holding its charge), before the key.
+   */
+  keyChecked(check: KeyCheck): void {
+    if (this.record.keyCheck || !this.current) return;
+    this.record.keyCheck = check;
+    if (check.duplicate) this.secondCreation(check.duplicate, check.message);
+  }
+
+  /**
+   * A second creation the service made for the current key sent again (it did not honour or keep the key): an entry
+   * of its own (the same attempt and key, `duplicate`, holding its charge), before the key; once per creation.
+   */
+  private secondCreation(second: { creationId: string; costUsd?: number }, error: string): void {
+    const key = this.current;
+    const { creationId, costUsd } = second;
+    if (!key || this.record.keys.some((k) => k.outcome === KeyOutcome.Duplicate && k.creationId === creationId)) return;
+    const entry: KeyRecord = {
+      attempt: key.attempt,
+      idempotencyKey: key.idempotencyKey,
+      outcome: KeyOutcome.Duplicate,
+      creationId,
+      ...(costUsd === undefined ? {} : { chargedUsd: costUsd, priceSource: 'creation' as const }),
+      error,
+    };
+    this.priceKey(entry);
+    this.record.keys.splice(this.record.keys.length - 1, 0, entry);
+    this.record.creationIds.push(creationId);
+    Object.assign(this.record, rowMoney(this.record.keys));
   }
 
   /** The creation succeeded and its images are saved. */

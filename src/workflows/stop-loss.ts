@@ -6,6 +6,7 @@
 import {
   Breaker,
   CanaryPhase,
+  KeyCheckResult,
   KeyOutcome,
   RowState,
   STOP_LOSS_DEFAULTS,
@@ -19,6 +20,8 @@ export interface StopLossState {
   canary: CanaryPhase;
   /** The canary row while it is in flight. */
   canaryRowId?: string;
+  /** The canary in flight was started to prove the key too (patch `canary-proves-key`): it passes only if honoured. */
+  canaryProvesKey?: true;
   /** Canaries that ended `failed`. */
   canaryFailures: number;
   /** Set when a canary passed and its proof is not recorded yet: the row and its creation. */
@@ -81,11 +84,17 @@ export class StopLoss {
     return undefined;
   }
 
-  /** A row started: the canary, when the next row is to be one. */
-  started(rowId: string): void {
-    if (this.state.canary !== CanaryPhase.Next) return;
+  /**
+   * A row started: the canary, when the next row is to be one. `provesKey` is asked of a canary only: whether it is
+   * started to prove the key too. Returns whether the row proves the key.
+   */
+  started(rowId: string, provesKey: () => boolean = () => false): boolean {
+    if (this.state.canary !== CanaryPhase.Next) return false;
     this.state.canary = CanaryPhase.Running;
     this.state.canaryRowId = rowId;
+    if (!provesKey()) return false;
+    this.state.canaryProvesKey = true;
+    return true;
   }
 
   /** A row ended with its record (counted once). `price`: its charge against the cap's price, when a cap is set. */
@@ -122,6 +131,20 @@ export class StopLoss {
 
   private canaryEnded(record: RowRecord): void {
     delete this.state.canaryRowId;
+    const provesKey = this.state.canaryProvesKey === true;
+    delete this.state.canaryProvesKey;
+    const check = record.keyCheck;
+    if (provesKey && check && check.result !== KeyCheckResult.Honoured) {
+      // Whatever became of the row: a key the service does not honour makes every retry of the batch pay twice.
+      this.state.canary = CanaryPhase.Next;
+      this.trip(Breaker.Canary, keyCheckText(record, check), record.rowId);
+      return;
+    }
+    if (provesKey && !check && record.state === RowState.Succeeded) {
+      // Nothing proved the key (its end came from the store, no request): the next row is the canary.
+      this.state.canary = CanaryPhase.Next;
+      return;
+    }
     switch (record.state) {
       case RowState.Succeeded: {
         this.state.canary = CanaryPhase.Passed;
@@ -224,6 +247,16 @@ export class StopLoss {
     // The first trip stands until a resume: it says what stopped the batch.
     this.state.trip ??= { breaker, message, rowId };
   }
+}
+
+/**
+ * Why a canary that proves the key paused the batch: the activity's words for its check, what the second creation it
+ * paid for was charged (its own entry in the record), and what to do.
+ */
+function keyCheckText(record: RowRecord, check: NonNullable<RowRecord['keyCheck']>): string {
+  const second = record.keys.find((k) => k.outcome === KeyOutcome.Duplicate);
+  const paid = second ? ` (${second.chargedUsd === undefined ? 'its charge not known' : `$${second.chargedUsd}`})` : '';
+  return `${check.message}${paid}${check.advice ? `. ${check.advice}` : ''}`;
 }
 
 function quoted(record: RowRecord): string {

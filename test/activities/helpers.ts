@@ -65,3 +65,37 @@ export async function runActivity<T>(
 }
 
 const quiet = new DefaultLogger('ERROR');
+
+/** A failure of an attempt that Temporal tries again: its type, its delay, and whether it was a local hold. */
+export interface RetriedAttempt {
+  type?: string | null | undefined;
+  delay: number;
+  local: boolean;
+  message: string;
+}
+
+/**
+ * Runs attempts of one activity as Temporal's retries would (at most `max`): each after the previous failure's
+ * `nextRetryDelay` on `clock`, with the previous attempt's last heartbeat details. Ends with the value, or the failure
+ * that is not tried again.
+ */
+export async function driveAttempts<T>(
+  run: () => Promise<T>,
+  clock: { t: number },
+  options: { max?: number; firstDetails?: unknown } = {},
+): Promise<{ value?: T; failure?: ApplicationFailure; failures: RetriedAttempt[]; details: unknown }> {
+  let details: unknown = options.firstDetails;
+  const failures: RetriedAttempt[] = [];
+  for (let n = 0; n < (options.max ?? 60); n++) {
+    const r = await runActivity(run, details === undefined ? {} : { heartbeatDetails: details });
+    details = r.heartbeats.at(-1) ?? details;
+    if (r.value !== undefined) return { value: r.value, failures, details };
+    const f = r.failure!;
+    if (f.nonRetryable) return { failure: f, failures, details };
+    const delay = typeof f.nextRetryDelay === 'number' ? f.nextRetryDelay : 1_000;
+    const local = (f.details?.[0] as { local?: boolean } | null)?.local === true;
+    failures.push({ type: f.type, delay, local, message: f.message });
+    clock.t += delay;
+  }
+  throw new Error('the activity never ended');
+}

@@ -23,6 +23,7 @@ describe('loadServiceConfig', () => {
       modelsPath: '/models',
       idempotencyHeader: 'Idempotency-Key',
       idempotencyWindowMs: 86_400_000,
+      notFoundWindowMs: 90_000,
       authHeader: 'bearer',
       successStatuses: DEFAULT_SUCCESS_STATUSES,
       pendingStatuses: DEFAULT_PENDING_STATUSES,

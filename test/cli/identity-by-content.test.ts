@@ -8,6 +8,7 @@ import { devServerBase } from '../../src/local/dev-server-base';
 import type { BatchProgress } from '../../src/model';
 import { WorkerProcess, baseEnv, cli, describeRun, ensureDistIsFresh, readCsv, waitUntil } from './helpers';
 import { defaultLedger } from '../helpers/ledger';
+import { KEYS_KEPT_MS, keysForgotten } from '../helpers/keys-forgotten';
 
 /**
  * What was paid is remembered by what was asked, in one store (here this file's default: the user data folder test
@@ -15,8 +16,9 @@ import { defaultLedger } from '../helpers/ledger';
  * that paid twice before: the same command from another directory after Temporal's state is gone, the same file
  * renamed, one row added, another --model, and the results' advice while a batch is open.
  *
- * The simulator forgets a key after 1 s (the service's idempotency window, 24 h in life): a key sent again after it
- * would be charged again, so every "no new charge" below is the store's doing, not the service's.
+ * The simulator forgets a key after a few seconds (KEYS_KEPT_MS; the service's idempotency window, 24 h in life), and
+ * each batch run again waits that out: a key sent again would be charged again, so every "no new charge" below is the
+ * store's doing, not the service's.
  */
 
 let dir: string;
@@ -56,7 +58,7 @@ beforeAll(async () => {
     generation: { queuedMs: { minMs: 20, maxMs: 50 }, runningMs: { minMs: 100, maxMs: 300 } },
     limits: { minPollIntervalMs: 200, requestsPerSecond: 1000, burst: 1000, accountConcurrency: null },
     safety: { genericDeclineProbability: 0 },
-    idempotency: { ttlMs: 1000 },
+    idempotency: { ttlMs: KEYS_KEPT_MS },
   });
   await startTemporalAndWorker();
 });
@@ -121,6 +123,7 @@ describe('what was paid is remembered by what was asked', { timeout: 180_000 }, 
     // Temporal's state is gone (retention passed, or a new server); the store is the user's, not the folder's.
     await stopTemporalAndWorker();
     await startTemporalAndWorker();
+    await keysForgotten(sim);
     const elsewhere = await folderWith('prompts.csv', PROMPTS);
     const again = await runIn(elsewhere, 'prompts.csv');
     expect(again.progress.counts).toMatchObject({ succeeded: 4 });
@@ -146,6 +149,7 @@ describe('what was paid is remembered by what was asked', { timeout: 180_000 }, 
   });
 
   it('one row added to the file: exactly one new charge, under a batch of its own', async () => {
+    await keysForgotten(sim);
     const ran = await runIn(first, 'prompts.csv');
     expect(ran.progress.counts).toMatchObject({ succeeded: 4 }); // the same content: the same batch, as it ended
     await writeFile(path.join(first, 'prompts.csv'), `${[...PROMPTS, 'r5,a paper boat on a puddle'].join('\n')}\n`);

@@ -8,6 +8,7 @@ import { devServerBase } from '../../src/local/dev-server-base';
 import type { BatchProgress } from '../../src/model';
 import { WorkerProcess, baseEnv, cli, describeRun, ensureDistIsFresh, waitUntil } from '../cli/helpers';
 import { startTestPostgres, type TestPostgres } from '../helpers/postgres';
+import { KEYS_KEPT_MS, keysForgotten } from '../helpers/keys-forgotten';
 
 /**
  * Beyond one machine: workers on two "hosts" (each its own working directory and home) and the CLI on a third share
@@ -65,8 +66,8 @@ beforeAll(async () => {
     accounts: [{ id: 'acct', models: ['flux-dev'], keys: [{ id: 'key', key: DEMO_API_KEY }] }],
     generation: { queuedMs: { minMs: 20, maxMs: 50 }, runningMs: { minMs: 100, maxMs: 300 } },
     limits: { minPollIntervalMs: 200, requestsPerSecond: 1000, burst: 1000, accountConcurrency: null },
-    // The service forgets a key after 1 s: a key sent again would be charged again.
-    idempotency: { ttlMs: 1000 },
+    // The service forgets a key after a few seconds: a key sent again would be charged again.
+    idempotency: { ttlMs: KEYS_KEPT_MS },
   });
 });
 
@@ -103,6 +104,7 @@ describe('workers of several hosts share one PostgreSQL ledger store', { timeout
     await stopAll();
     server = await DevServer.start({ ...devServerBase(), uiPort: false });
     await startWorkers(ledgerUrl);
+    await keysForgotten(sim);
     const again = await cli(run, { env: cliEnv(), cwd: cliHost.cwd, timeoutMs: 90_000 });
     expect(again.code, describeRun(run, again)).toBe(0);
     expect((JSON.parse(again.stdout) as BatchProgress).counts).toMatchObject({ succeeded: 8 });

@@ -306,13 +306,15 @@ describe('a success without an image', { timeout: 180_000 }, () => {
     expect(message).toContain('IMAGEGEN_IMAGE_FIELDS (artifacts.render[].location)');
     expect(message).toMatch(/its top-level fields are id, status, .*artifacts/);
     expect(message).not.toContain(sim.filesUrl);
-    expect(proxy.submissions()).toBe(1);
+    // Its submission, and the canary's check of its key: a replay, charged nothing.
+    expect(proxy.submissions()).toBe(2);
+    expect(creationsByRow(sim, f.batchId)).toEqual({ one: 1 });
 
     // Right: the canary's own creation is fetched again and its images saved; then the batch fans out.
     const right = { imageFields: ['artifacts.renders[].location'], ...DISCOVERY_OFF };
     const done = await resumeToEnd(f, proxy.baseUrl, taskQueue, right);
     expect(done.counts).toMatchObject({ succeeded: 2, images_unsaved: 0 });
-    expect(proxy.submissions()).toBe(2);
+    expect(proxy.submissions()).toBe(3);
     expect(creationsByRow(sim, f.batchId)).toEqual({ one: 1, two: 1 });
     const after = await readResults(f);
     expect(after.unresolved).toEqual([]);

@@ -36,6 +36,7 @@ import {
 import { ROW_REPORTS_LIMIT } from '../../src/workflows/prompt-workflow';
 import { lazyTempLedger } from '../helpers/ledger';
 import { expectState, hasPatch, recordAdaptiveWindow, recordNotSent, waitFor } from './recorded-scenarios';
+import { recordKeyNotHonoured } from './recorded-key-proof';
 import { recordScheduledBudget, recordScheduledCapPaused } from './recorded-schedule';
 
 // IMAGEBATCH_HISTORIES_DIR records elsewhere (e.g. to add a new version's histories beside the old ones).
@@ -357,6 +358,7 @@ async function main(): Promise<void> {
       await recordAdaptiveWindow({ client, native, baseUrl: sim.baseUrl, save, outputRoot });
       await recordScheduledCapPaused({ client, taskQueue: TASK_QUEUE, outputRoot, save });
       await recordScheduledBudget({ client, taskQueue: TASK_QUEUE, outputRoot, save });
+      await recordKeyNotHonoured({ client, native, outputRoot, save });
     });
 
     await mkdir(HISTORIES_DIR, { recursive: true });

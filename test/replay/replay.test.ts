@@ -72,6 +72,11 @@ const EXPECTED = [
   // ending before its batch).
   'v13-scheduled-run-budget-scheduled-budget-capped',
   'v13-scheduled-run-budget-scheduled-budget-spent',
+  // Recorded after the `canary-proves-key` patch (the canary sends its key twice; the same creation must come back):
+  // a canary whose key the service does not read pauses the batch; the next, on a worker that carries it right, passes.
+  'v14-canary-proves-key-batch-stop-resume',
+  'v14-canary-proves-key-batch-canary-key-not-honoured',
+  'v14-canary-proves-key-prompt-canary-key-not-honoured',
 ];
 
 type History = temporal.api.history.v1.History;
@@ -190,6 +195,22 @@ describe('replay of recorded histories', () => {
     const spent = fixture('v13-scheduled-run-budget-scheduled-budget-spent');
     expect(payloadTexts(spent).some((t) => t.includes('USD a day (UTC) is spent'))).toBe(true);
     expect(JSON.stringify(spent)).not.toContain('START_CHILD_WORKFLOW_EXECUTION_INITIATED');
+  });
+
+  it("the canary-proves-key histories hold the patch's marker, the canary's flag, and its second creation", () => {
+    const texts = (name: string) => payloadTexts(fixtures.find((f) => f.name === name)!.json);
+    for (const name of [
+      'v14-canary-proves-key-batch-stop-resume',
+      'v14-canary-proves-key-batch-canary-key-not-honoured',
+    ]) {
+      expect({ name, marker: texts(name).some((t) => t.includes('canary-proves-key')) }).toEqual({
+        name,
+        marker: true,
+      });
+      expect({ name, flag: texts(name).some((t) => t.includes('"proveKey":true')) }).toEqual({ name, flag: true });
+    }
+    const row = texts('v14-canary-proves-key-prompt-canary-key-not-honoured');
+    expect(row.some((t) => t.includes('"outcome":"duplicate"') && t.includes('"result":"not_honoured"'))).toBe(true);
   });
 
   it('the histories hold no API key', () => {

@@ -12,6 +12,7 @@ import {
   type BatchRowInput,
   type CreateImageInput,
   type CreateImageResult,
+  type KeyCheck,
   type ReadBatchPageInput,
   type ReadBatchPageResult,
 } from '../../src/model';
@@ -55,15 +56,26 @@ export type Behaviour =
   | 'declined'
   | 'dear';
 
+/** What a service that honours the key shows the check of a canary that proves it. */
+export const HONOURED: KeyCheck = {
+  result: 'honoured',
+  carrier: 'header Idempotency-Key',
+  message: 'the key at header Idempotency-Key was honoured: the same creation came back',
+};
+
 export function batchActivities(
   client: Client,
   all: BatchRowInput[],
   behaviour: (rowId: string, submission: number) => Behaviour,
-  options: { proven?: boolean } = {},
+  options: {
+    proven?: boolean;
+    /** What the check of a key sent with `proveKey` shows. @default honoured */
+    keyCheck?: (rowId: string, submission: number) => KeyCheck;
+  } = {},
 ) {
   const submissions = new Map<string, number>();
   const open = new Set<string>();
-  const stats = { maxOpen: 0, submits: 0, pagesRead: 0, proofs: 0, events: [] as string[] };
+  const stats = { maxOpen: 0, submits: 0, pagesRead: 0, proofs: 0, events: [] as string[], provingKey: [] as string[] };
   const rowLookups = createRowActivities({
     temporalClient: client,
     outputRoot: tmpdir(),
@@ -107,7 +119,10 @@ export function batchActivities(
         stats.submits += 1;
         stats.events.push(`start:${rowId}`);
         try {
-          return await scripted(rowId, n);
+          const result = await scripted(rowId, n);
+          if (!input.proveKey) return result;
+          stats.provingKey.push(rowId);
+          return { ...result, keyCheck: options.keyCheck?.(rowId, n) ?? HONOURED };
         } finally {
           stats.events.push(`end:${rowId}`);
         }

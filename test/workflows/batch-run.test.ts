@@ -21,7 +21,7 @@ describe('BatchRun', () => {
     expect(run.prices.capHoldText(hold!)).toContain('resume with --price m=<usd per image>');
     run.resume({ prices: { m: 0.04 } });
     expect(run.prices.spendCapHold(row('r1'))).toBeUndefined();
-    expect(run.rowStarting(row('r1'))).toEqual({ usd: 0.04, source: 'user' });
+    expect(run.rowStarting(row('r1')).price).toEqual({ usd: 0.04, source: 'user' });
     expect(run.state.inFlight).toEqual({ r1: 0.04 });
   });
 

@@ -76,6 +76,27 @@ describe('RowRecordBuilder', () => {
     expect(l.record).toMatchObject({ state: 'cancelled', keys: [], resubmittable: true });
   });
 
+  it('lagging 404s are counted on the key; a creation its key sent again made is an entry of its own, once', () => {
+    const l = builder();
+    l.startKey(1, 'k1');
+    const replay = {
+      state: 'other' as const,
+      tried: 'answered 404 ERR_NOT_FOUND for 90 s (14 polls)',
+      creationId: 'c2',
+      costUsd: 0.04,
+      message: 'the service did not keep the key',
+    };
+    l.learned({ creationId: 'c1', costUsd: 0.04, notFoundPolls: 14, notFoundReplay: replay });
+    l.learned({ creationId: 'c1', notFoundReplay: replay });
+    l.unknown('lost', 'creation c1 was accepted, then not found: the service did not keep the key');
+    expect(l.record.keys.map((k) => [k.outcome, k.creationId, k.chargedUsd, k.notFoundPolls])).toEqual([
+      ['duplicate', 'c2', 0.04, undefined],
+      ['lost', 'c1', 0.04, 14],
+    ]);
+    expect(l.record).toMatchObject({ state: 'unknown', creationIds: ['c1', 'c2'], chargedUsd: 0.08, netUsd: 0.08 });
+    expect(l.record.keys[0]?.error).toBe('the service did not keep the key');
+  });
+
   it('a creation learned twice is listed once', () => {
     const l = builder();
     l.startKey(1, 'k1');

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { BatchProgress } from '../../src/model';
 import { progressQuery, resumeSignal } from '../../src/workflows';
 import { createTimeSkippingEnv, useTestEnv } from '../helpers/temporal';
-import { rows, startBatch, type Behaviour } from './batch-fakes';
+import { HONOURED, rows, startBatch, type Behaviour } from './batch-fakes';
 
 const env = useTestEnv(createTimeSkippingEnv);
 
@@ -25,7 +25,7 @@ const pausedBy = (p: BatchProgress) => p.waiting?.kind === 'stop_loss';
 
 describe('batchWorkflow: the canary first (scripted activities, time-skipping server)', () => {
   it('sends the first row alone, fans out once it succeeded, and records the proof once', async () => {
-    const { events, proofs, progress } = await withBatch(
+    const { events, proofs, progress, provingKey } = await withBatch(
       6,
       () => 'slow',
       {},
@@ -33,12 +33,52 @@ describe('batchWorkflow: the canary first (scripted activities, time-skipping se
         progress: await handle.result(),
         events: fake.stats.events,
         proofs: fake.stats.proofs,
+        provingKey: fake.stats.provingKey,
       }),
     );
     expect(progress.counts.succeeded).toBe(6);
     expect(progress.canary).toBe('passed');
     expect(events.slice(0, 2)).toEqual(['start:row-1', 'end:row-1']);
     expect(proofs).toBe(1);
+    // The canary alone proved the key (its check said honoured): the others were sent once each.
+    expect(provingKey).toEqual(['row-1']);
+  });
+
+  it('a canary whose key was not honoured pauses the batch before any other row; resume sends the next alone', async () => {
+    const result = await withBatch(
+      4,
+      () => 'ok',
+      {},
+      async (handle, fake) => {
+        const paused = await handle.progress(pausedBy);
+        const started = fake.stats.events.filter((e) => e.startsWith('start:'));
+        await handle.signal(resumeSignal);
+        return { paused, started, final: await handle.result(), fake };
+      },
+      {
+        proven: false,
+        keyCheck: (rowId) =>
+          rowId === 'row-1'
+            ? {
+                result: 'not_honoured',
+                carrier: 'header Idempotency-Key',
+                message:
+                  'the service did not honour the idempotency key at header Idempotency-Key: every retry may pay ' +
+                  'twice; the check paid a second creation c-dup',
+                duplicate: { creationId: 'c-dup', costUsd: 0.04 },
+              }
+            : HONOURED,
+      },
+    );
+    expect(result.paused.waiting).toMatchObject({ kind: 'stop_loss', trip: { breaker: 'canary', rowId: 'row-1' } });
+    expect((result.paused.waiting as { trip: { message: string } }).trip.message).toContain('c-dup ($0.04)');
+    expect(result.started).toEqual(['start:row-1']);
+    // The canary's second creation is in its record and the batch's spend: 2 creations at $0.04.
+    expect(result.paused.spentUsd).toBeCloseTo(0.08);
+    expect(result.final.counts.succeeded).toBe(4);
+    expect(result.fake.stats.provingKey).toEqual(['row-1', 'row-2']);
+    expect(result.fake.stats.events.slice(0, 4)).toEqual(['start:row-1', 'end:row-1', 'start:row-2', 'end:row-2']);
+    expect(result.fake.stats.proofs).toBe(1);
   });
 
   it('skips the canary when the worker settings were proven', async () => {

@@ -5,17 +5,21 @@ import { acceptedPending } from '../failures';
 import { currentDetails, heartbeat } from '../heartbeat';
 import { imagesRefusedStop } from '../images-refused';
 import { redactedFailure } from '../redacted-failure';
+import { checkKey } from './key-check';
 import { consult } from './ledger-consult';
 import { accepted as noteAccepted, ended as noteEnded, noteAnswer, recordEnd } from './ledger-writes';
 import { keyProgressOf, withProgress } from './progress';
 import { reuse } from './reuse';
 import type { ImageRun } from './run';
-import { pollAndSave } from './save';
+import { pollOwnCreation } from './not-found';
+import { lostAfterReplay, replayKey } from './not-found-replay';
 import { submitOnce } from './submit';
 
 /**
  * One attempt of {@link CreateImageInput}'s key: the submission while no creation is known, else one poll (and,
- * once it succeeded, the downloads). Every failure carries what is known of the key as its second detail.
+ * once it succeeded, the downloads), or the key sent again: to prove the service honours it (key-check.ts), or to
+ * find a creation not found for a whole window (not-found-replay.ts). Every failure carries what is known of the key
+ * as its second detail.
  */
 export async function createImageAttempt(
   run: ImageRun,
@@ -29,11 +33,18 @@ export async function createImageAttempt(
     // A creation known from an earlier activity (the row waited out a batch stop): its counts start afresh.
     delete progress.ambiguousTries;
     delete progress.unrecognizedNotFound;
+    delete progress.notFoundSinceMs;
+    delete progress.notFoundRun;
   }
   heartbeat(ctx, progress);
   try {
     if (!progress.creationId) return await beforeAcceptance(run, input, ctx);
-    return await pollAndNote(run, input, ctx, { ...progress, creationId: progress.creationId });
+    const known = { ...progress, creationId: progress.creationId };
+    const replay = progress.notFoundReplay;
+    if (replay?.state === 'other') return lostAfterReplay(replay);
+    if (replay?.state === 'due') return await replayKey(run, input, ctx, { ...known, notFoundReplay: replay });
+    if (input.proveKey && !progress.keyCheck) return await checkKey(run, input, ctx, known);
+    return await pollAndNote(run, input, ctx, known);
   } catch (err) {
     const known = keyProgressOf(currentDetails(ctx));
     const failure = redactedFailure(imagesRefusedStop(err, input.batchId) ?? err, run.deps.apiKey);
@@ -42,16 +53,20 @@ export async function createImageAttempt(
   }
 }
 
-/** One poll (and the downloads once it succeeded), the key's end written to the store when it ended. */
+/**
+ * One poll of the key's own creation (and the downloads once it succeeded), a 404 read as lag (not-found.ts); the
+ * key's end written to the store when it ended.
+ */
 async function pollAndNote(
   run: ImageRun,
   input: CreateImageInput,
   ctx: Context,
   progress: KeyProgress & { creationId: string },
 ): Promise<CreateImageResult> {
-  const result = await pollAndSave(run, input, ctx, progress);
+  const result = await pollOwnCreation(run, input, ctx, progress);
   await noteEnded(run.keys, input, result);
-  return result;
+  const { keyCheck } = keyProgressOf(currentDetails(ctx));
+  return keyCheck ? { ...result, keyCheck } : result;
 }
 
 /**
@@ -73,6 +88,7 @@ async function beforeAcceptance(run: ImageRun, input: CreateImageInput, ctx: Con
       ...(past.costUsd === undefined ? {} : { costUsd: past.costUsd }),
     };
     heartbeat(ctx, known);
+    if (input.proveKey) return checkKey(run, input, ctx, { ...known, creationId: past.creationId });
     return pollAndNote(run, input, ctx, { ...known, creationId: past.creationId });
   }
   const accepted = await submitOnce(run, { idempotencyKey: input.idempotencyKey, request: input.request }).catch(

@@ -196,6 +196,7 @@ async function known(
     case KeyOutcome.Unknown:
     case KeyOutcome.Lost:
     case KeyOutcome.TimedOut:
+    case KeyOutcome.Duplicate: // a second creation's own entry, never sent as a key
       break;
   }
   if (past.creationId) return { kind: 'follow', creationId: past.creationId, ...cost };
@@ -214,7 +215,12 @@ async function known(
 }
 
 /** Another send of a key known before, written ahead of it. */
-async function sending(keys: KeyLedger, input: CreateImageInput, outDir: string, print: RequestPrint): Promise<void> {
+export async function sending(
+  keys: KeyLedger,
+  input: CreateImageInput,
+  outDir: string,
+  print: RequestPrint,
+): Promise<void> {
   await keys.store.append(
     [{ type: 'sending', ...keyIds(input), request: input.request, ...print, outDir }],
     keys.now(),

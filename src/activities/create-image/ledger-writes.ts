@@ -1,5 +1,6 @@
 import { ApplicationFailure } from '@temporalio/common';
 import {
+  duplicateKeyOf,
   FailureType,
   handledFailure,
   KeyOutcome,
@@ -52,6 +53,32 @@ export async function noteAnswer(keys: KeyLedger, input: CreateImageInput, err: 
 export async function accepted(keys: KeyLedger, input: CreateImageInput, result: SubmitCreationResult): Promise<void> {
   const cost = result.costUsd === undefined ? {} : { costUsd: result.costUsd };
   await keys.store.append([{ type: 'accepted', ...keyIds(input), creationId: result.creationId, ...cost }], keys.now());
+}
+
+/**
+ * A second creation the service made for the key sent again (to prove it, or after its creation was not found): it did
+ * not honour or keep the key. Charged, and never polled. Written as an entry of its own (`<key>#<creation>`, the same request), ended `duplicate`, so spend
+ * reports and budgets count it and a later request of the same fingerprint may follow it, never waiting on it.
+ */
+export async function duplicateCreation(
+  keys: KeyLedger,
+  input: CreateImageInput,
+  outDir: string,
+  duplicate: { creationId: string; costUsd?: number },
+  error: string,
+): Promise<void> {
+  const { creationId } = duplicate;
+  const idempotencyKey = duplicateKeyOf(input.idempotencyKey, creationId);
+  const ids = { batchId: input.batchId, rowId: input.rowId, idempotencyKey };
+  const cost = duplicate.costUsd === undefined ? {} : { costUsd: duplicate.costUsd };
+  await keys.store.append(
+    [
+      { type: 'sending', ...ids, request: input.request, ...keys.fingerprintOf(input.request), outDir },
+      { type: 'accepted', ...ids, creationId, ...cost },
+      { type: 'ended', ...ids, outcome: KeyOutcome.Duplicate, creationId, ...cost, error },
+    ],
+    keys.now(),
+  );
 }
 
 /** The key's end, when its creation ended. */

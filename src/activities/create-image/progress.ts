@@ -1,7 +1,7 @@
 import type { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { backoffCeilingMs } from '../../api/creation-steps';
-import type { KeyProgress, StatusCheck } from '../../model';
+import { KeyCheckResult, type KeyCheck, type KeyProgress, type StatusCheck } from '../../model';
 import { failureWith } from '../failures';
 import { currentDetails, heartbeat } from '../heartbeat';
 import { asRecord } from '../../api/outcome-text';
@@ -37,18 +37,49 @@ export function keyProgressOf(details: unknown): KeyProgress {
   const d = asRecord(details);
   const out: KeyProgress = {};
   if (typeof d.creationId === 'string' && d.creationId) out.creationId = d.creationId;
-  for (const field of ['acceptedAtMs', 'costUsd', 'lastPollAtMs', 'reuseWaitSinceMs'] as const) {
+  for (const field of ['acceptedAtMs', 'costUsd', 'lastPollAtMs', 'reuseWaitSinceMs', 'notFoundSinceMs'] as const) {
     const v = d[field];
     if (typeof v === 'number' && Number.isFinite(v)) out[field] = v;
   }
-  for (const field of ['ambiguousTries', 'unrecognizedNotFound'] as const) {
+  for (const field of ['ambiguousTries', 'unrecognizedNotFound', 'notFoundPolls', 'notFoundRun'] as const) {
     if (d[field] !== undefined) out[field] = countOf(d[field]);
   }
   if (d.generated === true) out.generated = true;
   if (d.mayBeSent === true) out.mayBeSent = true;
   if (typeof d.pollExplore === 'boolean') out.pollExplore = d.pollExplore;
   if (Array.isArray(d.statusChecks)) out.statusChecks = d.statusChecks.flatMap(statusCheckOf);
+  const check = keyCheckOf(d.keyCheck);
+  if (check) out.keyCheck = check;
+  const replay = asRecord(d.notFoundReplay);
+  if (
+    (replay.state === 'due' || replay.state === 'same' || replay.state === 'other') &&
+    typeof replay.tried === 'string'
+  ) {
+    out.notFoundReplay = {
+      state: replay.state,
+      tried: replay.tried,
+      ...(typeof replay.creationId === 'string' ? { creationId: replay.creationId } : {}),
+      ...(typeof replay.costUsd === 'number' && Number.isFinite(replay.costUsd) ? { costUsd: replay.costUsd } : {}),
+      ...(typeof replay.message === 'string' ? { message: replay.message } : {}),
+    };
+  }
   return out;
+}
+
+/** A {@link KeyCheck} read back from heartbeat details (anything else there is ignored). */
+function keyCheckOf(value: unknown): KeyCheck | undefined {
+  const c = asRecord(value);
+  const results: readonly unknown[] = Object.values(KeyCheckResult);
+  if (!results.includes(c.result) || typeof c.carrier !== 'string' || typeof c.message !== 'string') return undefined;
+  const d = asRecord(c.duplicate);
+  const cost = typeof d.costUsd === 'number' && Number.isFinite(d.costUsd) ? { costUsd: d.costUsd } : {};
+  return {
+    result: c.result as KeyCheckResult,
+    carrier: c.carrier,
+    message: c.message,
+    ...(typeof c.advice === 'string' ? { advice: c.advice } : {}),
+    ...(typeof d.creationId === 'string' ? { duplicate: { creationId: d.creationId, ...cost } } : {}),
+  };
 }
 
 /** A {@link StatusCheck} found in heartbeat details (as a list of at most one), its fields checked. */

@@ -50,8 +50,13 @@ export async function reuse(
       run.api().pollIntervalMs(),
     );
   }
-  // Ended with a creation nobody polls any more (its images gone, its row out of time): fetched again by its id.
-  const followable = end === KeyOutcome.Succeeded || end === KeyOutcome.TimedOut || (waited && end === undefined);
+  // Ended with a creation nobody polls any more (its images gone, its row out of time, a second creation a check of a
+  // key paid for): fetched again by its id.
+  const followable =
+    end === KeyOutcome.Succeeded ||
+    end === KeyOutcome.TimedOut ||
+    end === KeyOutcome.Duplicate ||
+    (waited && end === undefined);
   if (source.creationId && followable) return followAgain(run, input, ctx, bound, source.creationId);
   if (end === undefined) {
     return reported(

@@ -102,6 +102,12 @@ export async function doctor(options: DoctorCommandOptions): Promise<DoctorOutco
       }
     : {};
 
+  if (checkOptions.spendOne) {
+    warn(
+      `imagebatch doctor: --spend-one pays for one creation of ${terminalText(checkOptions.spendOne.model)}; once it ` +
+        'is accepted, its key is sent a second time to prove the service honours it (at most one extra charge)',
+    );
+  }
   let report: DoctorReport;
   let workflowId: string | undefined;
   if (options.local) {
@@ -274,7 +280,12 @@ export const doctorCommand = defineCommand({
       flags: '--local',
       description: "run the checks in this process, with its own IMAGEGEN_* settings and key (not a worker's)",
     },
-    { flags: '--spend-one', description: 'submit ONE paid creation, show its record and mapping, save its image(s)' },
+    {
+      flags: '--spend-one',
+      description:
+        'submit ONE paid creation, prove its key is honoured (sent twice: at most one extra charge), show its ' +
+        'record and mapping, save its image(s)',
+    },
     { flags: '--model <id>', description: '--spend-one: the model to test' },
     {
       flags: '--test-id <name>',

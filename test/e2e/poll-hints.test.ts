@@ -17,7 +17,7 @@ import { createLocalEnv, simulatorWorker, useTestEnv } from '../helpers/temporal
  * settings, the share of polls the simulator refused as sooner than its interval (`min_poll_interval`) stays under 1%.
  */
 const env = useTestEnv(() => createLocalEnv());
-const ROWS = 80;
+const ROWS = 40;
 const CONCURRENCY = 20;
 let dir: string;
 let sim: Simulator;

@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LAGGING_READS_PROFILE, startSimulator, type Simulator, type SimulatorConfigInput } from '../../src/simulator';
 import { resumeSignal } from '../../src/workflows';
 import { createLocalEnv, useTestEnv } from '../helpers/temporal';
@@ -15,16 +15,18 @@ import { progressUntil, resultRows, simBatch } from './sim-batch';
  */
 const env = useTestEnv(() => createLocalEnv());
 let dir: string;
-let sim: Simulator | undefined;
+/** Each test's simulator, closed after the file: the tests run at the same time, each on its own queue. */
+const sims: Simulator[] = [];
+const started = async (sim: Promise<Simulator>): Promise<Simulator> => {
+  sims.push(await sim);
+  return sims.at(-1)!;
+};
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'imagebatch-lag-'));
 });
-afterEach(async () => {
-  await sim?.close();
-  sim = undefined;
-});
 afterAll(async () => {
+  await Promise.all(sims.map((s) => s.close()));
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
@@ -41,13 +43,15 @@ const lagging = (idempotency?: SimulatorConfigInput['idempotency']) =>
   });
 const WINDOW = { notFoundWindowMs: 2_000, backoffBaseMs: 200, backoffMaxMs: 400, pollPlan: 'interval' as const };
 
-describe('reads that lag writes', { timeout: 120_000 }, () => {
+describe.concurrent('reads that lag writes', { timeout: 120_000 }, () => {
   it('no row ends on a lagging 404: each creation is polled again until found, its 404s counted in the records', async () => {
-    sim = await startSimulator({
-      ...LAGGING_READS_PROFILE,
-      generation: { queuedMs: { minMs: 10, maxMs: 30 }, runningMs: { minMs: 300, maxMs: 800 } },
-      limits: { minPollIntervalMs: 200, requestsPerSecond: 200, burst: 200, accountConcurrency: null },
-    });
+    const sim = await started(
+      startSimulator({
+        ...LAGGING_READS_PROFILE,
+        generation: { queuedMs: { minMs: 10, maxMs: 30 }, runningMs: { minMs: 300, maxMs: 800 } },
+        limits: { minPollIntervalMs: 200, requestsPerSecond: 200, burst: 200, accountConcurrency: null },
+      }),
+    );
     // Every breaker that would pause on unknown rows off: the batch runs to its end, whatever its rows end.
     const batch = await simBatch(env, dir, 12, { stopLoss: { canary: false, unknownRows: 0 } });
     const worker = await batch.newWorker(sim);
@@ -63,7 +67,7 @@ describe('reads that lag writes', { timeout: 120_000 }, () => {
   });
 
   it('past the window the key goes again: the service returns each creation, polled on until found', async () => {
-    sim = await lagging();
+    const sim = await started(lagging());
     const proxy = await startCountingProxy(sim.baseUrl);
     try {
       const batch = await simBatch(env, dir, 4);
@@ -85,7 +89,7 @@ describe('reads that lag writes', { timeout: 120_000 }, () => {
   });
 
   it('a service that did not keep the key: its replay makes a new creation, the batch stops, the row ends lost', async () => {
-    sim = await lagging({ header: null });
+    const sim = await started(lagging({ header: null }));
     const batch = await simBatch(env, dir, 1, { stopLoss: { canary: false } });
     const worker = await batch.newWorker(sim, WINDOW);
     const { paused, final } = await worker.runUntil(async () => {

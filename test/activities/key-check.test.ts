@@ -86,6 +86,8 @@ describe('createImage proving its key', () => {
       message: 'the key at header Idempotency-Key was honoured: the same creation came back (cr_1)',
     });
     expect(t.methods()).toEqual(['POST ', 'POST ', 'GET /cr_1']);
+    // The check goes once the first answer is known, not a poll interval later; the first poll waits the interval.
+    expect(ended.failures.slice(0, 2).map((f) => f.delay)).toEqual([1, 1_000]);
     // Both sends carried the key and the same body.
     const posts = stub!.requests.filter((r) => r.method === 'POST');
     expect(posts.map((p) => p.headers['idempotency-key'])).toEqual([KEY, KEY]);

@@ -15,6 +15,9 @@ import { pollOwnCreation } from './not-found';
 import { lostAfterReplay, replayKey } from './not-found-replay';
 import { submitOnce } from './submit';
 
+/** The wait before the check of a key that proves it (the activity's next attempt): none to speak of. */
+const CHECK_AT_ONCE_MS = 1;
+
 /**
  * One attempt of {@link CreateImageInput}'s key: the submission while no creation is known, else one poll (and,
  * once it succeeded, the downloads), or the key sent again: to prove the service honours it (key-check.ts), or to
@@ -105,7 +108,9 @@ async function beforeAcceptance(run: ImageRun, input: CreateImageInput, ctx: Con
   };
   heartbeat(ctx, known);
   await noteAccepted(run.keys, input, accepted);
-  // Accepted: the first poll goes out in the next attempt, no sooner than the poll interval (poll-plan.ts).
+  // Accepted: the check of the key goes at once (the first answer is known); the first poll goes out in the next
+  // attempt, no sooner than the poll interval (poll-plan.ts).
+  if (input.proveKey) throw acceptedPending(accepted, CHECK_AT_ONCE_MS);
   const bounds = { intervalMs: run.api().pollIntervalMs(), elapsedMs: 0, maxWaitMs: input.maxPollWaitMs };
   throw acceptedPending(accepted, run.timing.delay(input.request.model, known.pollExplore, bounds));
 }

@@ -1,14 +1,13 @@
 import path from 'node:path';
 import type { Context } from '@temporalio/activity';
-import { submitStep, type SubmitStep } from '../../api/creation-steps';
+import type { SubmitStep } from '../../api/creation-steps';
 import { answerText, keyCheckWords, type KeyCheckWords } from '../../api/key-check-words';
 import { keyMayBeStoredSince, type LedgerKey } from '../../ledger';
 import { isDuplicateOf, type CreateImageInput, type KeyCheck, type KeyProgress } from '../../model';
 import { keyChecked, toApplicationFailure } from '../failures';
-import { whileHeartbeating } from '../heartbeat';
-import { keyIds, sending } from './ledger-consult';
 import { accepted as noteAccepted, duplicateCreation } from './ledger-writes';
-import { backoffMs, note, priorTries } from './progress';
+import { note } from './progress';
+import { costOf, heldAgain, neverLeftAgain, sendKeyAgain } from './send-again';
 import type { ImageRun } from './run';
 
 /**
@@ -39,15 +38,7 @@ export async function checkKey(
   if (stored?.creationId === undefined) {
     await noteAccepted(run.keys, input, { creationId: progress.creationId, status: 'accepted', ...costOf(progress) });
   }
-  await sending(run.keys, input, outDir, run.keys.fingerprintOf(input.request));
-  const step = submitStep(
-    await whileHeartbeating(
-      ctx,
-      run.api().submit({ idempotencyKey: input.idempotencyKey, request: input.request }, ctx.cancellationSignal),
-    ),
-  );
-  /** The answer lets the check go again later (or proves what a resend would): the send is no longer pending. */
-  const answered = () => run.keys.store.append([{ type: 'unseen', ...keyIds(input) }], run.keys.now());
+  const { step, answered } = await sendKeyAgain(run, input, ctx);
   switch (step.kind) {
     case 'accepted': {
       if (step.accepted.creationId === progress.creationId) {
@@ -61,11 +52,12 @@ export async function checkKey(
       return ended(run, input, ctx, progress, result);
     }
     case 'held':
-      await answered();
-      run.timing.noteHeld(step.outcome);
-      throw toApplicationFailure(step.outcome);
+      return heldAgain(run, step, answered);
     case 'unclear':
-      return unclearAnswer(run, input, ctx, progress, { step, check, answered });
+      if (step.sent) return ended(run, input, ctx, progress, check.noAnswer(step.lastError));
+      return neverLeftAgain(run, ctx, step, answered, (lastError) =>
+        ended(run, input, ctx, progress, check.neverLeft(lastError)),
+      );
     case 'unexpected':
       return ended(run, input, ctx, progress, check.noAnswer(step.lastError));
     case 'ends':
@@ -74,24 +66,6 @@ export async function checkKey(
 }
 
 type Ending = Extract<SubmitStep, { kind: 'ends' }>['outcome'];
-
-/** No answer that can be read: unclear, never sent again; a send that never left goes again, a few times. */
-async function unclearAnswer(
-  run: ImageRun,
-  input: CreateImageInput,
-  ctx: Context,
-  progress: KeyProgress & { creationId: string },
-  a: { step: Extract<SubmitStep, { kind: 'unclear' }>; check: KeyCheckWords; answered: () => Promise<void> },
-): Promise<never> {
-  if (a.step.sent) return ended(run, input, ctx, progress, a.check.noAnswer(a.step.lastError));
-  await a.answered();
-  const tries = priorTries(ctx) + 1;
-  if (tries >= run.deps.config.maxAmbiguousTries) {
-    return ended(run, input, ctx, progress, a.check.neverLeft(a.step.lastError));
-  }
-  note(ctx, { ambiguousTries: tries });
-  throw toApplicationFailure(a.step.failure, backoffMs(run, tries));
-}
 
 /** An answer that would end a submission: judged anew (not honoured), refused (unclear), or a stop of the batch. */
 async function endingAnswer(
@@ -160,10 +134,6 @@ function ended(
     maxWaitMs: input.maxPollWaitMs,
   };
   throw keyChecked(check, run.timing.delay(input.request.model, progress.pollExplore, bounds));
-}
-
-function costOf(known: { costUsd?: number }): { costUsd?: number } {
-  return known.costUsd === undefined ? {} : { costUsd: known.costUsd };
 }
 
 /** A second creation the store holds for the key, other than those `known` (a check's before a replay). */

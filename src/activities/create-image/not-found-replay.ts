@@ -1,6 +1,5 @@
 import path from 'node:path';
 import type { Context } from '@temporalio/activity';
-import { submitStep } from '../../api/creation-steps';
 import { answerText, keyNotKeptText } from '../../api/key-check-words';
 import { keyMayBeStoredSince } from '../../ledger';
 import {
@@ -12,12 +11,13 @@ import {
   type NotFoundReplay,
 } from '../../model';
 import { creationLost, toApplicationFailure } from '../failures';
-import { currentDetails, heartbeat, whileHeartbeating } from '../heartbeat';
+import { currentDetails, heartbeat } from '../heartbeat';
 import { asRecord } from '../../api/outcome-text';
 import { secondCreationOf } from './key-check';
-import { keyIds, sending } from './ledger-consult';
+import { keyIds } from './ledger-consult';
 import { duplicateCreation } from './ledger-writes';
-import { backoffMs, note, priorTries } from './progress';
+import { note } from './progress';
+import { costOf, heldAgain, neverLeftAgain, sendKeyAgain } from './send-again';
 import type { ImageRun } from './run';
 
 /**
@@ -57,19 +57,7 @@ export async function replayKey(
         `(${formatWait(run.keys.idempotencyWindowMs)}, IMAGEGEN_IDEMPOTENCY_WINDOW_MS), so it was not sent again`,
     );
   }
-  await sending(
-    run.keys,
-    input,
-    path.resolve(run.deps.outputRoot, input.outDir),
-    run.keys.fingerprintOf(input.request),
-  );
-  const step = submitStep(
-    await whileHeartbeating(
-      ctx,
-      run.api().submit({ idempotencyKey: input.idempotencyKey, request: input.request }, ctx.cancellationSignal),
-    ),
-  );
-  const answered = () => run.keys.store.append([{ type: 'unseen', ...keyIds(input) }], run.keys.now());
+  const { step, answered } = await sendKeyAgain(run, input, ctx);
   switch (step.kind) {
     case 'accepted': {
       if (step.accepted.creationId !== creationId) {
@@ -85,18 +73,11 @@ export async function replayKey(
       );
     }
     case 'held':
-      await answered();
-      run.timing.noteHeld(step.outcome);
-      throw toApplicationFailure(step.outcome);
-    case 'unclear': {
+      return heldAgain(run, step, answered);
+    case 'unclear':
       if (step.sent)
         return lost(`got no answer that can be read (${step.lastError}): a second charge may have been made`);
-      await answered();
-      const tries = priorTries(ctx) + 1;
-      if (tries >= run.deps.config.maxAmbiguousTries) return lost(`never left (${step.lastError})`);
-      note(ctx, { ambiguousTries: tries });
-      throw toApplicationFailure(step.failure, backoffMs(run, tries));
-    }
+      return neverLeftAgain(run, ctx, step, answered, (lastError) => lost(`never left (${lastError})`));
     case 'unexpected':
       return lost(`got an answer that shows no creation (${step.lastError}): a second charge may have been made`);
     case 'ends': {
@@ -142,8 +123,4 @@ async function notKept(
 /** A creation not kept, after the resume: it ends lost, with what happened; nothing is sent. */
 export function lostAfterReplay(replay: NotFoundReplay): never {
   throw creationLost(replay.message ?? `${replay.tried}; the same key sent again made another creation`);
-}
-
-function costOf(known: { costUsd?: number }): { costUsd?: number } {
-  return known.costUsd === undefined ? {} : { costUsd: known.costUsd };
 }

@@ -92,3 +92,31 @@ export function createServiceProofActivities(deps: ProofDeps) {
     },
   };
 }
+
+/** Where the store keeps that a check found the key not honoured under these settings, beside their proof. */
+function notHonouredAt(config: ServiceConfig): string {
+  return `${settingsFingerprint(config)}:key-not-honoured`;
+}
+
+/** Records that a check found the key not honoured under these settings: no check under them is sent again. */
+export function recordKeyNotHonoured(
+  ledger: LedgerStore,
+  config: ServiceConfig,
+  found: ServiceProof,
+  now: number,
+): Promise<void> {
+  return ledger.proveService(notHonouredAt(config), found, now);
+}
+
+/**
+ * The check that found the key not honoured under these settings, unless a proof came after it (doctor's paid test,
+ * which always sends its check: the way to prove a service that changed).
+ */
+export async function keyNotHonoured(ledger: LedgerStore, config: ServiceConfig): Promise<ServiceProof | undefined> {
+  const [found, proof] = await Promise.all([
+    ledger.serviceProof(notHonouredAt(config)),
+    ledger.serviceProof(settingsFingerprint(config)),
+  ]);
+  if (found === undefined) return undefined;
+  return proof?.atMs !== undefined && found.atMs !== undefined && proof.atMs > found.atMs ? undefined : found;
+}

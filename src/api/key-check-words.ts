@@ -31,6 +31,13 @@ export function keyCheckWords(config: Pick<ServiceConfig, 'idempotencyHeader' | 
       ),
       duplicate,
     }),
+    foundBefore: (by: { batchId?: string; rowId?: string }) =>
+      make(
+        KeyCheckResult.NotHonoured,
+        `${notHonoured}; a check under these same settings found so before` +
+          `${by.batchId ? ` (batch ${by.batchId}${by.rowId ? `, row ${by.rowId}` : ''})` : ''}, so none is sent again`,
+        `${fix}; if the service changed, prove it with imagebatch doctor --spend-one`,
+      ),
     judgedAnew: (answer: string) =>
       make(KeyCheckResult.NotHonoured, `${notHonoured}; sent again, it was judged anew (${answer}): nothing held`, fix),
     refused: (answer: string) =>

@@ -11,6 +11,8 @@ import {
 import { startStub, type StubReply, type StubServer } from '../api/helpers/stub-server';
 import { tempLedger } from '../helpers/ledger';
 import { activitiesFor, driveAttempts, runActivity } from './helpers';
+import { settingsFingerprint } from '../../src/activities/service-proof';
+import { defaultServiceConfig } from '../../src/config/service-config';
 
 /**
  * The check that the service honours the key (CreateImageInput.proveKey, a batch's canary): once the key's first
@@ -117,6 +119,31 @@ describe('createImage proving its key', () => {
     const again = await runActivity(() => t.activities.createImage(input()), { heartbeatDetails: before });
     expect(checkOf(again)).toMatchObject({ result: 'not_honoured', duplicate: { creationId: 'cr_2' } });
     expect(stub!.requests.filter((r) => r.method === 'POST')).toHaveLength(2);
+  });
+
+  it('found not honoured once, the next check under the same settings is not sent: a blind resume pays no more', async () => {
+    const t = await setup([{ status: 202, body: { id: 'cr_2', status: 'queued', cost_usd: 0.04 } }]);
+    await driveAttempts(() => t.activities.createImage(input()), t.clock);
+    expect(stub!.requests.filter((r) => r.method === 'POST')).toHaveLength(2);
+    // The next canary (another row) after a resume with nothing changed: its own submission, no check sent.
+    const next = input({ rowId: 'r2', idempotencyKey: 'ib/b/r2/a1' });
+    const ended = await driveAttempts(() => t.activities.createImage(next), t.clock);
+    expect(checkOf(ended)).toMatchObject({
+      result: 'not_honoured',
+      message: expect.stringContaining('a check under these same settings found so before (batch b, row r)') as unknown,
+      advice: expect.stringContaining('imagebatch doctor --spend-one') as unknown,
+    });
+    expect(stub!.requests.filter((r) => r.method === 'POST')).toHaveLength(3);
+    // A proof made after it (doctor's paid test, the service changed): the check is sent again.
+    await ledger!.proveService(
+      settingsFingerprint(defaultServiceConfig({ baseUrl: stub!.url, minPollIntervalMs: 1_000, maxAmbiguousTries: 3 })),
+      { by: 'doctor' },
+      t.clock.t + 1,
+    );
+    t.clock.t += 10;
+    const third = input({ rowId: 'r3', idempotencyKey: 'ib/b/r3/a1' });
+    await driveAttempts(() => t.activities.createImage(third), t.clock);
+    expect(stub!.requests.filter((r) => r.method === 'POST')).toHaveLength(5);
   });
 
   it('a 429: the check goes again later', async () => {

@@ -3,7 +3,8 @@ import type { Context } from '@temporalio/activity';
 import type { SubmitStep } from '../../api/creation-steps';
 import { answerText, keyCheckWords, type KeyCheckWords } from '../../api/key-check-words';
 import { keyMayBeStoredSince, type LedgerKey } from '../../ledger';
-import { isDuplicateOf, type CreateImageInput, type KeyCheck, type KeyProgress } from '../../model';
+import { isDuplicateOf, KeyCheckResult, type CreateImageInput, type KeyCheck, type KeyProgress } from '../../model';
+import { keyNotHonoured, recordKeyNotHonoured } from '../service-proof';
 import { keyChecked, toApplicationFailure } from '../failures';
 import { accepted as noteAccepted, duplicateCreation } from './ledger-writes';
 import { note } from './progress';
@@ -34,6 +35,9 @@ export async function checkKey(
   const stored = await run.keys.store.key(input.idempotencyKey);
   const before = await checkedBefore(run, input, stored, progress.creationId);
   if (before) return ended(run, input, ctx, progress, before(check));
+  // Found not honoured under these same settings (a resume with nothing changed): not paid for a second time.
+  const found = await keyNotHonoured(run.keys.store, config);
+  if (found) return ended(run, input, ctx, progress, check.foundBefore(found));
   const outDir = path.resolve(run.deps.outputRoot, input.outDir);
   if (stored?.creationId === undefined) {
     await noteAccepted(run.keys, input, { creationId: progress.creationId, status: 'accepted', ...costOf(progress) });
@@ -118,14 +122,21 @@ async function checkedBefore(
   return undefined;
 }
 
-/** The check ended: its result in the key's progress, and the key's creation polled from the next attempt on. */
-function ended(
+/**
+ * The check ended: its result in the key's progress (and in the store when the key was not honoured), and the key's
+ * creation polled from the next attempt on.
+ */
+async function ended(
   run: ImageRun,
   input: CreateImageInput,
   ctx: Context,
   progress: KeyProgress & { creationId: string },
   check: KeyCheck,
-): never {
+): Promise<never> {
+  if (check.result === KeyCheckResult.NotHonoured) {
+    const by = { by: 'canary' as const, batchId: input.batchId, rowId: input.rowId };
+    await recordKeyNotHonoured(run.keys.store, run.deps.config, by, run.deps.now());
+  }
   note(ctx, { keyCheck: check, ambiguousTries: 0 });
   const acceptedAt = progress.acceptedAtMs ?? run.deps.now();
   const bounds = {

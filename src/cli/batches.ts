@@ -18,6 +18,7 @@ export { BatchFileChangedError, BatchSourceOpenError, batchAsks, defaultBatchId 
 import { batchWorkflow, progressQuery, type BatchWorkflowInput } from '../workflows';
 import { batchWorkflowId, ID_PATTERN, type BatchProgress } from '../model';
 import { ID_RULE } from './options';
+import { checkDeclaredPrices } from './price-floor';
 import { checkPricesForCap } from './prices';
 import { SKIP_INVALID_MAX_PROBLEMS, skipRefusal, withCarried } from './file-rows';
 
@@ -133,9 +134,11 @@ export async function startOrAttachBatch(options: StartBatchOptions): Promise<St
   const { input, report, fingerprint } = 'prepared' in batch ? batch.prepared : await prepareBatch(batch);
   const workflowId = batchWorkflowId(input.batchId);
   const existing = await describeBatch(client, workflowId);
-  // A cap is kept only with a price for every model: checked before anything starts (not when attaching).
-  if (input.spendCapUsd !== undefined && existing?.status.name !== 'RUNNING') {
-    await checkPricesForCap(client, taskQueue, report.models, input.prices ?? {});
+  // A price given is never below what the service charged; a cap is kept only with a price for every model: both
+  // checked before anything starts (not when attaching).
+  if (existing?.status.name !== 'RUNNING') {
+    await checkDeclaredPrices(ledger, input.prices);
+    if (input.spendCapUsd !== undefined) await checkPricesForCap(client, taskQueue, report.models, input.prices ?? {});
   }
   // The errors.csv of a batch that is still open: that batch starts its rows itself, never a second run of them.
   for (const source of report.sourceBatches) {

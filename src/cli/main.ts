@@ -58,6 +58,7 @@ const EXIT_CODES: Partial<Record<ErrorCode, ExitCode>> = {
   [ErrorCode.OptionInvalid]: ExitCode.Usage,
   [ErrorCode.SettingUnknown]: ExitCode.Usage,
   [ErrorCode.PriceOptionInvalid]: ExitCode.Usage,
+  [ErrorCode.PriceBelowCharged]: ExitCode.Usage,
   [ErrorCode.ColumnOptionInvalid]: ExitCode.Usage,
   [ErrorCode.BatchInvalid]: ExitCode.InvalidInput,
   [ErrorCode.BatchFileUnreadable]: ExitCode.InvalidInput,

@@ -17,7 +17,7 @@ import { USD_PATTERN, repeated } from './options';
 
 /** `--price` or `--prices` cannot be used: names the option and what is wrong. Exit 2 (usage). */
 export class PriceOptionError extends OptionError {
-  override readonly code = ErrorCode.PriceOptionInvalid;
+  override readonly code: ErrorCode = ErrorCode.PriceOptionInvalid;
 }
 
 /**

@@ -10,6 +10,7 @@ import { describeBatch, results } from './commands/results';
 import { ExitCode } from './errors';
 import { checkModelsOf } from './model-check';
 import { sayPaidBefore } from './paid-before';
+import { checkDeclaredPrices } from './price-floor';
 import { ProgressDisplay } from './progress-display';
 import { pauseNotice, progressLine } from './progress-line';
 import { rerunLine, runExit, sentSince, spendMark, type SpendMark } from './run-outcome';
@@ -62,6 +63,8 @@ export async function runBatch(
     // What the batch will pay, said before its first request (when a worker is there to tell: local mode, or
     // a batch followed to its end); not for a batch that runs already.
     if ((local || choices.follow) && earlierRun?.status !== 'RUNNING') {
+      // A price the start would refuse is refused before the estimate counts at it.
+      await checkDeclaredPrices(ledger, prepared.input.prices);
       await sayBeforePaying(client, config.taskQueue, prepared, ledger, stderr);
     }
     // What the store held of the batch before this run: what it sends now is the difference.

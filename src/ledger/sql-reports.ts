@@ -1,6 +1,6 @@
 import { HOLDS_CHARGE, KeyOutcome, NO_MONEY_HELD, REFUNDED_IN_FULL, roundUsd } from '../model';
 import type { Dialect, Sql } from './sql';
-import { SummaryGroup, type SummaryRow } from './store';
+import { SummaryGroup, type ChargeSeen, type SummaryRow } from './store';
 
 /** The store's reports: what was paid, summed by a group, and the requests paid before, by fingerprint. */
 
@@ -80,6 +80,49 @@ export async function paidCounts(sql: Sql, fingerprints: readonly string[]): Pro
       chunk,
     );
     for (const r of rows) out.set(r.fingerprint, Number(r.n));
+  }
+  return out;
+}
+
+/** A field of a key's request, read from its state (JSON kept as text), as SQL. */
+function requestField(dialect: Dialect, field: 'model' | 'num_images'): string {
+  return dialect === 'sqlite' ? `json_extract(state, '$.request.${field}')` : `((state::json)->'request'->>'${field}')`;
+}
+
+/**
+ * For each model, the latest key charged at a cost the service showed, per image it asked for. Read once before a
+ * batch starts: a scan of the keys with a cost (the model sits in each key's JSON, not in a column of its own).
+ */
+export async function chargesSeen(
+  sql: Sql,
+  dialect: Dialect,
+  models: readonly string[],
+): Promise<Map<string, ChargeSeen>> {
+  const unique = [...new Set(models)];
+  const model = requestField(dialect, 'model');
+  const out = new Map<string, ChargeSeen>();
+  for (let i = 0; i < unique.length; i += IN_CHUNK) {
+    const chunk = unique.slice(i, i + IN_CHUNK);
+    const rows = await sql.all<{ model: string; images: unknown; cost: unknown; at: unknown; b: string; r: string }>(
+      `SELECT model, images, cost, at, b, r FROM (
+         SELECT ${model} AS model, ${requestField(dialect, 'num_images')} AS images, cost_usd AS cost,
+           first_sent_at AS at, batch_id AS b, row_id AS r,
+           ROW_NUMBER() OVER (PARTITION BY ${model} ORDER BY first_sent_at DESC, seq DESC) AS n
+         FROM ledger_keys
+         WHERE cost_usd IS NOT NULL AND creation_id IS NOT NULL AND ${model} IN (${chunk.map(() => '?').join(', ')})
+       ) latest WHERE n = 1`,
+      chunk,
+    );
+    for (const r of rows) {
+      const images = Number(r.images ?? 1) || 1;
+      out.set(r.model, {
+        model: r.model,
+        perImageUsd: roundUsd(Number(r.cost) / images),
+        atMs: Number(r.at),
+        batchId: r.b,
+        rowId: r.r,
+      });
+    }
   }
   return out;
 }

@@ -11,9 +11,10 @@ import {
   type RowEvent,
 } from './events';
 import { foldKey } from './rules';
-import { IN_CHUNK, NOTHING_HELD, paidCounts, summarize } from './sql-reports';
+import { chargesSeen, IN_CHUNK, NOTHING_HELD, paidCounts, summarize } from './sql-reports';
 import {
   LedgerUnavailableError,
+  type ChargeSeen,
   type SummaryGroup,
   type DecideInput,
   type Decision,
@@ -198,6 +199,10 @@ export class SqlLedgerStore implements LedgerStore {
 
   async paidCounts(fingerprints: readonly string[]): Promise<Map<string, number>> {
     return this.tx((sql) => paidCounts(sql, fingerprints), true);
+  }
+
+  async chargesSeen(models: readonly string[]): Promise<Map<string, ChargeSeen>> {
+    return this.tx((sql) => chargesSeen(sql, this.driver.dialect, models), true);
   }
 
   async keys(after: number, limit: number, batchId?: string): Promise<KeyPage> {

@@ -61,6 +61,17 @@ export interface SummaryRow {
   refused: number;
 }
 
+/** The latest charge the store saw the service make for a model: what a declared price is checked against. */
+export interface ChargeSeen {
+  model: string;
+  /** What the service said the key cost, over the images it asked for (USD). */
+  perImageUsd: number;
+  /** When the key was first sent (ms since the epoch): when it was charged. */
+  atMs: number;
+  batchId: string;
+  rowId: string;
+}
+
 /** A page of keys, in the order they were first sent. */
 export interface KeyPage {
   keys: LedgerKey[];
@@ -125,6 +136,8 @@ export interface LedgerStore {
    * serve rows asking the same. Fingerprints with none are left out.
    */
   paidCounts(fingerprints: readonly string[]): Promise<Map<string, number>>;
+  /** For each of `models`, the latest charge whose cost the service showed (any batch); models never charged are left out. */
+  chargesSeen(models: readonly string[]): Promise<Map<string, ChargeSeen>>;
   /** Keys after position `after` (0 at first), `limit` at most; of one batch when given. */
   keys(after: number, limit: number, batchId?: string): Promise<KeyPage>;
   /** The position of the last key recorded (any batch; 0 when none): keys recorded later come after it. */

@@ -30,6 +30,8 @@ export const ErrorCode = {
   BatchNoAnswer: 'BATCH_NO_ANSWER',
   /** The batch names a model the account's catalog does not list; nothing was started. */
   ModelUnavailable: 'MODEL_UNAVAILABLE',
+  /** A price given (`--price`, `--prices`) is below what the ledger store saw the service charge for its model. */
+  PriceBelowCharged: 'PRICE_BELOW_CHARGED',
   /** A price needed for a spend cap is not known. */
   PriceUnknown: 'PRICE_UNKNOWN',
   /** The request body cannot be built from the settings and the row. */

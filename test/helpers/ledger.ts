@@ -52,6 +52,7 @@ export function lazyTempLedger(file: string = tempLedgerFile()): LedgerStore {
     keys: call('keys') as LedgerStore['keys'],
     lastKeyPosition: call('lastKeyPosition') as LedgerStore['lastKeyPosition'],
     paidCounts: call('paidCounts') as LedgerStore['paidCounts'],
+    chargesSeen: call('chargesSeen') as LedgerStore['chargesSeen'],
     serviceProof: call('serviceProof') as LedgerStore['serviceProof'],
     proveService: call('proveService') as LedgerStore['proveService'],
     importedBytes: call('importedBytes') as LedgerStore['importedBytes'],

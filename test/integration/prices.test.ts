@@ -7,10 +7,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOrAttachBatch } from '../../src/cli/batches';
 import { results } from '../../src/cli/commands/results';
 import { estimateLine, modelLines, validate } from '../../src/cli/commands/validate';
+import { PriceBelowChargedError } from '../../src/cli/price-floor';
 import { PriceUnknownError } from '../../src/cli/prices';
+import type { LedgerStore } from '../../src/ledger';
 import { FaultKind, startSimulator, type Simulator, type SimulatorConfigInput } from '../../src/simulator';
 import { parseIdempotencyKey, type BatchProgress } from '../../src/model';
 import { createLocalEnv, simulatorWorker, useTestEnv } from '../helpers/temporal';
+import { tempLedger } from '../helpers/ledger';
 
 /**
  * Spend when the service shows prices under other names, shows none, or shows a creation's cost only when polled: a
@@ -62,7 +65,10 @@ interface Run {
   batchId: string;
 }
 
-async function runBatch(sim: Simulator, extra: { prices?: Record<string, number>; spendCapUsd?: number } = {}) {
+async function runBatch(
+  sim: Simulator,
+  { ledger: store, ...extra }: { prices?: Record<string, number>; spendCapUsd?: number; ledger?: LedgerStore } = {},
+) {
   const folder = await mkdtemp(path.join(dir, 'run-'));
   const file = path.join(folder, 'prompts.csv');
   await writeFile(file, `${ROWS.join('\n')}\n`);
@@ -71,6 +77,7 @@ async function runBatch(sim: Simulator, extra: { prices?: Record<string, number>
     baseUrl: sim.baseUrl,
     outputRoot: folder,
     prefix: 'prices',
+    ...(store ? { ledger: store } : {}),
   });
   return worker.runUntil(async (): Promise<Run> => {
     const { handle } = await startOrAttachBatch({
@@ -231,5 +238,34 @@ describe('prices the service shows, or not (dev server, simulator)', () => {
     expect((err as PriceUnknownError).models).toEqual(['sdxl']);
     expect((err as Error).message).toMatch(/--price sdxl=<usd per image>/);
     expect(sim.charges.byCreation()).toEqual([]);
+  }, 120_000);
+
+  it('a price given below what the service charged for its model is refused before anything starts, naming the charge', async () => {
+    const sim = await startSim({ fields: 'default' });
+    const ledger = await tempLedger();
+    try {
+      // sdxl is charged 0.02 per image, and the store sees it.
+      const first = await runBatch(sim, { ledger });
+      const charged = sim.charges.byCreation().length;
+      expect(charged).toBeGreaterThan(0);
+      const err = await runBatch(sim, { ledger, prices: { sdxl: 0.01 }, spendCapUsd: 0.1 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(PriceBelowChargedError);
+      expect((err as Error).message).toMatch(
+        new RegExp(
+          `sdxl at \\$0\\.01 per image, and the service charged \\$0\\.02 on \\d{4}-\\d\\d-\\d\\d ` +
+            `\\(batch ${first.batchId}, row [a-e]\\)`,
+        ),
+      );
+      expect((err as Error).message).toMatch(/give --price sdxl=0\.02 or more/);
+      expect(sim.charges.byCreation().length).toBe(charged);
+      // The advice followed starts the batch, and the rows paid before are served from the store.
+      const again = await runBatch(sim, { ledger, prices: { sdxl: 0.02 }, spendCapUsd: 1 });
+      expect(again.progress.done).toBe(true);
+      const paidAgain = simulatorMoney(sim, again.batchId).byRow;
+      expect(paidAgain.has('a')).toBe(false);
+      expect(paidAgain.has('b')).toBe(false);
+    } finally {
+      await ledger.close();
+    }
   }, 120_000);
 });

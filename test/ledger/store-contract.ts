@@ -192,6 +192,39 @@ export function storeContract(name: string, open: () => Promise<LedgerStore>): v
       expect(await store.lastKeyPosition()).toBeGreaterThan(mark);
     });
 
+    it('gives the latest charge of each model per image asked, and none where no cost was shown', async () => {
+      const store = await fresh();
+      const send = async (batchId: string, rowId: string, req: CreationRequest, at: number, cost?: number) => {
+        const input = { ...decideInput(batchId, rowId, `fp-${batchId}-${rowId}`), request: req };
+        await store.decide(input, at);
+        await store.append([
+          {
+            type: 'accepted',
+            ...ids(batchId, rowId),
+            creationId: `c-${batchId}-${rowId}`,
+            ...(cost ? { costUsd: cost } : {}),
+          },
+        ]);
+      };
+      await send('b1', 'r1', { prompt: 'a', model: 'flux-dev' }, 1_000, 0.01);
+      await send('b2', 'r1', { prompt: 'b', model: 'flux-dev', num_images: 2 }, 3_000, 0.08);
+      await send('b2', 'r2', { prompt: 'c', model: 'flux-dev' }, 2_000, 0.5);
+      await send('b3', 'r1', { prompt: 'd', model: 'sdxl' }, 4_000);
+      await send('b3', 'r2', { prompt: 'e', model: 'flux-pro' }, 5_000, 0.06);
+      // A key sent, never answered: no charge seen.
+      await store.decide({ ...decideInput('b4', 'r1', 'fp-b4'), request: { prompt: 'f', model: 'flux-pro' } }, 9_000);
+      const seen = await store.chargesSeen(['flux-dev', 'sdxl', 'flux-pro', 'never']);
+      expect([...seen.keys()].sort()).toEqual(['flux-dev', 'flux-pro']);
+      expect(seen.get('flux-dev')).toEqual({
+        model: 'flux-dev',
+        perImageUsd: 0.04,
+        atMs: 3_000,
+        batchId: 'b2',
+        rowId: 'r1',
+      });
+      expect(seen.get('flux-pro')).toMatchObject({ perImageUsd: 0.06, atMs: 5_000, batchId: 'b3' });
+    });
+
     it('keeps the latest proof of a worker settings fingerprint, and none for other settings', async () => {
       const store = await fresh();
       expect(await store.serviceProof('settings-a')).toBeUndefined();

@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { withClient } from '../client';
 import { defineCommand } from '../command';
+import { withLedgerStore } from '../ledger-store';
+import { checkDeclaredPrices } from '../price-floor';
 import { batchId, dollars, flag } from '../options';
 import { priceOptions, priceSchema, userPrices } from '../prices';
 import { BatchAction, controlBatch } from './batch-control';
@@ -33,6 +35,8 @@ export const controlCommands = Object.values(BatchAction).map((action) =>
     schema: z.object({ batch: batchId, spendCap: dollars.optional(), ...priceSchema, json: flag }),
     async run(opts, { stdout, stderr, env }) {
       const prices = await userPrices(opts);
+      // A price given to resume is checked against what the service charged, like one given to run.
+      if (Object.keys(prices).length > 0) await withLedgerStore(env, (ledger) => checkDeclaredPrices(ledger, prices));
       await withClient(
         async (client) => {
           const p = await controlBatch(client, opts.batch, action, {

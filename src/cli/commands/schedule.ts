@@ -7,6 +7,7 @@ import { batchId, dollars, duration, flag, positiveInt, repeated } from '../opti
 import { BUDGET_FLAG, parseBudgetOption } from '../schedule/budget-option';
 import { priceOptions, priceSchema, pricesInput } from '../prices';
 import { withLedgerStore } from '../ledger-store';
+import { checkDeclaredPrices } from '../price-floor';
 import {
   ALLOW_FREQUENT_FLAG,
   DEFAULT_TIMEZONE,
@@ -116,7 +117,10 @@ const createCommand = defineCommand({
     const checked = await checkScheduleSource({ source, ...(o.model ? { defaultModel: o.model } : {}), ...columns });
     const budget = o.budget;
     const report = o.spendCap === undefined && budget === undefined ? undefined : checked;
-    const ledgerId = await withLedgerStore(env, async (ledger) => ledger.id);
+    const ledgerId = await withLedgerStore(env, async (ledger) => {
+      await checkDeclaredPrices(ledger, prices.prices);
+      return ledger.id;
+    });
     const log = (line: string) => stderr(`${line}\n`);
     const connected = await connectClient(env, { local: 'worker', log });
     const { client, config, close } = connected;

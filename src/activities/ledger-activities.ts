@@ -19,6 +19,7 @@ import {
   recordFromLedger,
   recordWithUnsentKeys,
   type Fingerprinter,
+  type LedgerRow,
   type LedgerStore,
 } from '../ledger';
 
@@ -119,11 +120,22 @@ export function createLedgerActivities(deps: {
         });
         const prints = page.rows.map((row) => deps.fingerprintOf(row.request).fingerprint);
         const available = input.newImages ? new Map<string, number>() : await deps.ledger.paidCounts(prints);
+        // A row that sent a key under this batch id, or was bound to an earlier one, follows it: nothing new is paid.
+        const own = input.batchId
+          ? await deps.ledger.rowsOf(
+              input.batchId,
+              page.rows.map((row) => row.rowId),
+            )
+          : new Map<string, LedgerRow>();
         page.rows.forEach((row, i) => {
           result.rows += 1;
+          const before = own.get(row.rowId);
+          const ranBefore = before !== undefined && (before.keys.length > 0 || before.reusedFrom !== undefined);
+          // Its own key holds its charge, if any: never counted for another row of the file.
           const left = available.get(prints[i]!) ?? 0;
           if (left > 0) available.set(prints[i]!, left - 1);
-          add(left > 0 ? result.paid : result.fresh, row.request.model, row.request.num_images ?? 1);
+          const into = ranBefore ? (result.earlier ??= {}) : left > 0 ? result.paid : result.fresh;
+          add(into, row.request.model, row.request.num_images ?? 1);
         });
         if (page.done) return result;
         cursor = page.nextCursor;

@@ -31,7 +31,8 @@ const plural = (n: number, one: string, many = `${one}s`) => `${count(n)} ${n ==
 
 /**
  * What a batch will pay, said before its first request: `1,632 rows: 1,600 already paid (reused, $0.00), 32 new (about
- * $1.28 at the catalog price)`. A price nobody showed is said to be unknown, never counted as 0.
+ * $1.28 at the catalog price)`. Rows that ran before under the same batch id are said apart: they send nothing new. A
+ * price nobody showed is said to be unknown, never counted as 0.
  */
 export function paidBeforeLine(
   paid: PaidRequests,
@@ -59,11 +60,14 @@ export function paidBeforeLine(
       `about $${knownUsd.toFixed(2)} ${at}, and ${plural(unpriced, 'row')} of ${unknownModels.join(', ')} at a ` +
       'price nobody showed';
   }
-  if (newImages) return `${plural(paid.rows, 'row')}, all new (--new-images) (${cost})`;
-  return (
-    `${plural(paid.rows, 'row')}: ${count(rowsOf(paid.paid))} already paid (reused, $0.00), ` +
-    `${count(fresh)} new (${cost})`
-  );
+  const earlier = rowsOf(paid.earlier ?? {});
+  if (newImages && earlier === 0) return `${plural(paid.rows, 'row')}, all new (--new-images) (${cost})`;
+  return [
+    `${plural(paid.rows, 'row')}: `,
+    earlier > 0 ? `${count(earlier)} ran before in this batch (counted from their records), ` : '',
+    newImages ? '' : `${count(rowsOf(paid.paid))} already paid (reused, $0.00), `,
+    `${count(fresh)} new${newImages ? ' (--new-images)' : ''} (${cost})`,
+  ].join('');
 }
 
 /** The line of {@link paidBeforeLine} for a file, asked of a running worker; a line saying why not when it cannot. */

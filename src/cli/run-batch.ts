@@ -121,6 +121,7 @@ async function sayBeforePaying(
   const ask = {
     file: input.file,
     storeId: ledger.id,
+    batchId: input.batchId,
     ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
     ...(input.userColumns ? { userColumns: input.userColumns } : {}),
     ...(input.ledger?.newImages ? { newImages: true } : {}),

@@ -64,6 +64,8 @@ export interface PaidRequestsInput {
   newImages?: boolean;
   /** The store the command reads: a worker with another store answers nothing. */
   storeId?: string;
+  /** The batch id the rows will run under: its rows that ran before are counted from their records, not sent. */
+  batchId?: string;
 }
 
 /** Rows and images per model. */
@@ -74,4 +76,6 @@ export interface PaidRequests {
   rows: number;
   paid: UsageByModel;
   fresh: UsageByModel;
+  /** Rows that ran before under the batch id asked: they follow their own keys, sending nothing new. */
+  earlier?: UsageByModel;
 }

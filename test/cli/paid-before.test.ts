@@ -44,4 +44,19 @@ describe('the line said before a batch starts', () => {
       '1 row, all new (--new-images) (about $0.04 at the catalog price)',
     );
   });
+
+  it('rows that ran before in the batch are said apart, with or without --new-images: they send nothing new', () => {
+    const two = { 'flux-dev': { rows: 2, images: 2 } };
+    const one = { 'flux-dev': { rows: 1, images: 1 } };
+    expect(paidBeforeLine({ rows: 3, paid: {}, fresh: one, earlier: two }, catalog, {}, true)).toBe(
+      '3 rows: 2 ran before in this batch (counted from their records), 1 new (--new-images) (about $0.04 at the ' +
+        'catalog price)',
+    );
+    expect(paidBeforeLine({ rows: 2, paid: {}, fresh: {}, earlier: two }, catalog, {}, true)).toBe(
+      '2 rows: 2 ran before in this batch (counted from their records), 0 new (--new-images) ($0.00)',
+    );
+    expect(paidBeforeLine({ rows: 3, paid: one, fresh: {}, earlier: two }, catalog, {})).toBe(
+      '3 rows: 2 ran before in this batch (counted from their records), 1 already paid (reused, $0.00), 0 new ($0.00)',
+    );
+  });
 });

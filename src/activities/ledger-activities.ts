@@ -17,6 +17,7 @@ import {
   importJsonlLedger,
   recordAgainstLedger,
   recordFromLedger,
+  recordWithStoredCreations,
   recordWithUnsentKeys,
   type Fingerprinter,
   type LedgerRow,
@@ -69,8 +70,9 @@ export function createLedgerActivities(deps: {
 }) {
   return {
     /**
-     * Writes the row's record to the store. A key the row could only call unknown (cancelled while it was out) that
-     * the store shows could not have been charged is put right: that record is written, and returned.
+     * Writes the row's record to the store. A key the row could only call unknown (cancelled while it was out) is put
+     * right by what the store shows: not charged when no send of it can have been stored, accepted with its creation
+     * when the store knows the creation it received. That record is written, and returned.
      */
     async recordRow(input: RecordRowInput): Promise<RowRecord | undefined> {
       const open = input.record.keys.filter(
@@ -79,7 +81,9 @@ export function createLedgerActivities(deps: {
       const known = new Map(
         await Promise.all(open.map(async (k) => [k.idempotencyKey, await deps.ledger.key(k.idempotencyKey)] as const)),
       );
-      const corrected = open.length > 0 ? recordWithUnsentKeys(input.record, known) : undefined;
+      const unsent = open.length > 0 ? recordWithUnsentKeys(input.record, known) : undefined;
+      const corrected =
+        (open.length > 0 ? recordWithStoredCreations(unsent ?? input.record, known) : undefined) ?? unsent;
       const record = corrected ?? input.record;
       await deps.ledger.append([{ type: 'row', by: input.by ?? 'row', record }], deps.now());
       // A row of a schedule's run that ended holding no money gives its request's claim back: a later run may try

@@ -182,3 +182,32 @@ export function recordWithUnsentKeys(
   const open = state === RowState.Failed || state === RowState.Cancelled || state === RowState.NotRun;
   return { ...record, keys, state, ...rowMoney(keys), resubmittable: record.resubmittable || (open && free) };
 }
+
+/**
+ * A cancelled row's record whose key the row could only call unknown (its creation's id went with the cancelled
+ * activity), put right by the creation the store knows the key received: accepted, charged, with that creation's id,
+ * and its cost when the service showed it. Undefined when nothing changes.
+ */
+export function recordWithStoredCreations(
+  record: RowRecord,
+  known: ReadonlyMap<string, LedgerKey | undefined>,
+): RowRecord | undefined {
+  if (record.state !== RowState.Cancelled) return undefined;
+  const found: string[] = [];
+  const keys = record.keys.map((key): KeyRecord => {
+    if ((key.outcome !== KeyOutcome.Unknown && key.outcome !== KeyOutcome.Submitting) || key.creationId) return key;
+    const stored = known.get(key.idempotencyKey);
+    if (!stored?.creationId) return key;
+    found.push(stored.creationId);
+    const { error: _e, ...rest } = key;
+    return {
+      ...rest,
+      outcome: KeyOutcome.Accepted,
+      creationId: stored.creationId,
+      ...(stored.costUsd === undefined ? {} : { chargedUsd: stored.costUsd, priceSource: 'creation' as const }),
+    };
+  });
+  if (found.length === 0) return undefined;
+  const creationIds = [...record.creationIds, ...found.filter((id) => !record.creationIds.includes(id))];
+  return { ...record, keys, creationIds, ...rowMoney(keys) };
+}

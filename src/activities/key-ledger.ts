@@ -2,6 +2,7 @@ import { requestBody } from '../api/client';
 import { keyPlaceOf } from '../api/key-carrier';
 import type { ServiceConfig } from '../api/service-config';
 import { requestPrint, type Fingerprinter, type LedgerStore } from '../ledger';
+import type { LedgerScope } from '../model';
 import { toApplicationFailure } from './failures';
 
 /**
@@ -33,5 +34,50 @@ export function refuseOtherStore(store: LedgerStore, storeId: string | undefined
     message:
       `this worker's ledger store ${store.location} is not the one ${whose}: two memories of what was paid; give ` +
       'the worker and the commands one IMAGEBATCH_LEDGER',
+  });
+}
+
+/** The two stores of a batch refused by a worker: the batch's first, as its start recorded it, then the worker's. */
+export interface OtherStore {
+  batchId: string;
+  batch: Pick<LedgerScope, 'storeLocation' | 'storeKeys'>;
+  worker: { location: string; keys: number | undefined };
+}
+
+/**
+ * What to change when a worker's store is not its batch's: the side that knows less, so that following it pays
+ * nothing the other side knows was paid. Each side's keys say which knows more; when both know some, what only the
+ * other knows may be paid again, and the message says so. A batch stays bound to its store, and its rows, once
+ * cancelled, are never run again under its id: moving to the worker's store takes a new batch id.
+ */
+export function otherStoreMessage({ batchId, batch, worker }: OtherStore): string {
+  const count = (n: number | undefined) => (n === undefined ? '' : ` (${n} keys)`);
+  const stores =
+    `batch ${batchId} was started on the ledger store ${batch.storeLocation ?? '(not recorded)'}${count(batch.storeKeys)}, ` +
+    `and this worker's is ${worker.location}${count(worker.keys)}: two memories of what was paid; nothing was sent`;
+  if (batch.storeLocation === undefined || batch.storeKeys === undefined || worker.keys === undefined) {
+    return `${stores}. Give the worker and the commands the batch's IMAGEBATCH_LEDGER, then imagebatch resume ${batchId}`;
+  }
+  const workerKnowsMore = worker.keys > batch.storeKeys;
+  const otherKnows = workerKnowsMore ? batch.storeKeys : worker.keys;
+  const other = workerKnowsMore ? batch.storeLocation : worker.location;
+  const risk = otherKnows > 0 ? `; requests only ${other} knows may be paid again` : '';
+  return workerKnowsMore
+    ? `${stores}. This worker's store knows more: imagebatch cancel ${batchId}, then run the file again as a new ` +
+        `batch (--batch-id ${batchId}-2) with IMAGEBATCH_LEDGER=${worker.location}${risk}`
+    : `${stores}. Restart this worker with IMAGEBATCH_LEDGER=${batch.storeLocation}, then imagebatch resume ${batchId}${risk}`;
+}
+
+/** Refuses (a Config failure) a row of a batch recorded in another store than this worker's, saying which to change. */
+export async function refuseOtherBatchStore(
+  store: LedgerStore,
+  scope: LedgerScope | undefined,
+  batchId: string,
+): Promise<void> {
+  if (!scope?.storeId || scope.storeId === store.id) return;
+  const keys = await store.lastKeyPosition().catch(() => undefined);
+  throw toApplicationFailure({
+    kind: 'config',
+    message: otherStoreMessage({ batchId, batch: scope, worker: { location: store.location, keys } }),
   });
 }

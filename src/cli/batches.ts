@@ -174,7 +174,12 @@ export async function startOrAttachBatch(options: StartBatchOptions): Promise<St
   }
   const started: BatchWorkflowInput = {
     ...input,
-    ledger: { storeId: ledger.id, ...(asks.newImages ? { newImages: true } : {}) },
+    ledger: {
+      storeId: ledger.id,
+      storeLocation: ledger.location,
+      storeKeys: await ledger.lastKeyPosition(),
+      ...(asks.newImages ? { newImages: true } : {}),
+    },
   };
   const handle = await client.workflow.start(batchWorkflow, {
     workflowId,

@@ -161,6 +161,10 @@ export interface CreateImageInput {
 export interface LedgerScope {
   /** The id of the store the batch was recorded in: a worker whose store has another id sends nothing for it. */
   storeId?: string;
+  /** Where that store was, as the command that started the batch named it (a URL without its password). */
+  storeLocation?: string;
+  /** How many keys that store had recorded when the batch started: which of two stores knows more. */
+  storeKeys?: number;
   /**
    * New images even for requests paid before (`--new-images`, and every run of a schedule): no earlier request
    * serves a row of the batch.

@@ -12,7 +12,7 @@ import {
   type RequestPrint,
 } from '../../ledger';
 import { toApplicationFailure } from '../failures';
-import { refuseOtherStore } from '../key-ledger';
+import { refuseOtherBatchStore } from '../key-ledger';
 import { allSaved, copyImages } from '../saved-images';
 
 /**
@@ -68,7 +68,7 @@ export const keyIds = (input: CreateImageInput) => ({
  * it; one sent longer ago with no known answer, or with another body, is never sent again.
  */
 export async function consult(keys: KeyLedger, input: CreateImageInput, outDir: string): Promise<Consult> {
-  refuseOtherStore(keys.store, input.ledger?.storeId, `batch ${input.batchId} was started on (resume it once fixed)`);
+  await refuseOtherBatchStore(keys.store, input.ledger, input.batchId);
   await importOnce(keys, outDir);
   let print: RequestPrint;
   try {

@@ -117,9 +117,9 @@ const createCommand = defineCommand({
     const checked = await checkScheduleSource({ source, ...(o.model ? { defaultModel: o.model } : {}), ...columns });
     const budget = o.budget;
     const report = o.spendCap === undefined && budget === undefined ? undefined : checked;
-    const ledgerId = await withLedgerStore(env, async (ledger) => {
+    const { ledgerId, ledgerLocation } = await withLedgerStore(env, async (ledger) => {
       await checkDeclaredPrices(ledger, prices.prices);
-      return ledger.id;
+      return { ledgerId: ledger.id, ledgerLocation: ledger.location };
     });
     const log = (line: string) => stderr(`${line}\n`);
     const connected = await connectClient(env, { local: 'worker', log });
@@ -129,6 +129,7 @@ const createCommand = defineCommand({
         client,
         taskQueue: config.taskQueue,
         ledgerId,
+        ledgerLocation,
         scheduleId: o.id,
         source,
         outDir: path.resolve(o.out),

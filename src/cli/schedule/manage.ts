@@ -74,6 +74,8 @@ export interface CreateScheduleSettings {
    * @default any store
    */
   ledgerId?: string;
+  /** Where that store is, for a worker's message when its own is another. @default not recorded */
+  ledgerLocation?: string;
   /**
    * The report of a local `source` whose prices a cap needs, read before connecting (see {@link capReport}).
    * @default read here when needed
@@ -118,7 +120,11 @@ export async function createSchedule(options: CreateScheduleOptions): Promise<{ 
       ? { budget: { ...options.budget, timezone: options.timezone ?? DEFAULT_TIMEZONE } }
       : {}),
     // `all` asks for new images by intent (a pipeline runs again to get new ones): no earlier request serves it.
-    ledger: { ...(options.ledgerId ? { storeId: options.ledgerId } : {}), newImages: eachRun === 'all' },
+    ledger: {
+      ...(options.ledgerId ? { storeId: options.ledgerId } : {}),
+      ...(options.ledgerLocation ? { storeLocation: options.ledgerLocation } : {}),
+      newImages: eachRun === 'all',
+    },
   };
   // A cap is kept only with a price for every model: a local file is checked now.
   const report = options.report ?? (await capReport(options));

@@ -14,20 +14,19 @@ const stored = (idempotencyKey: string, extra: Partial<LedgerKey> = {}): LedgerK
   fingerprint: 'fp',
   ...extra,
 });
-const recordOf = (state: RowState, keys: KeyRecord[]): RowRecord =>
-  ({
-    batchId: 'b',
-    rowId: 'r',
-    prompt: request.prompt,
-    model: request.model,
-    state,
-    keys,
-    creationIds: [],
-    images: [],
-    resubmittable: false,
-    error: 'cancelled',
-    ...rowMoney(keys),
-  }) as RowRecord;
+const recordOf = (state: RowState, keys: KeyRecord[]): RowRecord => ({
+  batchId: 'b',
+  rowId: 'r',
+  prompt: request.prompt,
+  model: request.model,
+  state,
+  keys,
+  creationIds: [],
+  images: [],
+  resubmittable: false,
+  error: 'cancelled',
+  ...rowMoney(keys),
+});
 const open: KeyRecord = {
   attempt: 1,
   idempotencyKey: 'k1',

@@ -61,11 +61,12 @@ export function paidBeforeLine(
       'price nobody showed';
   }
   const earlier = rowsOf(paid.earlier ?? {});
+  const reused = rowsOf(paid.paid);
   if (newImages && earlier === 0) return `${plural(paid.rows, 'row')}, all new (--new-images) (${cost})`;
   return [
     `${plural(paid.rows, 'row')}: `,
     earlier > 0 ? `${count(earlier)} ran before in this batch (counted from their records), ` : '',
-    newImages ? '' : `${count(rowsOf(paid.paid))} already paid (reused, $0.00), `,
+    newImages || (earlier > 0 && reused === 0) ? '' : `${count(reused)} already paid (reused, $0.00), `,
     `${count(fresh)} new${newImages ? ' (--new-images)' : ''} (${cost})`,
   ].join('');
 }

@@ -58,5 +58,8 @@ describe('the line said before a batch starts', () => {
     expect(paidBeforeLine({ rows: 3, paid: one, fresh: {}, earlier: two }, catalog, {})).toBe(
       '3 rows: 2 ran before in this batch (counted from their records), 1 already paid (reused, $0.00), 0 new ($0.00)',
     );
+    expect(paidBeforeLine({ rows: 2, paid: {}, fresh: {}, earlier: two }, catalog, {})).toBe(
+      '2 rows: 2 ran before in this batch (counted from their records), 0 new ($0.00)',
+    );
   });
 });

@@ -144,7 +144,7 @@ describe("a new user's first ten minutes", { timeout: 180_000 }, () => {
     const r = await run(['run', FILE, '--model', 'flux-dev'], 120_000);
     expect(r.code, describeRun(['run again'], r)).toBe(0);
     const lines = r.stderr.trimEnd().split('\n');
-    expect(lines).toContain('3 rows: 3 already paid (reused, $0.00), 0 new ($0.00)');
+    expect(lines).toContain('3 rows: 3 ran before in this batch (counted from their records), 0 new ($0.00)');
     expect(lines).toContain('started batch prompts again (3 rows)');
     expect(lines).toContain('batch prompts is complete: 3 rows, nothing new sent ($0.12 paid earlier)');
     expect(await charges()).toHaveLength(3);

@@ -59,6 +59,20 @@ export interface ListUnresolvedResult {
 }
 
 /**
+ * A row's record whose keys the row could only call unknown, put right by what the store knows of them (see
+ * recordWithUnsentKeys and recordWithStoredCreations); undefined when nothing changes.
+ */
+async function putRight(ledger: LedgerStore, record: RowRecord): Promise<RowRecord | undefined> {
+  const open = record.keys.filter((k) => k.outcome === KeyOutcome.Unknown || k.outcome === KeyOutcome.Submitting);
+  if (open.length === 0) return undefined;
+  const known = new Map(
+    await Promise.all(open.map(async (k) => [k.idempotencyKey, await ledger.key(k.idempotencyKey)] as const)),
+  );
+  const unsent = recordWithUnsentKeys(record, known);
+  return recordWithStoredCreations(unsent ?? record, known) ?? unsent;
+}
+
+/**
  * The activities of the ledger store: a row's record written as it ends (a local activity of the row workflow), and
  * the rows `reconcile` resolves. `results` and `reconcile` read the store after Temporal has forgotten the rows.
  */
@@ -75,15 +89,7 @@ export function createLedgerActivities(deps: {
      * when the store knows the creation it received. That record is written, and returned.
      */
     async recordRow(input: RecordRowInput): Promise<RowRecord | undefined> {
-      const open = input.record.keys.filter(
-        (k) => k.outcome === KeyOutcome.Unknown || k.outcome === KeyOutcome.Submitting,
-      );
-      const known = new Map(
-        await Promise.all(open.map(async (k) => [k.idempotencyKey, await deps.ledger.key(k.idempotencyKey)] as const)),
-      );
-      const unsent = open.length > 0 ? recordWithUnsentKeys(input.record, known) : undefined;
-      const corrected =
-        (open.length > 0 ? recordWithStoredCreations(unsent ?? input.record, known) : undefined) ?? unsent;
+      const corrected = await putRight(deps.ledger, input.record);
       const record = corrected ?? input.record;
       await deps.ledger.append([{ type: 'row', by: input.by ?? 'row', record }], deps.now());
       // A row of a schedule's run that ended holding no money gives its request's claim back: a later run may try

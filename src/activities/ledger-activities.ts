@@ -4,7 +4,6 @@ import { readBatchPage } from '../batch';
 import {
   type BatchCursor,
   type CreationRequest,
-  KeyOutcome,
   needsReconcile,
   NO_MONEY_HELD,
   type PaidRequests,
@@ -15,6 +14,7 @@ import { refuseOtherStore } from './key-ledger';
 import { releaseRow, scheduleDirOf } from '../ledger/claims';
 import {
   importJsonlLedger,
+  keyLeftOpen,
   recordAgainstLedger,
   recordFromLedger,
   recordWithStoredCreations,
@@ -63,7 +63,7 @@ export interface ListUnresolvedResult {
  * recordWithUnsentKeys and recordWithStoredCreations); undefined when nothing changes.
  */
 async function putRight(ledger: LedgerStore, record: RowRecord): Promise<RowRecord | undefined> {
-  const open = record.keys.filter((k) => k.outcome === KeyOutcome.Unknown || k.outcome === KeyOutcome.Submitting);
+  const open = record.keys.filter(keyLeftOpen);
   if (open.length === 0) return undefined;
   const known = new Map(
     await Promise.all(open.map(async (k) => [k.idempotencyKey, await ledger.key(k.idempotencyKey)] as const)),

@@ -109,6 +109,11 @@ export type StartBatchOptions = {
   ledger: LedgerStore;
   /** The worker's settings (for the prints of an earlier version's ledger.jsonl). @default the process's environment */
   env?: Readonly<Record<string, string | undefined>>;
+  /**
+   * The caller has checked the batch's declared prices against the store (checkDeclaredPrices): not scanned again.
+   * @default false
+   */
+  pricesChecked?: boolean;
 } & ({ prepared: PreparedBatch } | BatchOptions);
 
 export interface StartedBatch {
@@ -130,14 +135,14 @@ export interface StartedBatch {
  * nothing for them.
  */
 export async function startOrAttachBatch(options: StartBatchOptions): Promise<StartedBatch> {
-  const { client, taskQueue, ledger, env, ...batch } = options;
+  const { client, taskQueue, ledger, env, pricesChecked, ...batch } = options;
   const { input, report, fingerprint } = 'prepared' in batch ? batch.prepared : await prepareBatch(batch);
   const workflowId = batchWorkflowId(input.batchId);
   const existing = await describeBatch(client, workflowId);
   // A price given is never below what the service charged; a cap is kept only with a price for every model: both
   // checked before anything starts (not when attaching).
   if (existing?.status.name !== 'RUNNING') {
-    await checkDeclaredPrices(ledger, input.prices);
+    if (!pricesChecked) await checkDeclaredPrices(ledger, input.prices);
     if (input.spendCapUsd !== undefined) await checkPricesForCap(client, taskQueue, report.models, input.prices ?? {});
   }
   // The errors.csv of a batch that is still open: that batch starts its rows itself, never a second run of them.

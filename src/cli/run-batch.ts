@@ -62,14 +62,22 @@ export async function runBatch(
     const earlierRun = local || choices.follow ? await describeBatch(client, batchId) : undefined;
     // What the batch will pay, said before its first request (when a worker is there to tell: local mode, or
     // a batch followed to its end); not for a batch that runs already.
-    if ((local || choices.follow) && earlierRun?.status !== 'RUNNING') {
+    const saysBefore = (local !== undefined || choices.follow === true) && earlierRun?.status !== 'RUNNING';
+    if (saysBefore) {
       // A price the start would refuse is refused before the estimate counts at it.
       await checkDeclaredPrices(ledger, prepared.input.prices);
       await sayBeforePaying(client, config.taskQueue, prepared, ledger, stderr);
     }
     // What the store held of the batch before this run: what it sends now is the difference.
     const mark = follows && earlierRun?.status !== 'RUNNING' ? await spendMark(ledger, batchId) : undefined;
-    const started = await startOrAttachBatch({ client, taskQueue: config.taskQueue, ledger, env, prepared });
+    const started = await startOrAttachBatch({
+      client,
+      taskQueue: config.taskQueue,
+      ledger,
+      env,
+      prepared,
+      pricesChecked: saysBefore,
+    });
     const { attached, report } = started;
     // A batch id that ran before starts again: its rows that ended are counted from their records, not sent.
     const again = !attached && (earlierRun !== undefined || (mark?.keys ?? 0) > 0);

@@ -144,6 +144,11 @@ export function ledgerKeyOf(key: Pick<KeyRecord, 'idempotencyKey' | 'outcome' | 
     : key.idempotencyKey;
 }
 
+/** A key the row could only call unknown: it was out (submitting or unknown) when the row ended. */
+export function keyLeftOpen(key: Pick<KeyRecord, 'outcome'>): boolean {
+  return key.outcome === KeyOutcome.Unknown || key.outcome === KeyOutcome.Submitting;
+}
+
 /** Since when the service may hold a key (see {@link LedgerKey.mayBeStoredSinceMs}), counting a send cut off. */
 export function keyMayBeStoredSince(key: LedgerKey): number | undefined {
   return key.mayBeStoredSinceMs ?? key.pendingSinceMs;
@@ -161,7 +166,7 @@ export function recordWithUnsentKeys(
 ): RowRecord | undefined {
   let changed = false;
   const keys = record.keys.map((key): KeyRecord => {
-    if ((key.outcome !== KeyOutcome.Unknown && key.outcome !== KeyOutcome.Submitting) || key.creationId) return key;
+    if (!keyLeftOpen(key) || key.creationId) return key;
     const stored = known.get(key.idempotencyKey);
     const unsent =
       stored === undefined ||
@@ -195,7 +200,7 @@ export function recordWithStoredCreations(
   if (record.state !== RowState.Cancelled) return undefined;
   const found: string[] = [];
   const keys = record.keys.map((key): KeyRecord => {
-    if ((key.outcome !== KeyOutcome.Unknown && key.outcome !== KeyOutcome.Submitting) || key.creationId) return key;
+    if (!keyLeftOpen(key) || key.creationId) return key;
     const stored = known.get(key.idempotencyKey);
     if (!stored?.creationId) return key;
     found.push(stored.creationId);

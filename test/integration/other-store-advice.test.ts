@@ -72,15 +72,20 @@ async function stopMessage(handle: WorkflowHandle<typeof batchWorkflow>): Promis
 
 const charges = () => sim.charges.byCreation().length;
 
+/** A worker on `ledger`, on a new task queue or the one given. */
+const workerOn = (ledger: LedgerStore, taskQueue?: string) =>
+  simulatorWorker(env, {
+    baseUrl: sim.baseUrl,
+    outputRoot: dir,
+    prefix: 'other-store',
+    ledger,
+    ...(taskQueue ? { taskQueue } : {}),
+  });
+
 describe("a worker whose store is not its batch's", { timeout: 120_000 }, () => {
   it("the worker's store knows more: cancel, a new batch on it, and nothing is paid again", async () => {
     const workerStore = await store();
-    const { worker, taskQueue } = await simulatorWorker(env, {
-      baseUrl: sim.baseUrl,
-      outputRoot: dir,
-      prefix: 'other-a',
-      ledger: workerStore,
-    });
+    const { worker, taskQueue } = await workerOn(workerStore);
     const commandStore = await store();
     await worker.runUntil(async () => {
       await runOn(workerStore, taskQueue, await batchOf('a heron at dawn', `a0${randomUUID().slice(0, 6)}`));
@@ -113,25 +118,14 @@ describe("a worker whose store is not its batch's", { timeout: 120_000 }, () => 
 
   it("the batch's store knows more: restart the worker on it, resume, and nothing is paid again", async () => {
     const batchStore = await store();
-    const first = await simulatorWorker(env, {
-      baseUrl: sim.baseUrl,
-      outputRoot: dir,
-      prefix: 'other-b',
-      ledger: batchStore,
-    });
+    const first = await workerOn(batchStore);
     const paidBefore = await first.worker.runUntil(async () => {
       await runOn(batchStore, first.taskQueue, await batchOf('a fox in snow', `b0${randomUUID().slice(0, 6)}`));
       return charges();
     });
     // A worker on a new, empty store joins the queue.
     const emptyStore = await store();
-    const wrong = await simulatorWorker(env, {
-      baseUrl: sim.baseUrl,
-      outputRoot: dir,
-      prefix: 'other-b',
-      ledger: emptyStore,
-      taskQueue: first.taskQueue,
-    });
+    const wrong = await workerOn(emptyStore, first.taskQueue);
     const options = await batchOf('a fox in snow', `b1${randomUUID().slice(0, 6)}`);
     const { handle } = await startOrAttachBatch({
       client: env().client,
@@ -148,13 +142,7 @@ describe("a worker whose store is not its batch's", { timeout: 120_000 }, () => 
     );
     expect(charges()).toBe(paidBefore);
     // As it reads: the worker on the batch's store, then resume.
-    const right = await simulatorWorker(env, {
-      baseUrl: sim.baseUrl,
-      outputRoot: dir,
-      prefix: 'other-b',
-      ledger: batchStore,
-      taskQueue: first.taskQueue,
-    });
+    const right = await workerOn(batchStore, first.taskQueue);
     const done = await right.worker.runUntil(async () => {
       await handle.signal(resumeSignal, {});
       return handle.result();

@@ -13,3 +13,6 @@ if (!Runtime._instance) Runtime.install({ logger: new DefaultLogger('WARN') });
 // Every test file a user data folder of its own, inherited by the commands and workers it starts: the default ledger
 // store (and local mode's default home) is never the user's, nor another file's or another run's.
 process.env.XDG_DATA_HOME = mkdtempSync(path.join(tmpdir(), 'ib-data-'));
+// And a config folder of its own: the record of the ledger stores used (src/ledger/known-stores.ts) is never the
+// user's, and one file's stores never stop another's.
+process.env.XDG_CONFIG_HOME = mkdtempSync(path.join(tmpdir(), 'ib-config-'));

@@ -1,18 +1,26 @@
 import { requestFingerprinter } from '../activities/key-ledger';
 import { loadServiceConfig } from '../config/service-config';
-import { importJsonlLedger, ledgerLocation, openLedgerStore, type Fingerprinter, type LedgerStore } from '../ledger';
+import {
+  importJsonlLedger,
+  openKnownLedgerStore,
+  rememberLedgerStore,
+  type Fingerprinter,
+  type LedgerStore,
+} from '../ledger';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
 /**
  * Runs `work` with the ledger store `IMAGEBATCH_LEDGER` names (the worker's, when both read one environment), and
- * closes it after. A store that cannot be reached is an error that names it: nothing is started without it.
+ * closes it after. A store that cannot be reached is an error that names it, and so is one that would silently
+ * replace the store this user used (missing, emptied, another): nothing is started without it.
  */
 export async function withLedgerStore<T>(env: Env, work: (store: LedgerStore) => Promise<T>): Promise<T> {
-  const store = await openLedgerStore(ledgerLocation(env));
+  const store = await openKnownLedgerStore(env);
   try {
     return await work(store);
   } finally {
+    await rememberLedgerStore(env, store);
     await store.close();
   }
 }

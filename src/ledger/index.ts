@@ -5,3 +5,5 @@ export * from './location';
 export * from './rules';
 export * from './sql-store';
 export * from './store';
+export * from './known-stores';
+export * from './open-known';

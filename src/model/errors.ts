@@ -64,6 +64,8 @@ export const ErrorCode = {
   LedgerUnavailable: 'LEDGER_UNAVAILABLE',
   /** A worker's ledger store is not the one its batch was started with: two memories of what was paid. */
   LedgerMismatch: 'LEDGER_MISMATCH',
+  /** The ledger store this user used is missing, emptied or replaced where it was (or the default one moved). */
+  LedgerReplaced: 'LEDGER_REPLACED',
   /** Before a batch starts, the worker found the service unusable: not reachable, or the key refused. */
   ServiceUnusable: 'SERVICE_UNUSABLE',
   /** A scheduled run cannot start: its file is missing, cannot be read, or has problems. */

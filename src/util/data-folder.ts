@@ -20,3 +20,20 @@ export function userDataFolder(env: Env, platform: NodeJS.Platform = process.pla
   }
   return path.join(data, 'imagebatch');
 }
+
+/**
+ * imagebatch's folder under the user's config folder: `$XDG_CONFIG_HOME` or `~/.config` on Linux,
+ * `~/Library/Preferences` on macOS, `%APPDATA%` on Windows, then `imagebatch`. It holds what must outlive a data
+ * folder: the record of the ledger stores this user used (src/ledger/known-stores.ts).
+ */
+export function userConfigFolder(env: Env, platform: NodeJS.Platform = process.platform): string {
+  const home = env.HOME?.trim() || os.homedir();
+  let config: string;
+  if (platform === 'win32') config = env.APPDATA?.trim() || path.join(home, 'AppData', 'Roaming');
+  else if (platform === 'darwin') config = path.join(home, 'Library', 'Preferences');
+  else {
+    const xdg = env.XDG_CONFIG_HOME?.trim();
+    config = xdg && path.isAbsolute(xdg) ? xdg : path.join(home, '.config');
+  }
+  return path.join(config, 'imagebatch');
+}

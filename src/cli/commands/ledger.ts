@@ -2,7 +2,14 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { stringify } from 'csv-stringify/sync';
 import { z } from 'zod';
-import { SummaryGroup, type LedgerKey, type LedgerStore, type SummaryRow } from '../../ledger';
+import {
+  adoptLedgerStore,
+  SummaryGroup,
+  type AdoptedStore,
+  type LedgerKey,
+  type LedgerStore,
+  type SummaryRow,
+} from '../../ledger';
 import { roundUsd } from '../../model';
 import { defineCommand, type CommandGroup } from '../command';
 import { withLedgerStore } from '../ledger-store';
@@ -141,10 +148,33 @@ const exportCommand = defineCommand({
   },
 });
 
+/** What `ledger new` says it did: the store in use from now on, and what may be paid again. */
+export function adoptedLines(adopted: AdoptedStore): string[] {
+  const now = `the ledger store ${adopted.location} (store ${adopted.id}, ${adopted.keys} key(s)) is the one in use`;
+  const { replaced } = adopted;
+  if (!replaced) return [`${now}; it replaced no store this user used: nothing changed`];
+  const gone = replaced.expected;
+  return [
+    `${now} from now on.`,
+    `It does not know the ${gone.keys} key(s) of store ${gone.id} (${gone.location}, last used ` +
+      `${new Date(gone.lastUsedMs).toISOString()}): a request that store paid for may be paid again.`,
+  ];
+}
+
+/** `imagebatch ledger new`: start afresh on the store IMAGEBATCH_LEDGER names, saying what may be paid again. */
+const newCommand = defineCommand({
+  name: 'new',
+  description: 'Use the store IMAGEBATCH_LEDGER names from now on, in place of a missing, emptied or other one',
+  schema: z.object({}),
+  async run(_opts, { stdout, env }) {
+    stdout(`${adoptedLines(await adoptLedgerStore(env)).join('\n')}\n`);
+  },
+});
+
 /** `imagebatch ledger ...`: the store of what was asked and paid. */
 export const ledgerCommands: CommandGroup = {
   name: 'ledger',
   description: 'The ledger store (IMAGEBATCH_LEDGER): what was asked and paid, by batch, day or request',
   summary: 'What was asked and paid (IMAGEBATCH_LEDGER)',
-  commands: [showCommand, exportCommand, ledgerCheckCommand],
+  commands: [showCommand, exportCommand, ledgerCheckCommand, newCommand],
 };

@@ -10,13 +10,16 @@ import { loadMetricsConfig } from '../../config/metrics-config';
 import { loadServiceConfig } from '../../config/service-config';
 import { connectionOptions, loadTemporalConfig } from '../../config/temporal-config';
 import { installWorkerRuntime, WorkerMetrics } from '../../metrics';
-import { ledgerLocation, openLedgerStore } from '../../ledger';
+import { ledgerLocation, openKnownLedgerStore, rememberLedgerStore } from '../../ledger';
 import { createWorker, prebuiltWorkflowBundle } from '../../worker';
 import { z } from 'zod';
 import { defineCommand } from '../command';
 
 /** What the worker logs when it bundles its workflow code at start (scripts/check-artifact.mjs checks its absence). */
 export const BUNDLING_AT_START = 'bundling the workflow code at start (`npm run build` makes the bundles)';
+
+/** How often a running worker records the keys its store holds (src/ledger/known-stores.ts). */
+const REMEMBER_EVERY_MS = 60_000;
 
 /** Options of {@link runWorker}. */
 export interface RunWorkerOptions {
@@ -57,15 +60,19 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSum
   const apiKey = loadApiKey(options.env);
   const codecs = payloadCodecsFromEnv(options.env);
   const metricsConfig = loadMetricsConfig(options.env);
-  const ledgerAt = ledgerLocation(options.env);
+  // Checked with the other settings, before anything connects.
+  ledgerLocation(options.env);
   const logLevel = loadLogLevel(options.env);
   // Before the first NativeConnection: the Prometheus exporter is chosen when the runtime is created.
   const runtime = installWorkerRuntime({
     logger: new DefaultLogger(logLevel),
     ...(metricsConfig ? { metrics: metricsConfig } : {}),
   });
-  // The store of what was paid, reached before anything else connects: a worker without it sends nothing.
-  const ledger = await openLedgerStore(ledgerAt);
+  // The store of what was paid, reached before anything else connects: a worker without it sends nothing, and a
+  // worker on a store that replaced the one this user used (missing, emptied, another) does not start.
+  const ledger = await openKnownLedgerStore(options.env);
+  // While it runs, the record of stores learns the keys it adds (a store deleted later is then missed).
+  const remembering = setInterval(() => void rememberLedgerStore(options.env, ledger), REMEMBER_EVERY_MS).unref();
   const dataConverter = workerDataConverter(codecs);
   // The build's bundle (the image makes it at build time); without one the worker runs webpack now, which costs
   // seconds and memory at every start: said, so that a build that lost its bundles shows.
@@ -129,6 +136,8 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerRunSum
   } finally {
     await clientConnection?.close();
     await connection?.close();
+    clearInterval(remembering);
+    await rememberLedgerStore(options.env, ledger);
     await ledger.close();
   }
 }

@@ -143,22 +143,36 @@ function render(line: readonly Segment[], color: boolean): string {
 function shortSpendText(p: BatchProgress): string {
   const plus = p.unknownSpendRows > 0 || p.unpricedInFlight > 0 ? '+' : '';
   const cap = p.spendCapUsd === undefined ? '' : `/$${p.spendCapUsd.toFixed(2)}`;
-  return `spent $${p.spentUsd.toFixed(2)}${plus}${cap}`;
+  const yours = p.unconfirmedUsd ? ' at your price' : '';
+  return `spent $${p.spentUsd.toFixed(2)}${plus}${yours}${cap}`;
 }
 
 /**
  * What a batch spent, for a person: a figure only where it is known. "spent at least $X, plus N rows of unknown
- * price" when some rows' spend is not known; with a cap, what rows in flight reserve and what is left.
+ * price" when some rows' spend is not known; "at your price, unconfirmed" for spend counted at a price given that
+ * the service never showed; with a cap, what rows in flight reserve and what is left.
  */
 export function spendText(
   p: Pick<BatchProgress, 'spentUsd'> &
-    Partial<Pick<BatchProgress, 'unknownSpendRows' | 'reservedUsd' | 'unpricedInFlight' | 'spendCapUsd' | 'leftUsd'>>,
+    Partial<
+      Pick<
+        BatchProgress,
+        'unknownSpendRows' | 'reservedUsd' | 'unpricedInFlight' | 'spendCapUsd' | 'leftUsd' | 'unconfirmedUsd'
+      >
+    >,
 ): string {
   const unknown = p.unknownSpendRows ?? 0;
+  const yours = p.unconfirmedUsd ?? 0;
+  const unconfirmed =
+    yours <= 0
+      ? ''
+      : yours >= p.spentUsd
+        ? ' at your price, unconfirmed'
+        : ` ($${yours.toFixed(2)} of it at your price, unconfirmed)`;
   const spent =
     unknown > 0
-      ? `spent at least $${p.spentUsd.toFixed(2)}, plus ${unknown} row${unknown === 1 ? '' : 's'} of unknown price`
-      : `spent $${p.spentUsd.toFixed(2)}`;
+      ? `spent at least $${p.spentUsd.toFixed(2)}${unconfirmed}, plus ${unknown} row${unknown === 1 ? '' : 's'} of unknown price`
+      : `spent $${p.spentUsd.toFixed(2)}${unconfirmed}`;
   const unpriced = p.unpricedInFlight ?? 0;
   const inFlight = unpriced > 0 ? `, ${unpriced} in flight of unknown price` : '';
   if (p.spendCapUsd === undefined) return `${spent}${inFlight}`;
@@ -198,6 +212,8 @@ export function waitText(w: WaitReason | undefined): string | undefined {
       return `paused by its stop-loss (${w.trip.breaker}; imagebatch resume goes on)`;
     case 'canary':
       return `row ${terminalText(w.rowId)} is sent alone first (the canary)`;
+    case 'price_unconfirmed':
+      return `one row at a time until the service shows what ${terminalText(w.model)} costs (you gave $${w.givenUsd})`;
     case 'window_full':
       return undefined;
     case 'reading':

@@ -14,6 +14,11 @@ export type WaitReason =
   | { kind: 'window_full'; concurrency: number }
   /** A stop-loss breaker paused the batch (`resume` goes on, with the breaker's count afresh). */
   | { kind: 'stop_loss'; trip: StopLossTrip }
+  /**
+   * A spend cap counts on the price the user gave for this model, and no record of the batch has shown what the
+   * service charges for it yet: one row at a time until one does.
+   */
+  | { kind: 'price_unconfirmed'; model: string; givenUsd: number }
   /** The canary row is in flight: the others start once it has ended `succeeded`. */
   | { kind: 'canary'; rowId: string }
   | { kind: 'reading' };
@@ -54,6 +59,11 @@ export interface BatchProgress {
   spentUsd: number;
   /** Refunds of the rows that ended whose refunds are known (USD). */
   refundedUsd: number;
+  /**
+   * The part of `spentUsd` counted at a price the user gave (`--price`), which the service never showed: at your
+   * price, unconfirmed. Absent when none.
+   */
+  unconfirmedUsd?: number;
   /** Rows that ended whose spend is not known (no price shown, or the outcome unknown): on top of `spentUsd`. */
   unknownSpendRows: number;
   /** Reserved against the spend cap for the rows in flight (their list prices, USD). */

@@ -68,6 +68,7 @@ export function holdOutcome(
     case 'stop_loss':
       return ScheduledRunOutcome.Stopped;
     case 'window_full':
+    case 'price_unconfirmed':
     case 'canary':
     case 'reading':
     case undefined:
@@ -89,6 +90,7 @@ export function holdText(waiting: WaitReason | undefined): string {
     case 'stop_loss':
       return `stop-loss ${waiting.trip.breaker}: ${waiting.trip.message}`;
     case 'window_full':
+    case 'price_unconfirmed':
     case 'canary':
     case 'reading':
     case undefined:

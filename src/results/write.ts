@@ -1,7 +1,7 @@
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { stringify } from 'csv-stringify/sync';
-import { imagesAskedFor, KeyOutcome, type CreationRequest, type KeyRecord, type PriceSource } from '../model';
+import { imagesAskedFor, KeyOutcome, PriceSource, type CreationRequest, type KeyRecord } from '../model';
 import { isRetryableFailureMessage } from '../api/contract';
 import { RecordColumn } from '../batch/header';
 import { recordMayBePaid } from '../batch/schema';
@@ -127,6 +127,8 @@ export interface JsonlRecord {
   charged_usd: number | null;
   refunded_usd: number | null;
   net_usd: number | null;
+  /** Some of its money is counted at a price the user gave (`--price`) that the service never showed. */
+  price_unconfirmed?: true;
   error: string | null;
   resubmittable: boolean | null;
   /** The row's cells of the columns the user owns (`--carry`, `--column`), exactly as in the batch file. */
@@ -239,6 +241,9 @@ function jsonRecord(r: ResultRow): JsonlRecord {
     charged_usd: rec?.chargedUsd ?? null,
     refunded_usd: rec?.refundedUsd ?? null,
     net_usd: rec?.netUsd ?? null,
+    ...(rec?.keys.some((k) => k.priceSource === PriceSource.User && k.chargedUsd !== undefined)
+      ? { price_unconfirmed: true as const }
+      : {}),
     error: rec?.error ?? null,
     resubmittable: rec ? rec.resubmittable : r.state === 'not_started' ? true : null,
     ...(r.row.columns ? { columns: r.row.columns } : {}),
@@ -265,8 +270,14 @@ function recordCells(j: JsonlRecord): Record<Exclude<RecordColumn, 'advice' | 'b
     charged_usd: money(j.charged_usd),
     refunded_usd: money(j.refunded_usd),
     net_usd: money(j.net_usd),
-    // A row without its record (in flight, not started) says nothing; one with it, whether every figure is known.
-    price_known: j.charged_usd === null && j.keys.length === 0 ? '' : String(j.charged_usd !== null),
+    // A row without its record (in flight, not started) says nothing; one with it, whether every figure is known,
+    // or counted at a price the user gave that the service never showed.
+    price_known:
+      j.charged_usd === null && j.keys.length === 0
+        ? ''
+        : j.price_unconfirmed
+          ? 'unconfirmed'
+          : String(j.charged_usd !== null),
   };
 }
 

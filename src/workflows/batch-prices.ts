@@ -96,6 +96,26 @@ export class BatchPrices {
     return { kind: 'spend_cap', capUsd, spentUsd: state.spentUsd, reservedUsd: reservedUsd(state) };
   }
 
+  /**
+   * The next row's model and given price when a cap counts on a price the user gave (`--price`) that no record of
+   * this batch has confirmed: the service may charge more, so one row at a time until a record shows its cost.
+   */
+  unconfirmedPrice(next: BatchRowInput): { model: string; givenUsd: number } | undefined {
+    if (this.given.spendCapUsd === undefined || !this.knownOrUnknown) return undefined;
+    const { model } = next.request;
+    const listed = this.modelPrice(model, 1);
+    if (listed?.source !== 'user' || this.state.pricesConfirmed?.includes(model)) return undefined;
+    return { model, givenUsd: listed.usd };
+  }
+
+  /** A record whose creation showed its cost confirms its model's price (a higher one is counted: notePriceSeen). */
+  notePriceConfirmed(record: RowRecord): void {
+    const { state } = this;
+    if (state.pricesConfirmed?.includes(record.model)) return;
+    if (!record.keys.some((k) => k.priceSource === 'creation' && k.chargedUsd !== undefined)) return;
+    state.pricesConfirmed = [...(state.pricesConfirmed ?? []), record.model];
+  }
+
   /** Why the cap paused the batch, as the pause says it. */
   capHoldText(hold: WaitReason): string {
     if (hold.kind === 'price_unknown') {

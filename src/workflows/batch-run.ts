@@ -36,6 +36,12 @@ export class BatchRun {
   waiting: WaitReason | undefined;
   /** A resume came and is not handled yet. */
   resumeRequested = false;
+  /**
+   * Whether a row waits while a price given is unconfirmed (patch `declared-price-one-at-a-time`, which the batch
+   * asks here); asked only when one would wait.
+   * @default never
+   */
+  askPriceCheck: () => boolean = () => false;
   /** Rows whose close this run cannot see: carried from an earlier run, or found running when started again. */
   readonly unwatched: Set<string>;
   private readonly deadlineMs: number | undefined;
@@ -102,6 +108,7 @@ export class BatchRun {
   rowDone(record: RowRecord, report: RowReport | undefined, pricesSeenCount: () => boolean): void {
     const price = this.loss ? this.prices.priceNoteOf(record) : undefined;
     this.prices.notePriceSeen(record, pricesSeenCount);
+    this.prices.notePriceConfirmed(record);
     if (this.rowEnded(record, price) && this.state.window)
       new AdaptiveWindow(this.state.window).rowEnded(report?.limit, this.now(), report?.refused === true);
     if (report?.limit) this.limitSeen = { limit: report.limit, atMs: this.now() };
@@ -180,9 +187,25 @@ export class BatchRun {
     return this.deadlineMs === undefined ? undefined : Math.max(1, this.deadlineMs - this.now());
   }
 
-  /** Full: the window's rows in flight, or the canary alone. */
+  /** Full: the window's rows in flight, the canary alone, or one row while a price given is unconfirmed. */
   windowFull(): boolean {
-    return Object.keys(this.state.inFlight).length >= this.windowSize() || this.canaryHold() !== undefined;
+    return (
+      Object.keys(this.state.inFlight).length >= this.windowSize() ||
+      this.canaryHold() !== undefined ||
+      this.priceHold() !== undefined
+    );
+  }
+
+  /**
+   * A row is in flight and the next counts against a cap at a price the user gave that no record has confirmed: it
+   * waits. `askPriceCheck` (patch `declared-price-one-at-a-time`) is asked only then.
+   */
+  priceHold(): WaitReason | undefined {
+    const next = this.state.pending[0];
+    if (!next || Object.keys(this.state.inFlight).length === 0) return undefined;
+    const unconfirmed = this.prices.unconfirmedPrice(next);
+    if (!unconfirmed || !this.askPriceCheck()) return undefined;
+    return { kind: 'price_unconfirmed', ...unconfirmed };
   }
 
   /** Rows in flight allowed now: the adaptive window's, or `concurrency` in a batch started before it. */

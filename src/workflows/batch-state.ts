@@ -1,6 +1,9 @@
 import type { StopLossState } from './stop-loss';
 import {
+  keyMoney,
+  PriceSource,
   roundUsd,
+  type KeyRecord,
   type BatchCursor,
   LIMIT_MEMORY_MS,
   type BindingLimit,
@@ -62,6 +65,10 @@ export interface BatchState {
    * price given is a claim, and the cap counts the higher.
    */
   pricesSeen?: Record<string, number>;
+  /** Net spend of the ended rows counted at a price the user gave, which no creation showed (part of spentUsd). */
+  spentUnconfirmedUsd?: number;
+  /** Models whose cost a record of this batch showed: a price given for them is confirmed, or corrected. */
+  pricesConfirmed?: string[];
   /** The canary and the breakers, in a batch started with them. */
   stopLoss?: StopLossState;
   /** The adaptive window of rows in flight, in a batch started with it (`adaptive-window`). */
@@ -98,7 +105,7 @@ export function newBatchState(nowMs: number): BatchState {
  */
 export function applyRowDone(
   state: BatchState,
-  record: Pick<RowRecord, 'rowId' | 'state' | 'netUsd' | 'refundedUsd'>,
+  record: Pick<RowRecord, 'rowId' | 'state' | 'netUsd' | 'refundedUsd'> & Partial<Pick<RowRecord, 'keys'>>,
 ): boolean {
   if (!(record.rowId in state.inFlight)) return false;
   const reserved = state.inFlight[record.rowId];
@@ -116,9 +123,18 @@ export function applyRowDone(
       state.unpricedEnded = { ...state.unpricedEnded };
       state.unpricedEnded[unpriced.model] = (state.unpricedEnded[unpriced.model] ?? 0) + unpriced.images;
     }
-  } else state.spentUsd = roundUsd(state.spentUsd + record.netUsd);
+  } else {
+    state.spentUsd = roundUsd(state.spentUsd + record.netUsd);
+    const atUserPrice = userPricedNetUsd(record.keys ?? []);
+    if (atUserPrice > 0) state.spentUnconfirmedUsd = roundUsd((state.spentUnconfirmedUsd ?? 0) + atUserPrice);
+  }
   if (record.refundedUsd !== null) state.refundedUsd = roundUsd(state.refundedUsd + record.refundedUsd);
   return true;
+}
+
+/** What a row's keys hold at a price the user gave (none of its creations showed a cost). */
+function userPricedNetUsd(keys: readonly Pick<KeyRecord, 'outcome' | 'chargedUsd' | 'priceSource'>[]): number {
+  return keys.filter((k) => k.priceSource === PriceSource.User).reduce((sum, k) => sum + (keyMoney(k).netUsd ?? 0), 0);
 }
 
 /** What the rows in flight reserve against the cap (their known prices). */
@@ -193,6 +209,7 @@ export function progressOf(
     inFlight: Object.keys(state.inFlight).length,
     counts: { ...state.counts },
     spentUsd: state.spentUsd,
+    ...(state.spentUnconfirmedUsd ? { unconfirmedUsd: state.spentUnconfirmedUsd } : {}),
     refundedUsd: state.refundedUsd,
     unknownSpendRows: state.unknownSpendRows ?? 0,
     reservedUsd: reservedUsd(state),

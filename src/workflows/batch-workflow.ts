@@ -66,6 +66,12 @@ export const PRICES_KNOWN_OR_UNKNOWN = 'prices-known-or-unknown';
 export const PRICES_SEEN_COUNT = 'prices-seen-count';
 
 /**
+ * Patch: with a spend cap, a row whose price is one the user gave (`--price`) waits while another is in flight, until
+ * a record of the batch shows what the service charges for its model (issue 43). Asked only when a row would wait.
+ */
+export const DECLARED_PRICE_ONE_AT_A_TIME = 'declared-price-one-at-a-time';
+
+/**
  * Patch: the stop-loss. A new batch sends one row alone (its canary) unless the worker's settings were proven on its
  * store, fans out once it ended `succeeded`, and pauses when a breaker trips (src/workflows/stop-loss.ts). Asked
  * once, at the batch's start; the state carries the answer across continue-as-new.
@@ -118,6 +124,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<BatchPro
   const pricesKnownOrUnknown = patched(PRICES_KNOWN_OR_UNKNOWN);
   const shortRowIds = patched(ROW_WORKFLOW_IDS_FIT_255);
   const run = new BatchRun(input, workflowNow, pricesKnownOrUnknown);
+  run.askPriceCheck = () => patched(DECLARED_PRICE_ONE_AT_A_TIME);
   const rows = new BatchRows(input, run, selfId, shortRowIds, lookupRow);
 
   setHandler(progressQuery, () => run.progress());
@@ -188,7 +195,7 @@ async function runBatch(b: Batch): Promise<BatchProgress> {
     }
 
     if (run.windowFull()) {
-      run.waiting = run.canaryHold() ?? { kind: 'window_full', concurrency: run.windowSize() };
+      run.waiting = run.canaryHold() ?? run.priceHold() ?? { kind: 'window_full', concurrency: run.windowSize() };
       rows.armRowCheck();
       await waitUntil(
         run,

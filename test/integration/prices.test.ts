@@ -119,8 +119,11 @@ function simulatorMoney(sim: Simulator, batchId: string) {
   return { byRow, total, round };
 }
 
-/** Every row's figures equal the simulator's, and the batch's spend is their sum. */
-function expectFiguresRight(run: Run, sim: Simulator): void {
+/**
+ * Every row's figures equal the simulator's, and the batch's spend is their sum. `priceKnown`: what results.csv says
+ * of each row's price (`unconfirmed` where it is the user's, which the service never showed).
+ */
+function expectFiguresRight(run: Run, sim: Simulator, priceKnown = 'true'): void {
   const { byRow, total, round } = simulatorMoney(sim, run.batchId);
   for (const line of run.jsonl) {
     const m = byRow.get(line.row_id as string)!;
@@ -133,7 +136,7 @@ function expectFiguresRight(run: Run, sim: Simulator): void {
   }
   expect(run.progress.spentUsd).toBe(total);
   expect(run.progress.unknownSpendRows).toBe(0);
-  expect(run.csv.map((r) => r.price_known)).toEqual(run.csv.map(() => 'true'));
+  expect(run.csv.map((r) => r.price_known)).toEqual(run.csv.map(() => priceKnown));
 }
 
 /** `validate --catalog` of the rows and a flux-dev row, through a worker against `sim`, with `prices` given. */
@@ -203,7 +206,8 @@ describe('prices the service shows, or not (dev server, simulator)', () => {
   it('no price anywhere, a price given with --price: figures right, each key says its price came from the user', async () => {
     const sim = await startSim({ fields: 'hidden' });
     const run = await runBatch(sim, { prices: { sdxl: 0.02 } });
-    expectFiguresRight(run, sim);
+    expectFiguresRight(run, sim, 'unconfirmed');
+    expect(run.progress.unconfirmedUsd).toBe(run.progress.spentUsd);
     const keys = run.jsonl.flatMap((l) => l.keys as Record<string, unknown>[]);
     expect(new Set(keys.map((k) => k.price_source))).toEqual(new Set(['user']));
   }, 120_000);

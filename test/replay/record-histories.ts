@@ -37,6 +37,7 @@ import { ROW_REPORTS_LIMIT } from '../../src/workflows/prompt-workflow';
 import { lazyTempLedger } from '../helpers/ledger';
 import { expectState, hasPatch, recordAdaptiveWindow, recordNotSent, waitFor } from './recorded-scenarios';
 import { recordKeyNotHonoured } from './recorded-key-proof';
+import { recordDeclaredPrice } from './recorded-declared-price';
 import { recordScheduledBudget, recordScheduledCapPaused } from './recorded-schedule';
 
 // IMAGEBATCH_HISTORIES_DIR records elsewhere (e.g. to add a new version's histories beside the old ones).
@@ -359,6 +360,7 @@ async function main(): Promise<void> {
       await recordScheduledCapPaused({ client, taskQueue: TASK_QUEUE, outputRoot, save });
       await recordScheduledBudget({ client, taskQueue: TASK_QUEUE, outputRoot, save });
       await recordKeyNotHonoured({ client, native, outputRoot, save });
+      await recordDeclaredPrice({ client, native, outputRoot, save });
     });
 
     await mkdir(HISTORIES_DIR, { recursive: true });

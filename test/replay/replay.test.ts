@@ -77,6 +77,9 @@ const EXPECTED = [
   'v14-canary-proves-key-batch-stop-resume',
   'v14-canary-proves-key-batch-canary-key-not-honoured',
   'v14-canary-proves-key-prompt-canary-key-not-honoured',
+  // Recorded after the `declared-price-one-at-a-time` patch (a cap counting on a price given that no record has
+  // confirmed: one row at a time).
+  'v15-declared-price-one-at-a-time-batch-declared-price',
 ];
 
 type History = temporal.api.history.v1.History;
@@ -211,6 +214,22 @@ describe('replay of recorded histories', () => {
     }
     const row = texts('v14-canary-proves-key-prompt-canary-key-not-honoured');
     expect(row.some((t) => t.includes('"outcome":"duplicate"') && t.includes('"result":"not_honoured"'))).toBe(true);
+  });
+
+  it('the declared-price history holds its marker, and its rows started one at a time', () => {
+    const fixture = fixtures.find((f) => f.name === 'v15-declared-price-one-at-a-time-batch-declared-price')!;
+    expect(payloadTexts(fixture.json).some((t) => t.includes('declared-price-one-at-a-time'))).toBe(true);
+    // Each row starts after the one before has reported its end (its rowDone signal).
+    const kinds = fixture.history.events
+      .map((e) =>
+        e.startChildWorkflowExecutionInitiatedEventAttributes
+          ? 'start'
+          : e.workflowExecutionSignaledEventAttributes?.signalName === 'rowDone'
+            ? 'done'
+            : undefined,
+      )
+      .filter((k) => k !== undefined);
+    expect(kinds).toEqual(['start', 'done', 'start', 'done', 'start', 'done']);
   });
 
   it('the histories hold no API key', () => {

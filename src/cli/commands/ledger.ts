@@ -1,6 +1,5 @@
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { stringify } from 'csv-stringify/sync';
 import { z } from 'zod';
 import {
   adoptLedgerStore,
@@ -15,6 +14,7 @@ import { defineCommand, type CommandGroup } from '../command';
 import { withLedgerStore } from '../ledger-store';
 import { batchId, flag } from '../options';
 import { terminalText } from '../terminal-text';
+import { csvText } from '../../util/file-text';
 import { ledgerCheckCommand } from './ledger-check';
 
 const GROUPS = Object.values(SummaryGroup);
@@ -118,11 +118,11 @@ function exportCells(k: LedgerKey): string[] {
 
 /** Writes every key of the store (of one batch, when given) as CSV to `file`; the number of keys. */
 export async function exportKeys(store: LedgerStore, file: string, batch?: string): Promise<number> {
-  const lines = [stringify([[...EXPORT_COLUMNS]])];
+  const lines = [csvText([[...EXPORT_COLUMNS]])];
   let count = 0;
   for (let after = 0; ;) {
     const page = await store.keys(after, 1000, batch);
-    if (page.keys.length > 0) lines.push(stringify(page.keys.map(exportCells)));
+    if (page.keys.length > 0) lines.push(csvText(page.keys.map(exportCells)));
     count += page.keys.length;
     if (page.done) break;
     after = page.next;

@@ -32,6 +32,7 @@ import {
   type ScheduleSpec,
 } from '../schedule/manage';
 import { scheduleRuns, scheduleRunsLines } from '../schedule-runs';
+import { terminalText } from '../terminal-text';
 
 const print = (json: boolean | undefined, data: unknown, text: string) =>
   json ? `${JSON.stringify(data)}\n` : text.endsWith('\n') || text === '' ? text : `${text}\n`;
@@ -193,7 +194,9 @@ const describeCommand = defineCommand({
             `next: ${d.nextRuns.join(', ') || '-'}`,
             ...d.recentRuns.map((r) => `ran ${r.scheduledAt}: ${r.workflowId}`),
             ...scheduleRunsLines(runs),
-          ].join('\n'),
+          ]
+            .map(terminalText)
+            .join('\n'),
         ),
       );
       return !d.paused;

@@ -74,11 +74,17 @@ export function ledgerLocation(env: Env, platform: NodeJS.Platform = process.pla
   return { kind: 'sqlite', file: value };
 }
 
-/** The location for messages and logs: a URL loses its password. */
+/** Query keys of a `postgres://` URL that carry a secret (`?password=`, `sslpassword`) or a secret's path (`sslkey`). */
+const SECRET_QUERY_KEY = /password|secret|^sslkey$/i;
+
+/** The location for messages, logs and the record of stores: a URL loses its password, in its user part or query. */
 export function describeLedgerLocation(location: LedgerLocation): string {
   if (location.kind === 'sqlite') return location.file;
   const url = new URL(location.url);
   if (url.password) url.password = '***';
+  for (const key of new Set(url.searchParams.keys())) {
+    if (SECRET_QUERY_KEY.test(key)) url.searchParams.set(key, '***');
+  }
   return url.toString();
 }
 

@@ -19,6 +19,11 @@ export const COMPRESSION_MIN_BYTES = 256;
  * payload no worker could have written is refused rather than inflated into memory.
  */
 export const COMPRESSION_MAX_INFLATED_BYTES = 4 * 2 ** 20;
+/**
+ * Most bytes all the payloads of one decode call (one codec server request) may inflate to together: 64 MiB, eight
+ * times the codec server's largest request body, so that many small bombs cannot add up to gigabytes.
+ */
+export const COMPRESSION_MAX_TOTAL_INFLATED_BYTES = 64 * 2 ** 20;
 
 const Proto = temporal.api.common.v1.Payload;
 const ENCODING_BYTES = Buffer.from(COMPRESSED_ENCODING, 'utf8');
@@ -35,6 +40,11 @@ export interface CompressionCodecOptions {
    * @default COMPRESSION_MIN_BYTES
    */
   minBytes?: number;
+  /**
+   * Most bytes the payloads of one decode call may inflate to together; past it the call is refused.
+   * @default COMPRESSION_MAX_TOTAL_INFLATED_BYTES
+   */
+  maxTotalInflatedBytes?: number;
 }
 
 /**
@@ -44,10 +54,12 @@ export interface CompressionCodecOptions {
 export class CompressionPayloadCodec implements PayloadCodec {
   readonly compress: boolean;
   readonly minBytes: number;
+  readonly maxTotalInflatedBytes: number;
 
   constructor(options: CompressionCodecOptions = {}) {
     this.compress = options.compress ?? true;
     this.minBytes = options.minBytes ?? COMPRESSION_MIN_BYTES;
+    this.maxTotalInflatedBytes = options.maxTotalInflatedBytes ?? COMPRESSION_MAX_TOTAL_INFLATED_BYTES;
   }
 
   async encode(payloads: Payload[]): Promise<Payload[]> {
@@ -55,7 +67,13 @@ export class CompressionPayloadCodec implements PayloadCodec {
   }
 
   async decode(payloads: Payload[]): Promise<Payload[]> {
-    return payloads.map((payload) => this.inflate(payload));
+    // One budget for the whole call: each payload may inflate only to what the ones before it left.
+    let left = this.maxTotalInflatedBytes;
+    return payloads.map((payload) => {
+      const [decoded, inflated] = this.inflate(payload, left);
+      left -= inflated;
+      return decoded;
+    });
   }
 
   private deflate(payload: Payload): Payload {
@@ -65,21 +83,32 @@ export class CompressionPayloadCodec implements PayloadCodec {
     return Proto.encode(compressed).finish().length < plain.length ? compressed : payload;
   }
 
-  private inflate(payload: Payload): Payload {
+  /** The payload inflated, and how many bytes it inflated to; never more than `left` bytes are allocated. */
+  private inflate(payload: Payload, left: number): [Payload, number] {
     const encoding = payload.metadata?.encoding;
-    if (!encoding || !Buffer.from(encoding).equals(ENCODING_BYTES)) return payload;
+    if (!encoding || !Buffer.from(encoding).equals(ENCODING_BYTES)) return [payload, 0];
+    const bound = Math.min(COMPRESSION_MAX_INFLATED_BYTES, left);
     let plain: Buffer;
     try {
-      plain = inflateSync(payload.data ?? new Uint8Array(0), { maxOutputLength: COMPRESSION_MAX_INFLATED_BYTES });
+      plain = inflateSync(payload.data ?? new Uint8Array(0), { maxOutputLength: Math.max(bound, 1) });
+      if (plain.length > bound) throw Object.assign(new Error('too large'), { code: 'ERR_BUFFER_TOO_LARGE' });
     } catch (err) {
-      const why = (err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE' ? 'inflates past' : 'does not inflate';
+      if ((err as NodeJS.ErrnoException).code !== 'ERR_BUFFER_TOO_LARGE') {
+        throw new PayloadCodecError(
+          PayloadCodecErrorCode.Malformed,
+          `a compressed payload (${COMPRESSED_ENCODING}) does not inflate`,
+        );
+      }
       throw new PayloadCodecError(
         PayloadCodecErrorCode.Malformed,
-        `a compressed payload (${COMPRESSED_ENCODING}) ${why} (at most ${COMPRESSION_MAX_INFLATED_BYTES} bytes)`,
+        bound < COMPRESSION_MAX_INFLATED_BYTES
+          ? `the compressed payloads (${COMPRESSED_ENCODING}) of one request inflate past ` +
+              `${this.maxTotalInflatedBytes} bytes in all: send fewer at a time`
+          : `a compressed payload (${COMPRESSED_ENCODING}) inflates past ${COMPRESSION_MAX_INFLATED_BYTES} bytes`,
       );
     }
     try {
-      return Proto.decode(plain);
+      return [Proto.decode(plain), plain.length];
     } catch {
       throw new PayloadCodecError(
         PayloadCodecErrorCode.Malformed,

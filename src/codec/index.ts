@@ -3,6 +3,7 @@ export { AesGcmPayloadCodec, ENCRYPTED_ENCODING, KEY_ID_METADATA, payloadKeyId }
 export {
   COMPRESSED_ENCODING,
   COMPRESSION_MAX_INFLATED_BYTES,
+  COMPRESSION_MAX_TOTAL_INFLATED_BYTES,
   COMPRESSION_MIN_BYTES,
   CompressionPayloadCodec,
   type CompressionCodecOptions,

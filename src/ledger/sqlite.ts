@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
 import type Database from 'better-sqlite3';
 import type { Sql, SqlDriver } from './sql';
@@ -33,6 +33,7 @@ export class SqliteDriver implements SqlDriver {
 
   constructor(file: string) {
     mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+    createPrivate(file);
     this.db = new Sqlite(file, { timeout: BUSY_TIMEOUT_MS });
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = FULL');
@@ -77,6 +78,18 @@ export class SqliteDriver implements SqlDriver {
   async close(): Promise<void> {
     await this.queue;
     if (this.db.open) this.db.close();
+  }
+}
+
+/**
+ * Creates `file` empty and readable by its owner only (0600) when it does not exist; SQLite gives its `-wal` and
+ * `-shm` the mode of the database. A store that exists keeps its mode: only files imagebatch creates are tightened.
+ */
+function createPrivate(file: string): void {
+  try {
+    closeSync(openSync(file, 'wx', 0o600));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
   }
 }
 

@@ -162,7 +162,7 @@ async function streamToFile(image: ImageRef, res: Dispatcher.ResponseData, targe
   const hash = createHash('sha256');
   let bytes = 0;
   let reported = 0;
-  const fh = await open(tempPath, 'w');
+  const fh = await open(tempPath, 'wx');
   try {
     try {
       for await (const chunk of res.body) {

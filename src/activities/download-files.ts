@@ -1,14 +1,26 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { open, readFile, rename, rm, stat } from 'node:fs/promises';
+import { lstat, mkdir, open, readFile, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Dispatcher } from 'undici';
 import type { ImageRef } from '../model';
 import { SNIFF_BYTES, sniffImageType } from '../api/image-type';
 import { decodeDataUri, describeImageUrl } from './data-uri';
-import { downloadFailed } from './failures';
+import { downloadFailed, symlinkedFolder } from './failures';
 
 /** A download's files (see download.ts): the options, the sidecar of a saved image, an inline image saved. */
+
+/**
+ * Makes `rowDir` (and the folders above it) and refuses, naming it, a batch or row folder that is a symbolic link:
+ * one planted there would send the images elsewhere.
+ */
+export async function makeRowFolder(batchDir: string, rowDir: string): Promise<void> {
+  // One at a time, each checked before anything is made in it.
+  for (const folder of [batchDir, rowDir]) {
+    await mkdir(folder, { recursive: true });
+    if ((await lstat(folder)).isSymbolicLink()) throw symlinkedFolder(folder);
+  }
+}
 
 export interface DownloadOptions {
   dispatcher: Dispatcher;
@@ -90,7 +102,7 @@ export async function saveInline(
   };
   const tempPath = path.join(rowDir, `.${base}.${randomUUID()}.part`);
   try {
-    const fh = await open(tempPath, 'w');
+    const fh = await open(tempPath, 'wx');
     try {
       await fh.writeFile(bytes);
     } finally {
@@ -116,7 +128,7 @@ export function overLimit(size: number, prefix: string, options: DownloadOptions
 /** Writes `<base>.json`, the sidecar of a saved image, atomically (a temporary file renamed into place). */
 export async function writeSidecar(rowDir: string, base: string, sidecar: Sidecar): Promise<void> {
   const sidecarTemp = path.join(rowDir, `.${base}.${randomUUID()}.json.part`);
-  const sfh = await open(sidecarTemp, 'w');
+  const sfh = await open(sidecarTemp, 'wx');
   try {
     await sfh.writeFile(`${JSON.stringify(sidecar)}\n`);
   } finally {

@@ -1,4 +1,3 @@
-import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { Dispatcher } from 'undici';
 import type { DownloadedImage, DownloadImagesInput } from '../model';
@@ -13,7 +12,7 @@ import { type ServiceConfig } from '../api/service-config';
 import { sniffImageType } from '../api/image-type';
 import { CandidateTally } from './candidates';
 import { clipSource, describeImageUrl, isDataUri } from './data-uri';
-import { completed, saveInline, type DownloadOptions } from './download-files';
+import { completed, makeRowFolder, saveInline, type DownloadOptions } from './download-files';
 import { downloadOne } from './download-fetch';
 import { unusableFileName } from './failures';
 
@@ -45,7 +44,7 @@ export async function downloadImages(input: DownloadImagesInput, options: Downlo
   const batchDir = path.resolve(options.outputRoot, input.outDir);
   const rowSegment = safeSegment(input.rowId, 'rowId');
   const rowDir = path.join(batchDir, rowSegment);
-  await mkdir(rowDir, { recursive: true });
+  await makeRowFolder(batchDir, rowDir);
   const out: DownloadedImage[] = [];
   const candidates = new CandidateTally();
   let total = 0;

@@ -203,6 +203,14 @@ export function unusableFileName(what: string, value: string): ApplicationFailur
   });
 }
 
+/** A batch's or row's folder that is a symbolic link: images are never saved through one. */
+export function symlinkedFolder(folder: string): ApplicationFailure {
+  return failure({
+    type: FailureType.Config,
+    message: `the folder ${folder} is a symbolic link: images are not saved through one (remove it, or choose another output folder)`,
+  });
+}
+
 /** A paid success whose images were refused here as every row's would be: a stop of the batch (images-refused.ts). */
 export function imagesRefusedFailure(stop: BatchStopDetails): ApplicationFailure {
   return failure({ type: FailureType.BatchStop, message: stop.message, details: [stop] });

@@ -1,8 +1,9 @@
-import { createHash } from 'node:crypto';
-import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
+import { createHash, randomUUID } from 'node:crypto';
+import { readFile, rename, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { LedgerKey } from '../ledger';
 import type { DownloadedImage } from '../model';
+import { makeRowFolder } from './download-files';
 
 /** Images a key saved, as the ledger store lists them: still there, or copied into another batch's folder. */
 
@@ -34,9 +35,9 @@ export async function copyImages(
     const relative = path.join(rowId, path.basename(image.path));
     const to = path.resolve(outDir, relative);
     if (to !== from) {
-      await mkdir(path.dirname(to), { recursive: true });
-      const partial = `${to}.partial`;
-      await writeFile(partial, bytes);
+      await makeRowFolder(path.resolve(outDir), path.dirname(to));
+      const partial = `${to}.${randomUUID()}.partial`;
+      await writeFile(partial, bytes, { flag: 'wx' });
       await rename(partial, to);
     }
     copied.push({ ...image, path: relative });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { type CreationRequest, KeyOutcome, NO_MONEY_HELD, RowState } from '../model';
+import { type CreationRequest, KeyOutcome, NO_MONEY_HELD, RowState, windowsIdProblem } from '../model';
 import {
   Column,
   type ColumnIndex,
@@ -135,7 +135,16 @@ export function validateRow(input: RowInput): RowResult {
   let rowId: string | undefined = `row-${input.rowNumber}`;
   const idCell = cell(Column.Id);
   if (idCell !== undefined && idCell !== '' && cells.length === input.width) {
-    if (ROW_ID_PATTERN.test(idCell)) {
+    const windows = ROW_ID_PATTERN.test(idCell) ? windowsIdProblem(idCell) : undefined;
+    if (windows) {
+      rowId = undefined;
+      problems.push({
+        code: ProblemCode.IdInvalid,
+        line,
+        field: Column.Id,
+        message: `id ${preview(idCell)} ${windows}`,
+      });
+    } else if (ROW_ID_PATTERN.test(idCell)) {
       rowId = idCell;
     } else {
       rowId = undefined;

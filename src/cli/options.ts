@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { durationMs } from '../config/duration';
-import { formatWait, ID_PATTERN } from '../model';
+import { formatWait, ID_PATTERN, windowsIdProblem } from '../model';
 import { OptionError } from './errors';
 
 /**
@@ -83,7 +83,11 @@ export const deadline = checked<string>((raw) =>
 );
 
 /** A batch id or a schedule id. */
-export const batchId = checked<string>((raw) => (ID_PATTERN.test(raw) ? { value: raw } : { problem: ID_RULE }));
+export const batchId = checked<string>((raw) => {
+  if (!ID_PATTERN.test(raw)) return { problem: ID_RULE };
+  const windows = windowsIdProblem(raw);
+  return windows ? { problem: windows } : { value: raw };
+});
 
 /**
  * A repeatable option's values (commander collects them), each parsed by `parse` on top of those before it; an

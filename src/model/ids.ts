@@ -9,6 +9,19 @@
  */
 export const ID_PATTERN = /^(?!\.+$)[A-Za-z0-9._:-]{1,128}$/;
 
+/** A device name Windows reserves (any case, with or without an extension), or a name ending in a dot. */
+const WINDOWS_UNSAFE = /^(?:con|prn|aux|nul|com[1-9]|lpt[1-9])(?:\..*)?$|[. ]$/i;
+
+/**
+ * Why `id` (matching {@link ID_PATTERN}) cannot name a file on Windows, or undefined when it can. `:` is allowed:
+ * file names take ids through a `safeSegment` that replaces it.
+ */
+export function windowsIdProblem(id: string): string | undefined {
+  return WINDOWS_UNSAFE.test(id)
+    ? 'must not be a name Windows reserves (CON, PRN, AUX, NUL, COM1-9, LPT1-9, with or without an extension) or end in a dot'
+    : undefined;
+}
+
 /** Workflow id of a batch. */
 export function batchWorkflowId(batchId: string): string {
   return `batch/${batchId}`;

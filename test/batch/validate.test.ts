@@ -230,7 +230,7 @@ describe('validateBatchFile: ids', () => {
   });
 
   it('refuses ids that are only dots (they would be charged, then fail as file names), with their lines', async () => {
-    const report = await validateBatchFile(tmp.file('dots.csv', 'id,prompt,model\n.,a,m\n..,b,m\n...,c,m\n.a.,d,m\n'));
+    const report = await validateBatchFile(tmp.file('dots.csv', 'id,prompt,model\n.,a,m\n..,b,m\n...,c,m\n.a.b,d,m\n'));
     expect(report.problems.map(brief)).toEqual([
       ['row.id_invalid', 2, 'id'],
       ['row.id_invalid', 3, 'id'],
@@ -238,6 +238,20 @@ describe('validateBatchFile: ids', () => {
     ]);
     expect(report.problems[0]!.message).toMatch(/not only dots/);
     expect(report.validRows).toBe(1);
+  });
+});
+
+describe('validateBatchFile: ids Windows cannot use as file names', () => {
+  it('refuses reserved device names in any case, with or without an extension, and ids ending in a dot', async () => {
+    const ids = ['CON', 'nul', 'Com1', 'lpt9.txt', 'aux.tar.gz', 'x.', 'ok', 'console', 'com0', 'a:b'];
+    const report = await validateBatchFile(
+      tmp.file('windows.csv', `id,prompt,model\n${ids.map((id) => `${id},p,m`).join('\n')}\n`),
+    );
+    expect(report.problems.map(brief)).toEqual([2, 3, 4, 5, 6, 7].map((line) => ['row.id_invalid', line, 'id']));
+    expect(report.problems[0]!.message).toBe(
+      'id "CON" must not be a name Windows reserves (CON, PRN, AUX, NUL, COM1-9, LPT1-9, with or without an extension) or end in a dot',
+    );
+    expect(report.validRows).toBe(4);
   });
 });
 

@@ -96,12 +96,13 @@ describe('row field rules (contract-defaults.md, "The submit body")', () => {
     expect(result.ok ? [] : result.problems.map((p) => p.code)).toEqual(['csv.ragged_row']);
   });
 
-  it('accepts exactly the ids that fit a Temporal workflow id segment and a file name (never only dots)', () => {
+  it('accepts exactly the ids that fit a Temporal workflow id segment and a file name (never only dots, never a name Windows reserves, never a trailing dot)', () => {
     fc.assert(
       fc.property(fc.string({ unit: 'grapheme-ascii', minLength: 0, maxLength: 140 }), (id) => {
         const result = row({ id, prompt: 'p', model: 'm' });
         const trimmed = id.trim();
-        const expected = trimmed === '' || (/^[A-Za-z0-9._:-]{1,128}$/.test(trimmed) && !/^\.+$/.test(trimmed));
+        const windows = /^(con|prn|aux|nul|com[1-9]|lpt[1-9])(\..*)?$/i.test(trimmed) || trimmed.endsWith('.');
+        const expected = trimmed === '' || (/^[A-Za-z0-9._:-]{1,128}$/.test(trimmed) && !windows);
         expect(result.ok).toBe(expected);
         if (result.ok) expect(result.row.rowId).toBe(trimmed === '' ? 'row-3' : trimmed);
         if (result.ok) expect(ROW_ID_PATTERN.test(result.row.rowId) && !result.row.rowId.includes('/')).toBe(true);

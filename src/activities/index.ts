@@ -16,6 +16,7 @@ import { createScheduleActivities } from './schedule-activities';
 import { createScheduledRunActivities } from './scheduled-run-activities';
 import { createImageActivities } from './image-activities';
 import { requestFingerprinter } from './key-ledger';
+import { guardedDownloadDispatcher } from './download';
 import { createLedgerActivities } from './ledger-activities';
 import { createLedgerCheckActivities } from './ledger-check';
 import { createServiceProofActivities, serviceProver } from './service-proof';
@@ -161,6 +162,8 @@ export function createActivitiesWithSteps(deps: ActivityDeps) {
       outputRoot,
       ledger: { store: deps.ledger, fingerprintOf },
       ...(deps.temporalClient ? { temporalClient: deps.temporalClient } : {}),
+      // A URL source passes the address guard of image downloads, whatever dispatcher the images use.
+      sourceDispatcher: guardedDownloadDispatcher(config, 2),
     }),
     ...createScheduledRunActivities({
       outputRoot,

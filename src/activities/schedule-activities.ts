@@ -1,11 +1,15 @@
 import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
+import type { Dispatcher } from 'undici';
 import { msToNumber } from '@temporalio/common/lib/time';
 import { eachRow, fileFingerprint, rowMayBePaid } from '../ledger';
 import { BatchFileError, BatchFileErrorReason } from '../batch';
 import { prepareScheduledInput, type PreparedInput, type ScheduleLedger } from '../schedules/prepare';
-import { ScheduledRunCannotStartError, type SourceCheckOptions } from '../schedules/source-check';
+import { CannotStartReason, ScheduledRunCannotStartError, type SourceCheckOptions } from '../schedules/source-check';
+import { refusalOf } from '../api/download-guard';
+import { ErrorCode } from '../model/errors';
+import { sourceRefusal } from './schedule-source';
 import { scheduleSpend } from '../schedules/budget';
 import { scheduledRunCannotStart } from './failures';
 import {
@@ -59,6 +63,11 @@ export function createScheduleActivities(deps: {
   temporalClient?: Client;
   now?: () => number;
   ledger: ScheduleLedger;
+  /**
+   * What a URL source is fetched through: the guarded dispatcher of image downloads (src/api/download-guard.ts).
+   * @default undici's global dispatcher (tests only: the worker always gives the guarded one)
+   */
+  sourceDispatcher?: Dispatcher;
 }) {
   const now = deps.now ?? Date.now;
   return {
@@ -66,19 +75,22 @@ export function createScheduleActivities(deps: {
       const ctx = Context.current();
       const outDir = path.resolve(deps.outputRoot, input.outDir);
       const client = deps.temporalClient;
-      const prepared = prepareScheduledInput({
-        source: /^https?:\/\//i.test(input.source) ? input.source : path.resolve(deps.outputRoot, input.source),
-        runDir: path.join(outDir, input.batchId),
-        batchId: input.batchId,
-        skipSucceeded: input.skipSucceeded,
-        ledger: deps.ledger,
-        ...(client
-          ? { rowSettled: (batchId: string, rowId: string) => rowSettled(client, batchId, rowId, now()) }
-          : {}),
-        ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
-        ...(input.check ? { check: input.check } : {}),
-      });
-      const run = await whileHeartbeating(ctx, prepared).catch(cannotStart);
+      const prepared = prepareScheduledInput(
+        {
+          source: /^https?:\/\//i.test(input.source) ? input.source : path.resolve(deps.outputRoot, input.source),
+          runDir: path.join(outDir, input.batchId),
+          batchId: input.batchId,
+          skipSucceeded: input.skipSucceeded,
+          ledger: deps.ledger,
+          ...(client
+            ? { rowSettled: (batchId: string, rowId: string) => rowSettled(client, batchId, rowId, now()) }
+            : {}),
+          ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
+          ...(input.check ? { check: input.check } : {}),
+        },
+        deps.sourceDispatcher,
+      );
+      const run = await whileHeartbeating(ctx, prepared).catch((err: unknown) => cannotStart(err, input.source));
       // The run is a batch of its own in the store: `results` finds its file and folder there for as long as it lasts.
       await deps.ledger.store.append([
         {
@@ -116,9 +128,17 @@ export function createScheduleActivities(deps: {
 
 /**
  * A source that is missing, unreadable or invalid fails the run at once (non-retryable): retried, it held the run,
- * and under the `skip` overlap policy every later tick, for the retry policy's 20 minutes.
+ * and under the `skip` overlap policy every later tick, for the retry policy's 20 minutes. So does a URL whose
+ * address (or a redirect's) the download guard refused: nothing was read.
  */
-function cannotStart(err: unknown): never {
+function cannotStart(err: unknown, source: string): never {
+  const refused = refusalOf(err);
+  if (refused) {
+    throw scheduledRunCannotStart(sourceRefusal(source, refused), {
+      code: ErrorCode.ScheduleSourceRefused,
+      reason: CannotStartReason.Refused,
+    });
+  }
   if (err instanceof ScheduledRunCannotStartError) {
     throw scheduledRunCannotStart(err.message, { code: err.code, reason: err.reason });
   }

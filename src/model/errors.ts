@@ -70,6 +70,8 @@ export const ErrorCode = {
   ServiceUnusable: 'SERVICE_UNUSABLE',
   /** A scheduled run cannot start: its file is missing, cannot be read, or has problems. */
   ScheduledRunCannotStart: 'SCHEDULED_RUN_CANNOT_START',
+  /** A schedule's source is refused: a URL on an address downloads may not reach, or a path outside its folders. */
+  ScheduleSourceRefused: 'SCHEDULE_SOURCE_REFUSED',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

@@ -10,6 +10,8 @@ export const CannotStartReason = {
   Unreadable: 'unreadable',
   /** The file has problems, as `imagebatch validate` lists them. */
   Invalid: 'invalid',
+  /** The source is refused: a URL on an address the download guard refuses, or a path outside the allowed folders. */
+  Refused: 'refused',
 } as const;
 export type CannotStartReason = (typeof CannotStartReason)[keyof typeof CannotStartReason];
 

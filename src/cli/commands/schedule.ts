@@ -17,6 +17,8 @@ import {
   timezone,
 } from '../schedule/guards';
 import { checkScheduleSource, isUrlSource } from '../schedule/source';
+import { checkSourceAddress, sourceAddressPolicy } from '../../activities/schedule-source';
+import { loadServiceConfig } from '../../config/service-config';
 import { withScheduleClient, workerMissing } from '../schedule/keep-alive';
 import { timingLines } from '../schedule/timing';
 import {
@@ -114,6 +116,8 @@ const createCommand = defineCommand({
     const prices = await pricesInput(o);
     const spec: ScheduleSpec = o.cron !== undefined ? { cron: o.cron } : { every: o.every! };
     const source = isUrlSource(o.file) ? o.file : path.resolve(o.file);
+    // A URL on an address image downloads may not reach is refused now; each run checks it again on the worker.
+    if (isUrlSource(source)) await checkSourceAddress(source, sourceAddressPolicy(loadServiceConfig(env)));
     // A local file is checked now, before anything connects: nothing is created for a file that would fail each run.
     const checked = await checkScheduleSource({ source, ...(o.model ? { defaultModel: o.model } : {}), ...columns });
     const budget = o.budget;

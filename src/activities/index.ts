@@ -7,6 +7,7 @@ import { silentLogger, type Logger } from '../api/client';
 import type { HoldRegistry } from '../api/holds';
 import { PollPlan } from '../api/poll-plan';
 import { loadServiceConfig } from '../config/service-config';
+import { secretFilePaths } from '../config/known-settings';
 import { type ServiceConfig } from '../api/service-config';
 import type { LedgerStore } from '../ledger';
 import type { RunResultsWriter } from '../model';
@@ -99,6 +100,11 @@ export interface ActivityDeps {
    * The worker opens the one `IMAGEBATCH_LEDGER` names; tests give one of their own.
    */
   ledger: LedgerStore;
+  /**
+   * The files the secret settings (`*_FILE`) name: a schedule's source may never be one of them.
+   * @default those of the worker's environment
+   */
+  secretFiles?: readonly string[];
 }
 
 /**
@@ -164,6 +170,7 @@ export function createActivitiesWithSteps(deps: ActivityDeps) {
       ...(deps.temporalClient ? { temporalClient: deps.temporalClient } : {}),
       // A URL source passes the address guard of image downloads, whatever dispatcher the images use.
       sourceDispatcher: guardedDownloadDispatcher(config, 2),
+      sourceFolders: { allowed: config.scheduleSources, secretFiles: deps.secretFiles ?? secretFilePaths() },
     }),
     ...createScheduledRunActivities({
       outputRoot,

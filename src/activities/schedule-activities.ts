@@ -9,7 +9,13 @@ import { prepareScheduledInput, type PreparedInput, type ScheduleLedger } from '
 import { CannotStartReason, ScheduledRunCannotStartError, type SourceCheckOptions } from '../schedules/source-check';
 import { refusalOf } from '../api/download-guard';
 import { ErrorCode } from '../model/errors';
-import { sourceRefusal } from './schedule-source';
+import {
+  checkSourcePath,
+  redactedReason,
+  ScheduleSourceRefusedError,
+  sourceRefusal,
+  type SourceFolders,
+} from './schedule-source';
 import { scheduleSpend } from '../schedules/budget';
 import { scheduledRunCannotStart } from './failures';
 import {
@@ -68,6 +74,12 @@ export function createScheduleActivities(deps: {
    * @default undici's global dispatcher (tests only: the worker always gives the guarded one)
    */
   sourceDispatcher?: Dispatcher;
+  /**
+   * Where a local source may be besides the schedule's output folder (`IMAGEBATCH_SCHEDULE_SOURCES`), and the files
+   * of the secret settings it may never be.
+   * @default only the schedule's output folder
+   */
+  sourceFolders?: Omit<SourceFolders, 'scheduleDir'>;
 }) {
   const now = deps.now ?? Date.now;
   return {
@@ -75,20 +87,27 @@ export function createScheduleActivities(deps: {
       const ctx = Context.current();
       const outDir = path.resolve(deps.outputRoot, input.outDir);
       const client = deps.temporalClient;
-      const prepared = prepareScheduledInput(
-        {
-          source: /^https?:\/\//i.test(input.source) ? input.source : path.resolve(deps.outputRoot, input.source),
-          runDir: path.join(outDir, input.batchId),
-          batchId: input.batchId,
-          skipSucceeded: input.skipSucceeded,
-          ledger: deps.ledger,
-          ...(client
-            ? { rowSettled: (batchId: string, rowId: string) => rowSettled(client, batchId, rowId, now()) }
-            : {}),
-          ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
-          ...(input.check ? { check: input.check } : {}),
-        },
-        deps.sourceDispatcher,
+      const url = /^https?:\/\//i.test(input.source);
+      const source = url ? input.source : path.resolve(deps.outputRoot, input.source);
+      const folders = { scheduleDir: outDir, allowed: [], secretFiles: [], ...deps.sourceFolders };
+      // A local file is read only where the deployment allows it, and never a secret's file.
+      const checked = url ? Promise.resolve() : checkSourcePath(source, folders);
+      const prepared = checked.then(() =>
+        prepareScheduledInput(
+          {
+            source,
+            runDir: path.join(outDir, input.batchId),
+            batchId: input.batchId,
+            skipSucceeded: input.skipSucceeded,
+            ledger: deps.ledger,
+            ...(client
+              ? { rowSettled: (batchId: string, rowId: string) => rowSettled(client, batchId, rowId, now()) }
+              : {}),
+            ...(input.defaultModel ? { defaultModel: input.defaultModel } : {}),
+            ...(input.check ? { check: input.check } : {}),
+          },
+          deps.sourceDispatcher,
+        ),
       );
       const run = await whileHeartbeating(ctx, prepared).catch((err: unknown) => cannotStart(err, input.source));
       // The run is a batch of its own in the store: `results` finds its file and folder there for as long as it lasts.
@@ -132,6 +151,9 @@ export function createScheduleActivities(deps: {
  * address (or a redirect's) the download guard refused: nothing was read.
  */
 function cannotStart(err: unknown, source: string): never {
+  if (err instanceof ScheduleSourceRefusedError) {
+    throw scheduledRunCannotStart(err.message, { code: err.code, reason: CannotStartReason.Refused });
+  }
   const refused = refusalOf(err);
   if (refused) {
     throw scheduledRunCannotStart(sourceRefusal(source, refused), {
@@ -140,10 +162,10 @@ function cannotStart(err: unknown, source: string): never {
     });
   }
   if (err instanceof ScheduledRunCannotStartError) {
-    throw scheduledRunCannotStart(err.message, { code: err.code, reason: err.reason });
+    throw scheduledRunCannotStart(redactedReason(err.message), { code: err.code, reason: err.reason });
   }
   if (err instanceof BatchFileError && err.reason === BatchFileErrorReason.Unreadable) {
-    throw scheduledRunCannotStart(err.message, { code: err.code, reason: err.reason });
+    throw scheduledRunCannotStart(redactedReason(err.message), { code: err.code, reason: err.reason });
   }
   throw err;
 }

@@ -1,3 +1,7 @@
+import { realpath } from 'node:fs/promises';
+import path from 'node:path';
+import { looksLikeSecret } from '../config/redact';
+import { SCHEDULE_SOURCES_ENV } from '../config/service-config';
 import { ErrorCode, ImagebatchError } from '../model/errors';
 import {
   AddressPolicy,
@@ -45,4 +49,60 @@ export function sourceAddressPolicy(config: {
 }): AddressPolicy {
   const allow = parseAllowList((config.downloadAllowHosts ?? []).join(','));
   return new AddressPolicy({ allow: typeof allow === 'string' ? EMPTY_ALLOW_LIST : allow, baseUrl: config.baseUrl });
+}
+
+/** Where a schedule's local source may be, and the secrets' files it may never be. */
+export interface SourceFolders {
+  /** The schedule's own output folder (`--out`, as the worker sees it): its runs and `runs.jsonl` are below it. */
+  scheduleDir: string;
+  /** `IMAGEBATCH_SCHEDULE_SOURCES`. */
+  allowed: readonly string[];
+  /** The files the `*_FILE` settings name. */
+  secretFiles: readonly string[];
+}
+
+/** `file` with its symbolic links resolved; as written when it is not there (the reader then says it is missing). */
+const real = (file: string) => realpath(file).catch(() => path.resolve(file));
+
+const inside = (folder: string, file: string) => {
+  const rel = path.relative(folder, file);
+  return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
+};
+
+/**
+ * The worker's check of a schedule's local source, before it is read: its real path (links resolved) must be in
+ * the schedule's own output folder or a folder of `IMAGEBATCH_SCHEDULE_SOURCES`, and never a secret's file. Else
+ * {@link ScheduleSourceRefusedError}, naming the path only.
+ */
+export async function checkSourcePath(source: string, folders: SourceFolders): Promise<void> {
+  const file = await real(source);
+  const secrets = await Promise.all(folders.secretFiles.map(real));
+  if (secrets.includes(file)) {
+    throw new ScheduleSourceRefusedError(`the batch source ${source} is refused: it is the file of a secret setting`);
+  }
+  const roots = await Promise.all([folders.scheduleDir, ...folders.allowed].map(real));
+  if (!roots.some((root) => inside(root, file))) {
+    throw new ScheduleSourceRefusedError(
+      `the batch source ${source} is refused: a schedule reads files only in its own output folder ` +
+        `(${folders.scheduleDir}) or a folder of ${SCHEDULE_SOURCES_ENV}`,
+    );
+  }
+}
+
+/** A quoted value of a message (a cell or a column name, at most 40 characters: `preview`), or a bare word. */
+const QUOTED = /"(?:[^"\\]|\\.)*"/g;
+// A part of a path (the file's own name, a temporary folder's random suffix) is not a word of the file.
+const WORD = /(?<![\w/.+=~-])[A-Za-z0-9_+=~-]{16,}(?![\w/.+=~-])/g;
+
+const hidden = (value: string) => `<a value of ${value.length} characters, not shown>`;
+
+/**
+ * A scheduled run's reason for failing, as its history and `runs.jsonl` keep it: each excerpt of the file (a quoted
+ * value, or a bare word such as a column name) that looks like a secret (src/config/redact.ts) is replaced by its
+ * length.
+ */
+export function redactedReason(message: string): string {
+  return message
+    .replace(QUOTED, (quoted) => (looksLikeSecret(quoted.slice(1, -1)) ? hidden(quoted.slice(1, -1)) : quoted))
+    .replace(WORD, (word) => (looksLikeSecret(word) ? hidden(word) : word));
 }

@@ -243,6 +243,12 @@ export interface ServiceConfig {
    */
   downloadAllowHosts: readonly string[];
   /**
+   * Absolute folders a schedule's local source may be in, besides the schedule's own output folder.
+   * `IMAGEBATCH_SCHEDULE_SOURCES`, comma-separated.
+   * @default none
+   */
+  scheduleSources: readonly string[];
+  /**
    * Where each request field goes in the submit body: comma-separated `<field>=<target>`, the field one of prompt,
    * model, negative_prompt, width, height, seed, num_images, the target a name or a dotted path that makes nested
    * objects (`prompt=input.text,num_images=n`). Unlisted fields keep their names. `IMAGEGEN_REQUEST_FIELDS`.

@@ -134,3 +134,16 @@ export function checkKnownSettings(env: Env, platform: NodeJS.Platform = process
   const unknown = unknownSettings(env, platform);
   if (unknown.length > 0) throw new UnknownSettingError(unknown);
 }
+
+/**
+ * The files that the `*_FILE` settings of `env` name (the API key's, the payload key's, the ledger password's...):
+ * paths only, never their content. A schedule's source may never be one of them.
+ */
+export function secretFilePaths(env: Env = process.env): string[] {
+  return [...SETTING_NAMES, ...PROJECT_NAMES]
+    .filter((name) => name.endsWith('_FILE'))
+    .flatMap((name) => {
+      const value = env[name]?.trim();
+      return value ? [value] : [];
+    });
+}

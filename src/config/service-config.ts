@@ -3,11 +3,15 @@ import { ErrorCode, ImagebatchError } from '../model/errors';
 import { DEFAULT_IDEMPOTENCY_HEADER, DEFAULT_PENDING_STATUSES, DEFAULT_SUCCESS_STATUSES } from '../api/contract';
 import { DEFAULT_COST_FIELDS, DEFAULT_PRICE_FIELDS } from '../api/money';
 import { POLL_PLAN_MODES, type ServiceConfig } from '../api/service-config';
+import path from 'node:path';
 import { baseUrl, fieldPaths, headerName, int, onOff, statuses, urlPath } from './setting-schemas';
 import * as schemaDefaults from '../api/schemas';
 import { ALLOW_INSECURE_HTTP_ENV, plainHttpProblem } from './insecure-http';
 import { gotValue, withoutValue } from './redact';
 import { DOWNLOAD_ALLOW_HOSTS_ENV, parseAllowList } from '../api/download-guard';
+
+/** Folders a schedule's local source may be in, besides its own output folder (src/activities/schedule-source.ts). */
+export const SCHEDULE_SOURCES_ENV = 'IMAGEBATCH_SCHEDULE_SOURCES';
 import {
   bodyPathProblem,
   keyFieldClash,
@@ -107,6 +111,19 @@ const SETTINGS = {
           .map((x) => x.trim().toLowerCase())
           .filter((x) => x !== ''),
       ),
+    '',
+  ],
+  scheduleSources: [
+    SCHEDULE_SOURCES_ENV,
+    z
+      .string()
+      .transform((s) =>
+        s
+          .split(',')
+          .map((x) => x.trim())
+          .filter((x) => x !== ''),
+      )
+      .refine((list) => list.every((x) => path.isAbsolute(x)), 'must list absolute folders, comma-separated'),
     '',
   ],
   requestFields: [

@@ -16,7 +16,8 @@ beforeAll(async () => {
 afterAll(async () => cleanup());
 
 const prepare = (source: string, check = true) => {
-  const { activities } = activitiesFor('http://127.0.0.1:9/v1', {}, { outputRoot: dir });
+  // The sources are beside the schedule's folder: a folder the deployment lets schedules read.
+  const { activities } = activitiesFor('http://127.0.0.1:9/v1', { scheduleSources: [dir] }, { outputRoot: dir });
   return runActivity(() =>
     activities.prepareScheduledRun({
       source,

@@ -72,8 +72,9 @@ const noop = () => undefined;
 export const quietBundlerLogger = { trace: noop, debug: noop, info: noop, warn: noop, error: console.error, log: noop };
 
 /**
- * A worker with the real activities against a simulator at `baseUrl` (the demo key, a 200 ms poll interval, and any
- * other `config` given), on a task queue of its own named after `prefix`, writing below `outputRoot`.
+ * A worker with the real activities against a simulator at `baseUrl` (the demo key, a 200 ms poll interval, schedule
+ * sources read below `outputRoot`, and any other `config` given), on a task queue of its own named after `prefix`,
+ * writing below `outputRoot`.
  */
 export async function simulatorWorker(
   env: () => TestWorkflowEnvironment,
@@ -98,7 +99,12 @@ export async function simulatorWorker(
     workflowBundle: await workflowBundle(),
     activities: createActivities(
       withResultsWriter({
-        config: defaultServiceConfig({ baseUrl: options.baseUrl, minPollIntervalMs: 200, ...options.config }),
+        config: defaultServiceConfig({
+          baseUrl: options.baseUrl,
+          minPollIntervalMs: 200,
+          scheduleSources: [options.outputRoot],
+          ...options.config,
+        }),
         apiKey: () => DEMO_API_KEY,
         outputRoot: options.outputRoot,
         temporalClient: env().client,

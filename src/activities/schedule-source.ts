@@ -84,7 +84,8 @@ export async function checkSourcePath(source: string, folders: SourceFolders): P
   if (!roots.some((root) => inside(root, file))) {
     throw new ScheduleSourceRefusedError(
       `the batch source ${source} is refused: a schedule reads files only in its own output folder ` +
-        `(${folders.scheduleDir}) or a folder of ${SCHEDULE_SOURCES_ENV}`,
+        `(${folders.scheduleDir}) or a folder of ${SCHEDULE_SOURCES_ENV}: move it there, or set ` +
+        `${SCHEDULE_SOURCES_ENV}=${path.dirname(path.resolve(source))} for the worker and the CLI`,
     );
   }
 }

@@ -51,7 +51,20 @@ const workerRuns = () => {
 describe('local mode keeps schedules alive', { timeout: 300_000 }, () => {
   it('schedule ls after local stop starts the worker again; without its settings it says none runs', async () => {
     // Once a year: no tick fires during the test.
-    const create = ['schedule', 'create', 'yearly', '--file', file, '--cron', '0 0 1 1 *', '--model', 'flux-dev'];
+    // The file is in the schedule's output folder: the only one its worker reads by default.
+    const create = [
+      'schedule',
+      'create',
+      'yearly',
+      '--file',
+      file,
+      '--out',
+      dir,
+      '--cron',
+      '0 0 1 1 *',
+      '--model',
+      'flux-dev',
+    ];
     const created = await cli(create, { env: localEnv(), timeoutMs: 180_000 });
     expect(created.code, describeRun(create, created)).toBe(0);
     expect(workerRuns()).toBe(true);

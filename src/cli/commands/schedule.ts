@@ -17,8 +17,9 @@ import {
   timezone,
 } from '../schedule/guards';
 import { checkScheduleSource, isUrlSource } from '../schedule/source';
-import { checkSourceAddress, sourceAddressPolicy } from '../../activities/schedule-source';
+import { checkSourceAddress, checkSourcePath, sourceAddressPolicy } from '../../activities/schedule-source';
 import { loadServiceConfig } from '../../config/service-config';
+import { secretFilePaths } from '../../config/known-settings';
 import { withScheduleClient, workerMissing } from '../schedule/keep-alive';
 import { timingLines } from '../schedule/timing';
 import {
@@ -126,6 +127,12 @@ const createCommand = defineCommand({
       await checkDeclaredPrices(ledger, prices.prices);
       return { ledgerId: ledger.id, ledgerLocation: ledger.location };
     });
+    // The worker reads a local file only where its settings allow (src/activities/schedule-source.ts): checked here
+    // with this shell's, which local mode's worker shares, so a schedule is never made to fail at every run.
+    if (!isUrlSource(source)) {
+      const folders = { scheduleDir: path.resolve(o.out), allowed: loadServiceConfig(env).scheduleSources };
+      await checkSourcePath(source, { ...folders, secretFiles: secretFilePaths(env) });
+    }
     const log = (line: string) => stderr(`${line}\n`);
     const connected = await connectClient(env, { local: 'worker', log });
     const { client, config, close } = connected;

@@ -55,6 +55,7 @@ describe('loadServiceConfig', () => {
       maxDownloadBytes: 50 * 1024 * 1024,
       downloadMaxRedirects: 3,
       downloadAllowHosts: [],
+      scheduleSources: [],
       maxAmbiguousTries: 6,
       backoffBaseMs: 1000,
       backoffMaxMs: 60_000,

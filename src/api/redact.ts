@@ -5,7 +5,9 @@
  * - raw, in hex, and in base64 or base64url at each of the three byte offsets it can have inside a longer encoded
  *   text (`Bearer <key>`, `user:<key>`), padded or not;
  * - each of these spelled with escapes, up to {@link MAX_ESCAPE_LAYERS} layers deep: JSON's `\uXXXX`, `\"`, `\\`,
- *   `\/` (a JSON string holding JSON text is two layers) and URL percent-encoding (`%5F`).
+ *   `\/` (a JSON string holding JSON text is two layers), URL percent-encoding (`%5F`), HTML character references
+ *   (`&#95;`, `&#x5F;`, `&amp;`), line breaks (base64 wrapped at 64 columns), and base64 itself (base64 of base64):
+ *   each layer decodes one of each, so a nesting of them, up to that depth, is found.
  *
  * The text is decoded layer by layer, each decoded character remembering where it came from, so what is replaced is
  * the original spelling: JSON stays JSON after redaction.
@@ -84,16 +86,19 @@ export function redactSecret(text: string, key: string | undefined): string {
   if (!key || text.length === 0) return text;
   const needles = needlesOf(key);
   const spans: Array<[number, number]> = [];
-  let layer: Layer | undefined;
-  for (let depth = 0; depth <= MAX_ESCAPE_LAYERS; depth++) {
-    if (depth > 0) {
-      const from: Layer = layer ?? identity(text);
-      if (!/[\\%]/.test(from.text)) break;
-      const next = decodeLayer(from);
-      if (next.text === from.text) break;
-      layer = next;
+  find(undefined, text, needles, spans);
+  // Each layer's text is decoded both ways (escapes, base64 runs): a few texts at most, each searched once.
+  let frontier: Layer[] = ESCAPED.test(text) || BASE64_RUN_START.test(text) ? [identity(text)] : [];
+  for (let depth = 1; depth <= MAX_ESCAPE_LAYERS && frontier.length > 0; depth++) {
+    const next: Layer[] = [];
+    for (const from of frontier) {
+      for (const decoded of [decodeLayer(from), base64Layer(from)]) {
+        if (decoded.text === from.text) continue;
+        find(decoded, text, needles, spans);
+        next.push(decoded);
+      }
     }
-    find(layer, text, needles, spans);
+    frontier = next;
   }
   return spans.length === 0 ? text : replaceSpans(text, spans);
 }
@@ -142,6 +147,47 @@ function find(layer: Layer | undefined, original: string, needles: readonly Need
 }
 
 const BASE64_CHAR = /^[A-Za-z0-9+/_-]$/;
+/** A text with something {@link decodeLayer} undoes. */
+const ESCAPED = /[\\%&\r\n]/;
+/** The shortest run of base64 decoded as text: 15 bytes, too short to hold the key. */
+const BASE64_RUN = /[A-Za-z0-9+/_-]{20,}={0,2}/g;
+const BASE64_RUN_START = /[A-Za-z0-9+/_-]{20}/;
+
+/**
+ * Each run of base64 (or base64url) that decodes to text (valid UTF-8, no control characters but white space)
+ * replaced by that text, every character of which comes from the whole run; anything else is kept as it is.
+ */
+function base64Layer(from: Layer): Layer {
+  const t = from.text;
+  const parts: string[] = [];
+  const starts: number[] = [];
+  const ends: number[] = [];
+  const keep = (i: number, j: number) => {
+    parts.push(t.slice(i, j));
+    for (let k = i; k < j; k++) {
+      starts.push(from.start[k] ?? 0);
+      ends.push(from.end[k] ?? 0);
+    }
+  };
+  let at = 0;
+  for (const m of t.matchAll(BASE64_RUN)) {
+    const decoded = Buffer.from(m[0].replace(/-/g, '+').replace(/_/g, '/'), 'base64').toString('utf8');
+    // eslint-disable-next-line no-control-regex -- control characters mean the run was bytes, not text
+    if (decoded.length === 0 || decoded.includes('\ufffd') || /[\x00-\x08\x0e-\x1f\x7f]/.test(decoded)) continue;
+    keep(at, m.index);
+    const first = from.start[m.index] ?? 0;
+    const last = from.end[m.index + m[0].length - 1] ?? 0;
+    parts.push(decoded);
+    for (let k = 0; k < decoded.length; k++) {
+      starts.push(first);
+      ends.push(last);
+    }
+    at = m.index + m[0].length;
+  }
+  if (at === 0) return from;
+  keep(at, t.length);
+  return { text: parts.join(''), start: Int32Array.from(starts), end: Int32Array.from(ends) };
+}
 
 function identity(text: string): Layer {
   const start = new Int32Array(text.length);
@@ -179,7 +225,7 @@ function decodeLayer(from: Layer): Layer {
       end[n] = from.end[j] ?? 0;
     }
   };
-  const escape = /[\\%]/g;
+  const escape = /[\\%&\r\n]/g;
   let i = 0;
   while (i < t.length) {
     escape.lastIndex = i;
@@ -193,7 +239,15 @@ function decodeLayer(from: Layer): Layer {
       i = at;
       if (i >= t.length) break;
     }
-    const decoded = t.charAt(i) === '%' ? percentDecoded(t, i) : jsonEscape(t, i);
+    const c = t.charAt(i);
+    const decoded =
+      c === '%'
+        ? percentDecoded(t, i)
+        : c === '&'
+          ? htmlReference(t, i)
+          : c === '\r' || c === '\n'
+            ? { text: '', length: 1 }
+            : jsonEscape(t, i);
     if (decoded) emit(decoded.text, i, i + decoded.length - 1);
     else emit(t.charAt(i), i, i);
     i += decoded?.length ?? 1;
@@ -208,6 +262,19 @@ function jsonEscape(t: string, i: number): { text: string; length: number } | un
     return { text: String.fromCharCode(parseInt(t.slice(i + 2, i + 6), 16)), length: 6 };
   const simple = SIMPLE_ESCAPES[next];
   return simple === undefined ? undefined : { text: simple, length: 2 };
+}
+
+const NAMED_REFERENCES: Readonly<Record<string, string>> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" };
+
+/** The character an HTML character reference at `i` spells (`&#95;`, `&#x5F;`, `&amp;`), and its length. */
+function htmlReference(t: string, i: number): { text: string; length: number } | undefined {
+  const m = /^&(?:#(\d{1,7})|#[xX]([0-9a-fA-F]{1,6})|([a-z]{2,4}));/.exec(t.slice(i, i + 12));
+  if (!m) return undefined;
+  const code = m[1] ? Number(m[1]) : m[2] ? parseInt(m[2], 16) : undefined;
+  if (code !== undefined)
+    return code <= 0x10ffff ? { text: String.fromCodePoint(code), length: m[0].length } : undefined;
+  const named = NAMED_REFERENCES[m[3]!];
+  return named === undefined ? undefined : { text: named, length: m[0].length };
 }
 
 /** The character one `%XX` (or a UTF-8 sequence of them) at `i` spells, and the length of its spelling. */

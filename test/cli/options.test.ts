@@ -117,7 +117,8 @@ describe('good values pass the checks', () => {
     const file = path.join(dir, 'x.csv');
     await writeFile(file, 'prompt,model\na cat,m\n');
     onTestFinished(() => rm(dir, { recursive: true, force: true }));
-    expect(await run('schedule', 'create', 'n', '--file', file, ...options)).toBe(1);
+    // The file is in the schedule's output folder, where its worker may read it.
+    expect(await run('schedule', 'create', 'n', '--file', file, '--out', dir, ...options)).toBe(1);
     expect(stderr.join('')).toContain('a connection was made');
     expect(started.connections).toBe(1);
   });

@@ -41,7 +41,8 @@ describe('--spend-cap with a model of unknown price', { timeout: 120_000 }, () =
   it('run: exit 3 naming the model and --price, nothing started or charged; with --price it starts', async () => {
     const out = path.join(stack.dir, 'out-run');
     const args = ['run', file, '--batch-id', 'capless', '--out', out, '--spend-cap', '1'];
-    const refused = await cli(args, { env, timeoutMs: 60_000 });
+    // Its folder is one the schedule may read (IMAGEBATCH_SCHEDULE_SOURCES): the price is what refuses it.
+    const refused = await cli(args, { env: { ...env, IMAGEBATCH_SCHEDULE_SOURCES: stack.dir }, timeoutMs: 60_000 });
     expect(refused.code, describeRun(args, refused)).toBe(3);
     expect(refused.stderr).toContain('flux-dev');
     expect(refused.stderr).toContain('--price flux-dev=<usd per image>');
@@ -62,7 +63,8 @@ describe('--spend-cap with a model of unknown price', { timeout: 120_000 }, () =
     const chargesBefore = stack.sim.charges.entries().filter((e) => e.kind === 'charge').length;
     const args = ['schedule', 'create', 'nightly', '--file', file, '--every', '1h', '--spend-cap', '1'];
     args.push('--out', path.join(stack.dir, 'out-schedule'));
-    const refused = await cli(args, { env, timeoutMs: 60_000 });
+    // Its folder is one the schedule may read (IMAGEBATCH_SCHEDULE_SOURCES): the price is what refuses it.
+    const refused = await cli(args, { env: { ...env, IMAGEBATCH_SCHEDULE_SOURCES: stack.dir }, timeoutMs: 60_000 });
     expect(refused.code, describeRun(args, refused)).toBe(3);
     expect(refused.stderr).toContain('flux-dev');
     expect(refused.stderr).toContain('--price flux-dev=<usd per image>');

@@ -30,6 +30,8 @@ const PACING: ReadonlySet<string> = new Set([
   'clientRatePerSec',
   'clientRateBurst',
   'httpConnections',
+  // Where a schedule's file may be read: nothing the service sees.
+  'scheduleSources',
 ]);
 
 /**

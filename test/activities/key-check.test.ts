@@ -220,3 +220,14 @@ describe('createImage proving its key', () => {
     expect(t.methods()).toEqual(['POST ', 'GET /cr_1']);
   });
 });
+
+describe("the settings' fingerprint of a proof", () => {
+  it('leaves out where a schedule may read its file: a proof survives IMAGEBATCH_SCHEDULE_SOURCES', () => {
+    const base = defaultServiceConfig({ baseUrl: 'http://127.0.0.1:1/v1' });
+    const { scheduleSources: _ignored, ...before } = base;
+    expect(settingsFingerprint({ ...base, scheduleSources: ['/srv/prompts'] })).toBe(settingsFingerprint(base));
+    // The same fingerprint as a configuration from before the setting existed.
+    expect(settingsFingerprint(before as typeof base)).toBe(settingsFingerprint(base));
+    expect(settingsFingerprint({ ...base, idempotencyHeader: 'X-Other' })).not.toBe(settingsFingerprint(base));
+  });
+});

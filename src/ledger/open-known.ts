@@ -26,29 +26,50 @@ async function seenBeforeOpen(location: LedgerLocation): Promise<StoreSeen> {
   }
 }
 
+/** The store `IMAGEBATCH_LEDGER` names, opened, and what the record of stores says of it. */
+interface PlacedStore {
+  store: LedgerStore;
+  use: StoreUse;
+  /** The store this user used there (or by default) that it would replace; none when it replaces nothing. */
+  replaced?: StoreReplaced;
+}
+
+/**
+ * Opens the store `IMAGEBATCH_LEDGER` names, checked against the record of stores before (a missing or empty
+ * SQLite file) and after it is opened. A store found replaced before it is opened is not opened (nor made), unless
+ * `adopt`: then it is made, and the finding returned.
+ */
+async function openAtPlace(env: Env, adopt: boolean): Promise<PlacedStore> {
+  const location = ledgerLocation(env);
+  const where = describeLedgerLocation(location);
+  const isDefault = !env[IMAGEBATCH_LEDGER_ENV]?.trim();
+  const known = await readKnownStores(knownStoresFile(env));
+  const before = storeReplaced(known, where, isDefault, await seenBeforeOpen(location));
+  if (before && !adopt) throw new LedgerReplacedError(before, where);
+  const store = await openLedgerStore(location);
+  try {
+    const keys = await store.lastKeyPosition();
+    const replaced = before ?? storeReplaced(known, where, isDefault, { kind: 'opened', id: store.id, keys });
+    return { store, use: { location: where, id: store.id, keys, isDefault }, ...(replaced ? { replaced } : {}) };
+  } catch (err) {
+    await store.close().catch(() => undefined);
+    throw err;
+  }
+}
+
 /**
  * Opens the store `IMAGEBATCH_LEDGER` names, but never one that silently replaces the store this user used there
  * (src/ledger/known-stores.ts): a missing, emptied or other store, or a new default store where another held keys,
  * is a {@link LedgerReplacedError} and nothing is made or opened for good. The store is recorded as used.
  */
 export async function openKnownLedgerStore(env: Env): Promise<LedgerStore> {
-  const location = ledgerLocation(env);
-  const where = describeLedgerLocation(location);
-  const isDefault = !env[IMAGEBATCH_LEDGER_ENV]?.trim();
-  const known = await readKnownStores(knownStoresFile(env));
-  const before = storeReplaced(known, where, isDefault, await seenBeforeOpen(location));
-  if (before) throw new LedgerReplacedError(before, where);
-  const store = await openLedgerStore(location);
-  try {
-    const keys = await store.lastKeyPosition();
-    const after = storeReplaced(known, where, isDefault, { kind: 'opened', id: store.id, keys });
-    if (after) throw new LedgerReplacedError(after, where);
-    await recordQuietly(env, { location: where, id: store.id, keys, isDefault });
-    return store;
-  } catch (err) {
+  const { store, use, replaced } = await openAtPlace(env, false);
+  if (replaced) {
     await store.close().catch(() => undefined);
-    throw err;
+    throw new LedgerReplacedError(replaced, use.location);
   }
+  await recordQuietly(env, use);
+  return store;
 }
 
 /** Records that `store` was used, with the keys it holds now (after a command's work, and while a worker runs). */
@@ -82,18 +103,10 @@ export interface AdoptedStore {
  * paid again.
  */
 export async function adoptLedgerStore(env: Env): Promise<AdoptedStore> {
-  const location = ledgerLocation(env);
-  const where = describeLedgerLocation(location);
-  const isDefault = !env[IMAGEBATCH_LEDGER_ENV]?.trim();
-  const file = knownStoresFile(env);
-  const known = await readKnownStores(file);
-  const before = storeReplaced(known, where, isDefault, await seenBeforeOpen(location));
-  const store = await openLedgerStore(location);
+  const { store, use, replaced } = await openAtPlace(env, true);
   try {
-    const keys = await store.lastKeyPosition();
-    const replaced = before ?? storeReplaced(known, where, isDefault, { kind: 'opened', id: store.id, keys });
-    await recordStoreUse(file, { location: where, id: store.id, keys, isDefault }, Date.now(), true);
-    return { location: where, id: store.id, keys, ...(replaced ? { replaced } : {}) };
+    await recordStoreUse(knownStoresFile(env), use, Date.now(), true);
+    return { location: use.location, id: use.id, keys: use.keys, ...(replaced ? { replaced } : {}) };
   } finally {
     await store.close();
   }
